@@ -1,0 +1,155 @@
+"""The backend contract: the few operations a storage engine must provide, per scope.
+
+Everything else (validation, access policy, embedding, fusion across scopes, capsules, async) lives once
+in :class:`~autogen_shared_memory.store.SharedMemoryStore`. A backend only stores facts with their vectors
+atomically, applies the dedup/supersede rules inside one write transaction, and answers ranked lexical
+and semantic candidate lists. SQLite is the embedded implementation; a server database is a second one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..embedding import Vectors
+from ..model import AuditEvent, Draft, Fact, Filters, Receipt, ScopeKind, ScopeRef, ScopeStats
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The embedding model a scope's vectors come from (recorded in its meta table)."""
+
+    model_id: str
+    dimension: int
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """Set a fact's status (forget), recording who, when and why in its tombstone and audit trail."""
+
+    fact_id: str
+    status: str
+    actor: str
+    at: float
+    reason: str | None = None
+
+
+class Backend(ABC):
+    """Storage for facts, one isolated namespace per :class:`ScopeRef`."""
+
+    # ---------------------------------------------------------------- writes
+    @abstractmethod
+    def write(
+        self,
+        scope: ScopeRef,
+        drafts: Sequence[Draft],
+        vectors: Vectors,
+        model: ModelInfo,
+        near_duplicate_threshold: float,
+    ) -> list[Receipt]:
+        """Store ``drafts`` with their ``vectors`` in one transaction and return one receipt per draft.
+
+        Inside the transaction, per draft in order: an active fact with the same content hash is reinforced;
+        else an active fact whose cosine similarity is ``>= near_duplicate_threshold`` is reinforced; else a
+        new fact is inserted with its vector. The facts a draft ``supersedes`` (same scope, active) are
+        marked superseded. All or nothing: an error leaves the scope unchanged.
+        """
+
+    @abstractmethod
+    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
+        """Apply a status change (a tombstone) and return the updated fact; FactNotFoundError if absent."""
+
+    @abstractmethod
+    def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
+        """Physically delete inactive facts whose tombstone/expiry is older than ``before``; return ids."""
+
+    # ----------------------------------------------------------------- reads
+    @abstractmethod
+    def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
+        """The facts with these ids that exist in the scope, in the order asked."""
+
+    @abstractmethod
+    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
+        """Ids ranked by full-text relevance (best first) for the OR of ``terms`` (plain words)."""
+
+    @abstractmethod
+    def semantic(
+        self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]:
+        """``(id, cosine)`` ranked by cosine similarity to ``vector`` (best first)."""
+
+    @abstractmethod
+    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
+        """The audit trail of one fact, oldest first (it survives purge)."""
+
+    @abstractmethod
+    def stats(self, scope: ScopeRef) -> ScopeStats:
+        """Counts per status, size, embedding model and last write of a scope."""
+
+    @abstractmethod
+    def exists(self, scope: ScopeRef) -> bool:
+        """Whether the scope has been created (cheap: called on every search)."""
+
+    @abstractmethod
+    def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
+        """The scopes that exist (have been written to), optionally of one kind."""
+
+    # ------------------------------------------------------------ scope meta
+    @abstractmethod
+    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
+        """A scope setting (for example ``private`` or a group's member list), None when unset."""
+
+    @abstractmethod
+    def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]:
+        """All scope settings whose key starts with ``prefix``."""
+
+    @abstractmethod
+    def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None:
+        """Set (or with None, clear) a scope setting."""
+
+    @abstractmethod
+    def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
+        """Raise EmbeddingModelMismatchError if the scope's vectors come from another model."""
+
+    # -------------------------------------------------------------- re-embed
+    @abstractmethod
+    def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
+        """All ``(id, content)`` pairs of a scope in batches (any status), for re-embedding."""
+
+    @abstractmethod
+    def replace_vectors(
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool
+    ) -> None:
+        """Store new vectors for ``ids``; when ``final``, record ``model`` as the scope's model."""
+
+    def close(self) -> None:
+        """Release connections and caches."""
+
+
+def reembed_scope(
+    backend: Backend,
+    scope: ScopeRef,
+    embed: Callable[[Sequence[str]], Vectors],
+    model: ModelInfo,
+    batch_size: int = 256,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Re-embed every fact of a scope with ``embed``; the model switch is recorded only at the end.
+
+    Embedding happens outside any write transaction; each batch of vectors is then written in a short one.
+    """
+    done = 0
+    batches = list(backend.iter_contents(scope, batch_size))
+    for i, batch in enumerate(batches):
+        ids = [fid for fid, _ in batch]
+        vectors = embed([content for _, content in batch]) if batch else np.zeros((0, model.dimension))
+        backend.replace_vectors(scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1)
+        done += len(ids)
+        if progress is not None:
+            progress(len(ids))
+    if not batches:
+        backend.replace_vectors(scope, [], np.zeros((0, model.dimension), np.float32), model, final=True)
+    return done

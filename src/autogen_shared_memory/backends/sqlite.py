@@ -1,0 +1,846 @@
+"""The embedded backend: one SQLite file per scope (``global.db``, ``group_<id>.db``, ``agent_<id>.db``).
+
+Why it is built this way:
+
+* Each fact and its float32 vector are one row, written in one transaction: a fact never exists without
+  its vector or the other way round (seed 001 kept vectors in loose ``.npy`` files; we do not, on purpose).
+* WAL + a busy timeout + ``BEGIN IMMEDIATE`` for every read-then-write; the write lock is never held while
+  a model embeds (the store embeds first, then calls :meth:`SQLiteBackend.write`).
+* Semantic search runs over a per-process numpy matrix per scope. Every write bumps a revision counter in
+  the file and stamps the rows it touched with it, so a search refreshes only what changed since it last
+  looked, whichever process wrote it.
+* FTS5 (porter stemming) over the content, fed by insert/delete triggers; content is immutable (a trigger
+  refuses to change it), so status changes never re-index text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import sqlite_utils
+
+from ..embedding import Vectors
+from ..model import (
+    AuditEvent,
+    Draft,
+    EmbeddingModelMismatchError,
+    Fact,
+    FactNotFoundError,
+    Filters,
+    NotAStoreError,
+    Receipt,
+    ScopeKind,
+    ScopeRef,
+    ScopeStats,
+)
+from ..recall import fts5_expression, stem
+from .base import Backend, ModelInfo, StatusChange
+
+SCHEMA_VERSION = 1
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+_FACT_COLUMNS = (
+    "seq, id, content, created_by, created_at, confidence, tags, category, metadata, session_id, "
+    "expires_at, supersedes, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
+    "reinforcement, content_hash, version, updated_at"
+)
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    db = sqlite_utils.Database(conn, recursive_triggers=False)
+    db["facts"].create(  # type: ignore[union-attr]
+        {
+            "seq": int,
+            "id": str,
+            "content": str,
+            "created_by": str,
+            "created_at": float,
+            "confidence": float,
+            "tags": str,
+            "category": str,
+            "metadata": str,
+            "session_id": str,
+            "expires_at": float,
+            "supersedes": str,
+            "superseded_by": str,
+            "status": str,
+            "tombstone_by": str,
+            "tombstone_at": float,
+            "tombstone_reason": str,
+            "reinforcement": int,
+            "content_hash": str,
+            "version": int,
+            "updated_at": float,
+            "rev": int,
+            "embedding": bytes,
+        },
+        pk="seq",
+        not_null={"id", "content", "created_by", "created_at", "status", "content_hash", "rev", "embedding"},
+        defaults={"confidence": 1.0, "tags": "[]", "metadata": "{}", "supersedes": "[]", "reinforcement": 1,
+                  "version": 1},
+    )
+    facts = db.table("facts")
+    facts.create_index(["id"], unique=True)
+    facts.create_index(["content_hash", "status"])
+    facts.create_index(["rev"])
+    facts.create_index(["created_at"])
+    facts.create_index(["created_by"])
+    db["audit"].create(  # type: ignore[union-attr]
+        {"seq": int, "fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
+        pk="seq",
+        not_null={"fact_id", "event", "actor", "at"},
+    )
+    db.table("audit").create_index(["fact_id"])
+    db["meta"].create({"key": str, "value": str}, pk="key")  # type: ignore[union-attr]
+    db["state"].create(  # type: ignore[union-attr]
+        {"id": int, "rev": int, "epoch": int, "n_facts": int, "last_write": float}, pk="id"
+    )
+    conn.execute("INSERT INTO state (id, rev, epoch, n_facts, last_write) VALUES (1, 0, 0, 0, NULL)")
+    # External-content FTS5 index kept by insert/delete triggers only: content never changes in place.
+    conn.execute(
+        "CREATE VIRTUAL TABLE facts_fts USING fts5(content, content='facts', content_rowid='seq', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("CREATE VIRTUAL TABLE facts_vocab USING fts5vocab(facts_fts, 'row')")
+    conn.execute(
+        "CREATE TRIGGER facts_ai AFTER INSERT ON facts BEGIN "
+        "INSERT INTO facts_fts (rowid, content) VALUES (new.seq, new.content); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER facts_ad AFTER DELETE ON facts BEGIN "
+        "INSERT INTO facts_fts (facts_fts, rowid, content) VALUES ('delete', old.seq, old.content); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER facts_content_immutable BEFORE UPDATE OF content ON facts "
+        "WHEN new.content IS NOT old.content BEGIN "
+        "SELECT RAISE(ABORT, 'fact content is immutable: supersede the fact instead'); END"
+    )
+
+
+# Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
+MIGRATIONS = [_migrate_v1]
+assert len(MIGRATIONS) == SCHEMA_VERSION
+
+
+def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class _VectorIndex:
+    """The vectors of one scope as a growable numpy matrix, refreshed from the file by revision."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (the next refresh reloads the scope); the lock is kept."""
+        self.rev = -1
+        self.epoch = -1
+        self.n = 0
+        self.dim = 0
+        self.ids: list[str] = []
+        self.seq = np.zeros(0, dtype=np.int64)
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.active = np.zeros(0, dtype=bool)
+        self.expires = np.zeros(0, dtype=np.float64)
+
+    def _grow(self, need: int, dim: int) -> None:
+        if self.dim != dim:
+            if self.n:
+                raise EmbeddingModelMismatchError(f"vector of dimension {dim} in a {self.dim}-d index")
+            self.dim = dim
+            self.matrix = np.zeros((0, dim), dtype=np.float32)
+        cap = self.matrix.shape[0]
+        if need <= cap:
+            return
+        new_cap = max(need, cap * 2, 256)
+        matrix = np.zeros((new_cap, dim), dtype=np.float32)
+        matrix[: self.n] = self.matrix[: self.n]
+        self.matrix = matrix
+        for name, dtype in (("seq", np.int64), ("active", bool), ("expires", np.float64)):
+            old = getattr(self, name)
+            arr = np.zeros(new_cap, dtype=dtype)
+            arr[: self.n] = old[: self.n]
+            setattr(self, name, arr)
+
+    def append(self, seq: int, fact_id: str, vector: npt.NDArray[np.float32], active: bool,
+               expires: float | None) -> None:
+        self._grow(self.n + 1, int(vector.shape[-1]))
+        i = self.n
+        self.matrix[i] = vector
+        self.seq[i] = seq
+        self.active[i] = active
+        self.expires[i] = np.inf if expires is None else expires
+        self.ids.append(fact_id)
+        self.n += 1
+
+    def position(self, seq: int) -> int | None:
+        i = int(np.searchsorted(self.seq[: self.n], seq))
+        return i if i < self.n and self.seq[i] == seq else None
+
+    def apply(self, rows: Sequence[tuple[int, str, str, float | None, bytes | None]]) -> None:
+        """Apply changed rows ``(seq, id, status, expires_at, embedding-or-None)`` in seq order."""
+        for seq, fact_id, status, expires, blob in rows:
+            pos = self.position(seq) if self.n and seq <= self.seq[self.n - 1] else None
+            if pos is None:
+                if blob is None:
+                    continue
+                self.append(seq, fact_id, np.frombuffer(blob, dtype=np.float32), status == "active", expires)
+            else:
+                self.active[pos] = status == "active"
+                self.expires[pos] = np.inf if expires is None else expires
+                if blob is not None:
+                    self.matrix[pos] = np.frombuffer(blob, dtype=np.float32)
+
+    def live_mask(self, now: float, include_inactive: bool) -> npt.NDArray[np.bool_]:
+        if include_inactive:
+            return np.ones(self.n, dtype=bool)
+        return self.active[: self.n] & (self.expires[: self.n] > now)
+
+
+class _NearestExisting:
+    """Near-duplicate lookup for one write batch: one matrix product against the scope, up front.
+
+    ``lookup(j)`` returns the index position of the most similar live fact (including facts inserted
+    earlier in this batch) when its cosine is at least the threshold.
+    """
+
+    def __init__(self, index: _VectorIndex, vectors: Vectors, now: float, threshold: float) -> None:
+        self.index, self.vectors, self.now, self.threshold = index, vectors, now, threshold
+        self.start = index.n
+        b = len(vectors)
+        self.best_pos = np.full(b, -1, dtype=np.int64)
+        self.best_sim = np.full(b, -np.inf, dtype=np.float32)
+        if threshold > 1.0 or index.n == 0 or b == 0:
+            return
+        live = index.live_mask(now, include_inactive=False)
+        if not live.any():
+            return
+        for lo in range(0, b, 256):  # bound the n x chunk score matrix
+            scores = index.matrix[: index.n] @ vectors[lo : lo + 256].T
+            scores[~live] = -np.inf
+            arg = scores.argmax(axis=0)
+            self.best_pos[lo : lo + 256] = arg
+            self.best_sim[lo : lo + 256] = scores[arg, np.arange(scores.shape[1])]
+
+    def lookup(self, j: int) -> tuple[int, float] | None:
+        if self.threshold > 1.0:
+            return None
+        index = self.index
+        best: tuple[int, float] | None = None
+        pos = int(self.best_pos[j])
+        if pos >= 0 and index.active[pos] and self.best_sim[j] >= self.threshold:
+            best = (pos, float(self.best_sim[j]))
+        if index.n > self.start:  # facts this batch inserted so far
+            scores = index.matrix[self.start : index.n] @ self.vectors[j]
+            k = int(np.argmax(scores))
+            if scores[k] >= self.threshold and (best is None or scores[k] > best[1]):
+                best = (self.start + k, float(scores[k]))
+        return best
+
+
+class _Tx:
+    """A write transaction on one scope file, with the scope's refreshed vector index."""
+
+    def __init__(self, conn: sqlite3.Connection, index: _VectorIndex) -> None:
+        self.conn = conn
+        self.index = index
+        self.now = time.time()
+        row = conn.execute("SELECT rev, n_facts FROM state WHERE id = 1").fetchone()
+        self.rev = int(row[0]) + 1
+        self.n_facts = int(row[1])
+
+    def audit(self, fact_id: str, event: str, actor: str, **detail: Any) -> None:
+        self.conn.execute(
+            "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
+            (fact_id, event, actor, self.now, json.dumps(detail, default=str)),
+        )
+
+
+class SQLiteBackend(Backend):
+    """Facts in SQLite files under ``root``; safe for many threads and processes at once."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        max_common_term_ratio: float = 0.1,
+    ) -> None:
+        self.root = Path(root).expanduser()
+        self.busy_timeout = busy_timeout
+        self.max_common_term_ratio = max_common_term_ratio
+        self._local = threading.local()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._indexes: dict[ScopeRef, _VectorIndex] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+
+    # ------------------------------------------------------------------ files and connections
+    def path_of(self, scope: ScopeRef) -> Path:
+        return self.root / scope.file_name
+
+    def _conns(self) -> dict[ScopeRef, sqlite3.Connection]:
+        if os.getpid() != self._pid:  # forked: never share SQLite connections across processes
+            self._pid = os.getpid()
+            self._local = threading.local()
+            self._all_conns = []
+            self._indexes = {}
+        conns: dict[ScopeRef, sqlite3.Connection] | None = getattr(self._local, "conns", None)
+        if conns is None:
+            conns = self._local.conns = {}
+        return conns
+
+    def _conn(self, scope: ScopeRef, create: bool) -> sqlite3.Connection | None:
+        if self._closed:
+            raise RuntimeError("the memory store is closed")
+        conns = self._conns()
+        conn = conns.get(scope)
+        if conn is not None:
+            return conn
+        path = self.path_of(scope)
+        if not path.exists():
+            if not create:
+                return None
+            self.root.mkdir(parents=True, exist_ok=True)
+        else:
+            _check_sqlite_file(path)
+        conn = self._open(path, scope)
+        conns[scope] = conn
+        with self._lock:
+            self._all_conns.append(conn)
+        return conn
+
+    def _open(self, path: Path, scope: ScopeRef) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            # Refuse a foreign SQLite database before changing anything in it (even its journal mode).
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                conn.close()
+                raise NotAStoreError(f"{path} is a SQLite database but not a memory store; left untouched")
+            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(conn, scope)
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise NotAStoreError(f"{path} is not a SQLite memory store ({exc}); left untouched") from exc
+            raise
+        return conn
+
+    def _retry(self, fn: Any) -> Any:
+        """Run ``fn``, retrying SQLITE_BUSY/LOCKED with jittered backoff until the busy timeout is spent."""
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_lock_error(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.25)
+
+    def _migrate(self, conn: sqlite3.Connection, scope: ScopeRef) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise NotAStoreError(
+                f"{self.path_of(scope)} has schema version {version}, newer than this package supports "
+                f"({SCHEMA_VERSION}); upgrade autogen-shared-memory"
+            )
+        with self._immediate(conn):
+            version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
+            if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                raise NotAStoreError(f"{self.path_of(scope)} is a SQLite database but not a memory store")
+            for step in range(version, SCHEMA_VERSION):
+                MIGRATIONS[step](conn)
+            if version == 0:
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [("scope_kind", scope.kind), ("scope_owner", scope.owner)],
+                )
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _immediate(self, conn: sqlite3.Connection) -> Iterator[None]:
+        self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            self._retry(lambda: conn.execute("COMMIT"))
+
+    def _index(self, scope: ScopeRef) -> _VectorIndex:
+        with self._lock:
+            index = self._indexes.get(scope)
+            if index is None:
+                index = self._indexes[scope] = _VectorIndex()
+            return index
+
+    def _refresh(self, conn: sqlite3.Connection, index: _VectorIndex) -> None:
+        """Bring the scope's vector index up to date with the file (caller holds ``index.lock``)."""
+        rev, epoch = conn.execute("SELECT rev, epoch FROM state WHERE id = 1").fetchone()
+        if epoch != index.epoch:
+            index.reset()
+            index.epoch = epoch
+        if rev == index.rev:
+            return
+        last_seq = int(index.seq[index.n - 1]) if index.n else 0
+        # New rows carry their vector; known rows only need their status (and a vector when re-embedded).
+        # (A re-embed or purge bumps the epoch instead, which reloads everything.)
+        rows = conn.execute(
+            "SELECT seq, id, status, expires_at, CASE WHEN seq > ? THEN embedding END "
+            "FROM facts WHERE rev > ? ORDER BY seq",
+            (last_seq, index.rev),
+        ).fetchall()
+        index.apply(rows)
+        index.rev = rev
+
+    @contextmanager
+    def _write(self, scope: ScopeRef) -> Iterator[_Tx]:
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        index = self._index(scope)
+        with index.lock:
+            try:
+                with self._immediate(conn):
+                    self._refresh(conn, index)
+                    tx = _Tx(conn, index)
+                    yield tx
+                    conn.execute(
+                        "UPDATE state SET rev = ?, n_facts = ?, last_write = ? WHERE id = 1",
+                        (tx.rev, tx.n_facts, tx.now),
+                    )
+            except BaseException:
+                index.reset()  # it may hold rows of the rolled-back transaction
+                raise
+        # index.rev stays at its pre-transaction value: the next refresh re-reads just this
+        # transaction's rows, which settles every field the transaction changed.
+
+    # ------------------------------------------------------------------ writes
+    def write(
+        self,
+        scope: ScopeRef,
+        drafts: Sequence[Draft],
+        vectors: Vectors,
+        model: ModelInfo,
+        near_duplicate_threshold: float,
+    ) -> list[Receipt]:
+        receipts: list[Receipt] = []
+        vectors = np.asarray(vectors, dtype=np.float32)
+        with self._write(scope) as tx:
+            self._claim_model(tx.conn, scope, model)
+            near = _NearestExisting(tx.index, vectors, tx.now, near_duplicate_threshold)
+            for j, draft in enumerate(drafts):
+                receipts.append(self._write_one(tx, scope, draft, vectors[j], near.lookup(j)))
+        return receipts
+
+    def _write_one(
+        self, tx: _Tx, scope: ScopeRef, draft: Draft, vector: npt.NDArray[np.float32],
+        near: tuple[int, float] | None,
+    ) -> Receipt:
+        conn, index = tx.conn, tx.index
+        row = conn.execute(
+            "SELECT seq, id FROM facts WHERE content_hash = ? AND status = 'active' "
+            "AND (expires_at IS NULL OR expires_at > ?) LIMIT 1",
+            (draft.content_hash, tx.now),
+        ).fetchone()
+        similarity: float | None = None
+        if row is None and near is not None:
+            pos, similarity = near
+            row = (int(index.seq[pos]), index.ids[pos])
+        if row is not None:
+            seq, target = int(row[0]), str(row[1])
+            conn.execute(
+                "UPDATE facts SET reinforcement = reinforcement + 1, confidence = max(confidence, ?), "
+                "expires_at = CASE WHEN expires_at IS NULL OR ? IS NULL THEN NULL ELSE max(expires_at, ?) END, "
+                "tags = ?, version = version + 1, updated_at = ?, rev = ? WHERE seq = ?",
+                (draft.confidence, draft.expires_at, draft.expires_at,
+                 self._merged_tags(conn, seq, draft.tags), tx.now, tx.rev, seq),
+            )
+            detail: dict[str, Any] = {"confidence": draft.confidence}
+            if similarity is not None:
+                detail.update(similarity=round(similarity, 4), content=draft.content)
+            tx.audit(target, "reinforced", draft.created_by, **detail)
+            superseded = self._supersede(tx, draft, target)
+            return Receipt(target, scope, "reinforced", duplicate_of=target, similarity=similarity,
+                           superseded=superseded)
+        cur = conn.execute(
+            "INSERT INTO facts (id, content, created_by, created_at, confidence, tags, category, metadata, "
+            "session_id, expires_at, supersedes, status, reinforcement, content_hash, version, updated_at, "
+            "rev, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', 1, ?, 1, ?, ?, ?)",
+            (draft.id, draft.content, draft.created_by, draft.created_at, draft.confidence,
+             json.dumps(list(draft.tags)), draft.category, json.dumps(draft.metadata), draft.session_id,
+             draft.expires_at, json.dumps(list(draft.supersedes)), draft.content_hash, tx.now, tx.rev,
+             np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+        )
+        assert cur.lastrowid is not None
+        index.append(cur.lastrowid, draft.id, vector, True, draft.expires_at)
+        tx.n_facts += 1
+        tx.audit(draft.id, "created", draft.created_by, session_id=draft.session_id)
+        superseded = self._supersede(tx, draft, draft.id)
+        return Receipt(draft.id, scope, "created", superseded=superseded)
+
+    @staticmethod
+    def _merged_tags(conn: sqlite3.Connection, seq: int, tags: Sequence[str]) -> str:
+        old = json.loads(conn.execute("SELECT tags FROM facts WHERE seq = ?", (seq,)).fetchone()[0] or "[]")
+        return json.dumps(old + [t for t in tags if t not in old])
+
+    def _supersede(self, tx: _Tx, draft: Draft, new_id: str) -> tuple[str, ...]:
+        done: list[str] = []
+        for old_id in draft.supersedes:
+            if old_id == new_id:
+                continue
+            row = tx.conn.execute("SELECT seq, status FROM facts WHERE id = ?", (old_id,)).fetchone()
+            if row is None:
+                raise FactNotFoundError(f"cannot supersede {old_id!r}: no such fact in this scope")
+            if row[1] != "active":
+                raise ValueError(f"cannot supersede {old_id!r}: it is already {row[1]}")
+            tx.conn.execute(
+                "UPDATE facts SET status = 'superseded', superseded_by = ?, tombstone_by = ?, "
+                "tombstone_at = ?, tombstone_reason = ?, version = version + 1, updated_at = ?, rev = ? "
+                "WHERE seq = ?",
+                (new_id, draft.created_by, tx.now, f"superseded by {new_id}", tx.now, tx.rev, row[0]),
+            )
+            pos = tx.index.position(int(row[0]))
+            if pos is not None:
+                tx.index.active[pos] = False
+            tx.audit(old_id, "superseded", draft.created_by, superseded_by=new_id)
+            done.append(old_id)
+        return tuple(done)
+
+    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
+        if self._conn(scope, create=False) is None:
+            raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
+        with self._write(scope) as tx:
+            row = tx.conn.execute("SELECT seq, status FROM facts WHERE id = ?", (change.fact_id,)).fetchone()
+            if row is None:
+                raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
+            if row[1] != change.status:
+                tx.conn.execute(
+                    "UPDATE facts SET status = ?, tombstone_by = ?, tombstone_at = ?, tombstone_reason = ?, "
+                    "version = version + 1, updated_at = ?, rev = ? WHERE seq = ?",
+                    (change.status, change.actor, change.at, change.reason, tx.now, tx.rev, row[0]),
+                )
+                pos = tx.index.position(int(row[0]))
+                if pos is not None:
+                    tx.index.active[pos] = change.status == "active"
+                tx.audit(change.fact_id, change.status, change.actor, reason=change.reason)
+        return self.get(scope, [change.fact_id])[0]
+
+    def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
+        if self._conn(scope, create=False) is None:
+            return []
+        with self._write(scope) as tx:
+            ids = [
+                r[0]
+                for r in tx.conn.execute(
+                    "SELECT id FROM facts WHERE (status IN ('forgotten', 'superseded') AND tombstone_at < ?) "
+                    "OR (status = 'active' AND expires_at IS NOT NULL AND expires_at < ? AND expires_at < ?)",
+                    (before, before, tx.now),
+                )
+            ]
+            for fact_id in ids:
+                tx.conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
+                tx.audit(fact_id, "purged", actor, before=before)
+            if ids:
+                tx.n_facts -= len(ids)
+                tx.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")
+        return ids
+
+    # ------------------------------------------------------------------ reads
+    def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
+        conn = self._conn(scope, create=False)
+        if conn is None or not fact_ids:
+            return []
+        marks = ",".join("?" * len(fact_ids))
+        rows = conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE id IN ({marks})", list(fact_ids))
+        now = time.time()
+        by_id = {row[1]: _row_to_fact(scope, row, now) for row in rows}
+        return [by_id[i] for i in fact_ids if i in by_id]
+
+    def _filter_sql(self, filters: Filters, now: float) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if not filters.include_inactive:
+            clauses.append("f.status = 'active' AND (f.expires_at IS NULL OR f.expires_at > ?)")
+            params.append(now)
+        for tag in filters.tags:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(f.tags) WHERE value = ?)")
+            params.append(tag)
+        if filters.created_by:
+            clauses.append(f"f.created_by IN ({','.join('?' * len(filters.created_by))})")
+            params.extend(filters.created_by)
+        if filters.category is not None:
+            clauses.append("f.category = ?")
+            params.append(filters.category)
+        if filters.since is not None:
+            clauses.append("f.created_at >= ?")
+            params.append(filters.since)
+        if filters.until is not None:
+            clauses.append("f.created_at < ?")
+            params.append(filters.until)
+        if filters.min_confidence is not None:
+            clauses.append("f.confidence >= ?")
+            params.append(filters.min_confidence)
+        return (" AND ".join(clauses) or "1"), params
+
+    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
+        conn = self._conn(scope, create=False)
+        if conn is None or not terms:
+            return []
+        terms = self._prune_common_terms(conn, terms)
+        where, params = self._filter_sql(filters, time.time())
+        sql = (
+            "SELECT f.id FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
+            f"WHERE facts_fts MATCH ? AND {where} ORDER BY facts_fts.rank LIMIT ?"
+        )
+        return [r[0] for r in conn.execute(sql, [fts5_expression(terms), *params, limit])]
+
+    def _prune_common_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
+        """Drop terms present in more than ``max_common_term_ratio`` of the facts (keep the rarest one).
+
+        An OR over a term that is in most rows makes FTS5 score every one of them; such a term barely
+        changes the ranking anyway (its IDF is near zero).
+        """
+        n_facts = conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0]
+        if n_facts < 1000 or len(terms) < 2:
+            return list(terms)
+        stems = {t: stem(t) for t in terms}
+        marks = ",".join("?" * len(stems))
+        df = dict(conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})",
+                               list(set(stems.values()))).fetchall())
+        limit = self.max_common_term_ratio * n_facts
+        kept = [t for t in terms if df.get(stems[t], 0) <= limit]
+        return kept or [min(terms, key=lambda t: df.get(stems[t], 0))]
+
+    def semantic(
+        self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters
+    ) -> list[tuple[str, float]]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return []
+        index = self._index(scope)
+        now = time.time()
+        with index.lock:
+            self._refresh(conn, index)
+            n = index.n
+            if n == 0:
+                return []
+            matrix, ids, seqs = index.matrix[:n], index.ids, index.seq[:n]
+            mask = index.live_mask(now, filters.include_inactive)
+        if filters.narrows:
+            where, params = self._filter_sql(filters, now)
+            allowed = np.fromiter((r[0] for r in conn.execute(f"SELECT seq FROM facts f WHERE {where}", params)),
+                                  dtype=np.int64)
+            mask &= np.isin(seqs, allowed, assume_unique=True)
+        candidates = int(mask.sum())
+        if candidates == 0:
+            return []
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if q.shape[0] != matrix.shape[1]:
+            raise EmbeddingModelMismatchError(
+                f"query vector has {q.shape[0]} dimensions, {scope} holds {matrix.shape[1]}-d vectors"
+            )
+        scores = matrix @ q
+        scores[~mask] = -np.inf
+        k = min(limit, candidates)
+        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
+        top = top[np.argsort(-scores[top], kind="stable")][:k]
+        return [(ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return []
+        rows = conn.execute(
+            "SELECT fact_id, event, actor, at, detail FROM audit WHERE fact_id = ? ORDER BY seq", (fact_id,)
+        )
+        return [AuditEvent(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}")) for r in rows]
+
+    def stats(self, scope: ScopeRef) -> ScopeStats:
+        conn = self._conn(scope, create=False)
+        counts = dict.fromkeys(("active", "forgotten", "superseded", "expired"), 0)
+        if conn is None:
+            return ScopeStats(scope, counts, 0, None, None, None, 0)
+        for status, count in conn.execute(
+            "SELECT CASE WHEN status = 'active' AND expires_at IS NOT NULL AND expires_at <= ? "
+            "THEN 'expired' ELSE status END AS s, count(*) FROM facts GROUP BY s",
+            (time.time(),),
+        ):
+            counts[status] = count
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        path = self.path_of(scope)
+        size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+        last_write = conn.execute("SELECT last_write FROM state WHERE id = 1").fetchone()[0]
+        dim = meta.get("embedding_dim")
+        return ScopeStats(
+            scope, counts, size, meta.get("embedding_model"), int(dim) if dim else None, last_write,
+            conn.execute("PRAGMA user_version").fetchone()[0],
+        )
+
+    def exists(self, scope: ScopeRef) -> bool:
+        return scope in self._conns() or self.path_of(scope).is_file()
+
+    def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
+        if not self.root.is_dir():
+            return []
+        found: list[ScopeRef] = []
+        for path in sorted(self.root.glob("*.db")):
+            name = path.name
+            if not (name == "global.db" or name.startswith(("agent_", "group_"))):
+                continue
+            try:
+                with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=self.busy_timeout) as ro:
+                    meta = dict(ro.execute(
+                        "SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')"
+                    ).fetchall())
+                ro.close()
+            except sqlite3.DatabaseError:
+                continue  # not ours: listing never fails because of a stray file
+            if meta.get("scope_kind") in ("agent", "group", "global"):
+                ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))  # type: ignore[arg-type]
+                if ref.file_name == name and (kind is None or ref.kind == kind):
+                    found.append(ref)
+        return found
+
+    # ------------------------------------------------------------------ meta and model
+    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return {}
+        rows = conn.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+        return {str(k): str(v) for k, v in rows}
+
+    def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None:
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        with self._immediate(conn):
+            if value is None:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
+        conn = self._conn(scope, create=False)
+        if conn is not None:
+            _compare_model(scope, dict(conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall()), model)
+
+    def _claim_model(self, conn: sqlite3.Connection, scope: ScopeRef, model: ModelInfo) -> None:
+        meta = dict(conn.execute(
+            "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall())
+        if meta:
+            _compare_model(scope, meta, model)
+        else:
+            conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                             [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))])
+
+    def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return
+        last = 0
+        while True:
+            rows = conn.execute(
+                "SELECT seq, id, content FROM facts WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch_size)
+            ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(r[1], r[2]) for r in rows]
+
+    def replace_vectors(
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool
+    ) -> None:
+        if self._conn(scope, create=False) is None:
+            return
+        with self._write(scope) as tx:
+            tx.conn.executemany(
+                "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
+                [(np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i) for i, v in zip(ids, vectors)],
+            )
+            for fact_id in ids:
+                tx.audit(fact_id, "reembedded", "system", model=model.model_id)
+            if final:
+                tx.conn.executemany(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))],
+                )
+            tx.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for conn in self._all_conns:
+                try:
+                    conn.close()
+                except sqlite3.Error:  # pragma: no cover - closing is best effort
+                    pass
+            self._all_conns.clear()
+            self._indexes.clear()
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Refuse (without touching it) a non-empty file that is not a SQLite database."""
+    if path.is_dir():
+        raise NotAStoreError(f"{path} is a directory, not a SQLite memory store")
+    with path.open("rb") as fh:
+        header = fh.read(16)
+    if header and header != SQLITE_HEADER:
+        raise NotAStoreError(f"{path} is not a SQLite database; the file was left untouched")
+
+
+def _compare_model(scope: ScopeRef, meta: dict[str, str], model: ModelInfo) -> None:
+    stored, dim = meta.get("embedding_model"), meta.get("embedding_dim")
+    if stored is None:
+        return
+    if stored != model.model_id or (dim is not None and int(dim) != model.dimension):
+        raise EmbeddingModelMismatchError(
+            f"{scope} holds vectors from embedding model {stored!r} ({dim}-d) but this store embeds with "
+            f"{model.model_id!r} ({model.dimension}-d); refusing to mix them. Open it with the original "
+            f"model, or call store.reembed() to re-embed every fact with the new one."
+        )
+
+
+def _row_to_fact(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
+    (_, fid, content, created_by, created_at, confidence, tags, category, metadata, session_id, expires_at,
+     supersedes, superseded_by, status, t_by, t_at, t_reason, reinforcement, chash, version, updated_at) = row
+    if status == "active" and expires_at is not None and expires_at <= now:
+        status = "expired"
+    return Fact(
+        id=fid, scope=scope, content=content, created_by=created_by, created_at=created_at,
+        confidence=confidence, tags=tuple(json.loads(tags or "[]")), category=category,
+        metadata=json.loads(metadata or "{}"), session_id=session_id, expires_at=expires_at,
+        supersedes=tuple(json.loads(supersedes or "[]")), superseded_by=superseded_by, status=status,
+        tombstone_by=t_by, tombstone_at=t_at, tombstone_reason=t_reason, reinforcement=reinforcement,
+        content_hash=chash, version=version, updated_at=updated_at,
+    )

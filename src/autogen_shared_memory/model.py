@@ -1,0 +1,322 @@
+"""The data model: scopes, facts, receipts, hits, audit events, and the validation at the boundary.
+
+Everything a backend stores or returns is one of these plain, frozen dataclasses, so the SQLite and any
+other backend speak the same language and the store's logic (policy, fusion, capsules) is written once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import secrets
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ScopeKind = Literal["agent", "group", "global"]
+ScopeName = Literal["agent", "group", "global", "all"]
+Status = Literal["active", "forgotten", "superseded", "expired"]
+
+SCOPE_KINDS: tuple[ScopeKind, ...] = ("agent", "group", "global")
+STATUSES: tuple[Status, ...] = ("active", "forgotten", "superseded", "expired")
+_ID_PREFIX: dict[ScopeKind, str] = {"agent": "a", "group": "g", "global": "w"}
+_PREFIX_KIND: dict[str, ScopeKind] = {v: k for k, v in _ID_PREFIX.items()}
+
+MAX_ID_CHARS = 128
+DEFAULT_MAX_FACT_BYTES = 8 * 1024
+
+
+class SharedMemoryError(Exception):
+    """Base class of the package's own errors."""
+
+
+class FactNotFoundError(KeyError, SharedMemoryError):
+    """No fact with that id exists in the scopes that were searched."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "fact not found"
+
+
+class NotAStoreError(SharedMemoryError):
+    """A file at a scope path exists but is not a SQLite database (it is left untouched)."""
+
+
+class EmbeddingModelMismatchError(SharedMemoryError):
+    """The scope's vectors were made by another embedding model; mixing them would make recall garbage."""
+
+
+class EmbeddingModelError(SharedMemoryError):
+    """The embedding model could not be loaded or failed to embed; nothing was written."""
+
+
+class MemoryAccessDenied(PermissionError):
+    """The access policy refused an operation; the message says who tried what, and which rule refused."""
+
+
+# --------------------------------------------------------------------------------------------- scopes
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SAFE_FILE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+def validate_owner_id(value: object, what: str = "id") -> str:
+    """Check an agent or group id that will end up in a file name and return it unchanged.
+
+    Rules (each violation is a ValueError naming the rule): a string of 1..128 characters, not blank, no
+    control characters (NUL included), no path separators ``/`` or ``\\``, not ``.`` or ``..``. Every other
+    id (unicode, upper case, dots, spaces) is accepted and *encoded* by :func:`owner_file_token`.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    if not value or not value.strip():
+        raise ValueError(f"{what} must not be empty or blank")
+    if len(value) > MAX_ID_CHARS:
+        raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_CHARS}")
+    if _CONTROL.search(value):
+        raise ValueError(f"{what} {value!r} contains a control character (NUL, newline, ...); not allowed")
+    if "/" in value or "\\" in value:
+        raise ValueError(f"{what} {value!r} contains a path separator ('/' or '\\'); not allowed")
+    if value in (".", ".."):
+        raise ValueError(f"{what} {value!r} is a relative path component; not allowed")
+    return value
+
+
+def owner_file_token(owner_id: str) -> str:
+    """Map a validated id to a file-name token that cannot escape the root or collide.
+
+    Lower-case ASCII ids like ``researcher`` or ``team-1`` are used verbatim. Any other id becomes a readable
+    slug plus ``~`` plus 16 hex digits of its SHA-256, so ``Alice`` and ``alice`` (equal on a case-insensitive
+    file system) get different files, and no verbatim token can equal an encoded one (``~`` is never verbatim).
+    """
+    if _SAFE_FILE_ID.match(owner_id) and ".." not in owner_id:
+        return owner_id
+    ascii_text = unicodedata.normalize("NFKD", owner_id).encode("ascii", "ignore").decode().lower()
+    slug = re.sub(r"[^a-z0-9_-]+", "-", ascii_text).strip("-")[:40] or "id"
+    digest = hashlib.sha256(owner_id.encode("utf-8")).hexdigest()[:16]
+    return f"{slug}~{digest}"
+
+
+@dataclass(frozen=True, order=True)
+class ScopeRef:
+    """One scope instance: the kind plus its owner (agent id, group id, or "" for global)."""
+
+    kind: ScopeKind
+    owner: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in SCOPE_KINDS:
+            raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {self.kind!r}")
+        if self.kind == "global":
+            if self.owner:
+                raise ValueError("the global scope has no owner")
+        else:
+            validate_owner_id(self.owner, f"{self.kind} id")
+
+    @property
+    def file_name(self) -> str:
+        """``global.db``, ``group_<token>.db`` or ``agent_<token>.db``."""
+        if self.kind == "global":
+            return "global.db"
+        return f"{self.kind}_{owner_file_token(self.owner)}.db"
+
+    def __str__(self) -> str:
+        return "global" if self.kind == "global" else f"{self.kind}:{self.owner}"
+
+
+def new_fact_id(kind: ScopeKind) -> str:
+    """A time-ordered id whose first letter names the scope kind (``a``/``g``/``w``), e.g. ``g_0193a1…``."""
+    return f"{_ID_PREFIX[kind]}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(4)}"
+
+
+def kind_of_fact_id(fact_id: str) -> ScopeKind:
+    """The scope kind encoded in a fact id; ValueError for a string that is not a fact id."""
+    if not isinstance(fact_id, str):
+        raise TypeError(f"fact id must be a str, got {type(fact_id).__name__}")
+    if not re.fullmatch(r"[agw]_[0-9a-f]{20}", fact_id):
+        raise ValueError(f"{fact_id!r} is not a fact id (expected e.g. 'g_0193a1b2c3d4e5f60718')")
+    return _PREFIX_KIND[fact_id[0]]
+
+
+# ---------------------------------------------------------------------------------------------- facts
+def content_hash(content: str) -> str:
+    """Hash of the whitespace- and case-normalised content: the exact-duplicate key within a scope."""
+    normal = " ".join(unicodedata.normalize("NFC", content).casefold().split())
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
+
+
+def validate_content(content: object, max_bytes: int) -> str:
+    if not isinstance(content, str):
+        raise TypeError(f"fact content must be a str, got {type(content).__name__}")
+    if not content.strip():
+        raise ValueError("fact content must not be empty or whitespace only")
+    size = len(content.encode("utf-8"))
+    if size > max_bytes:
+        raise ValueError(f"fact content is {size} bytes; the limit is {max_bytes} (max_fact_bytes)")
+    if "\x00" in content:
+        raise ValueError("fact content contains a NUL character")
+    return content
+
+
+def validate_confidence(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"confidence must be a number in [0, 1], got {type(value).__name__}")
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"confidence must be in [0, 1], got {value!r}")
+    return float(value)
+
+
+def expiry_from_ttl(ttl_days: object, now: float) -> float | None:
+    if ttl_days is None:
+        return None
+    if isinstance(ttl_days, bool) or not isinstance(ttl_days, (int, float)):
+        raise TypeError(f"ttl_days must be a number of days or None, got {type(ttl_days).__name__}")
+    if math.isnan(ttl_days) or math.isinf(ttl_days) or ttl_days <= 0:
+        raise ValueError(f"ttl_days must be a positive, finite number of days, got {ttl_days!r}")
+    return now + float(ttl_days) * 86400.0
+
+
+def validate_tags(tags: object) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):
+        raise TypeError("tags must be a list of strings")
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str) or not tag.strip() or len(tag) > 64 or _CONTROL.search(tag):
+            raise ValueError(f"each tag must be a non-blank string of at most 64 characters, got {tag!r}")
+        if tag not in out:
+            out.append(tag)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A validated fact about to be written (the store builds it; backends persist it)."""
+
+    id: str
+    content: str
+    created_by: str
+    created_at: float
+    confidence: float = 1.0
+    tags: tuple[str, ...] = ()
+    category: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    expires_at: float | None = None
+    supersedes: tuple[str, ...] = ()
+    content_hash: str = ""
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A stored fact with its whole lifecycle state. ``status`` is computed: an active fact past
+    ``expires_at`` reads as ``expired``."""
+
+    id: str
+    scope: ScopeRef
+    content: str
+    created_by: str
+    created_at: float
+    confidence: float
+    tags: tuple[str, ...]
+    category: str | None
+    metadata: dict[str, Any]
+    session_id: str | None
+    expires_at: float | None
+    supersedes: tuple[str, ...]
+    superseded_by: str | None
+    status: Status
+    tombstone_by: str | None
+    tombstone_at: float | None
+    tombstone_reason: str | None
+    reinforcement: int
+    content_hash: str
+    version: int
+    updated_at: float
+
+    @property
+    def owner(self) -> str:
+        return self.scope.owner
+
+    @property
+    def active(self) -> bool:
+        return self.status == "active"
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What ``remember`` returns: the id that now holds the fact and whether it was new."""
+
+    id: str
+    scope: ScopeRef
+    status: Literal["created", "reinforced"]
+    duplicate_of: str | None = None
+    similarity: float | None = None
+    superseded: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A recalled fact with provenance and why it was recalled."""
+
+    fact: Fact
+    score: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+    cosine: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.fact.id
+
+    @property
+    def content(self) -> str:
+        return self.fact.content
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One line of a fact's audit trail (created, reinforced, superseded, forgotten, purged, reembedded)."""
+
+    fact_id: str
+    event: str
+    actor: str
+    at: float
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Search filters every backend applies the same way."""
+
+    tags: tuple[str, ...] = ()
+    created_by: tuple[str, ...] = ()
+    category: str | None = None
+    since: float | None = None
+    until: float | None = None
+    min_confidence: float | None = None
+    include_inactive: bool = False
+
+    @property
+    def narrows(self) -> bool:
+        """True if anything besides the status rule restricts the candidates."""
+        return bool(
+            self.tags
+            or self.created_by
+            or self.category is not None
+            or self.since is not None
+            or self.until is not None
+            or self.min_confidence is not None
+        )
+
+
+@dataclass(frozen=True)
+class ScopeStats:
+    scope: ScopeRef
+    counts: dict[str, int]
+    size_bytes: int
+    embedding_model: str | None
+    embedding_dim: int | None
+    last_write: float | None
+    schema_version: int

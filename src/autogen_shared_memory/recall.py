@@ -1,0 +1,80 @@
+"""Recall building blocks shared by every backend: safe lexical query terms and Reciprocal Rank Fusion.
+
+User (or model) text never reaches a full-text engine as syntax. It is cut into plain word tokens,
+stop-words dropped, and each token is passed as a quoted string literal, so quotes, ``-``, ``:``, ``*``,
+``^``, ``NEAR(``, upper-case ``AND``/``OR``/``NOT`` and emoji can neither raise nor inject operators.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Hashable, Iterable, Sequence
+from functools import lru_cache
+from typing import TypeVar
+
+import snowballstemmer
+
+K = TypeVar("K", bound=Hashable)
+
+MAX_QUERY_TERMS = 32
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+# A compact English stop-word list: these occur in most facts, so an OR over them would rank by noise and
+# scan every posting list. Kept only when a query has nothing else.
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most
+    my myself no nor not now of off on once only or other our ours ourselves out over own same she should
+    so some such than that the their theirs them themselves then there these they this those through to
+    too under until up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves s t d ll m re ve y don doesn didn isn aren wasn weren hasn haven hadn won
+    wouldn shouldn couldn mustn also us let get got ever
+    """.split()
+)
+
+_stemmer = snowballstemmer.stemmer("porter")
+
+
+def fold(text: str) -> str:
+    """Case-fold and strip diacritics, as FTS5's ``unicode61 remove_diacritics 2`` tokenizer does."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def query_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
+    """Distinct word tokens of ``text`` in order, stop-words removed (unless nothing else is left)."""
+    if not isinstance(text, str):
+        raise TypeError(f"query must be a str, got {type(text).__name__}")
+    words: list[str] = []
+    for word in _WORD.findall(fold(text)):
+        word = word.strip("_")
+        if word and word not in words:
+            words.append(word)
+    content = [w for w in words if w not in STOP_WORDS]
+    return (content or words)[:max_terms]
+
+
+@lru_cache(maxsize=65536)
+def stem(term: str) -> str:
+    """The Porter stem, equal to what the FTS5 ``porter`` tokenizer stores in its index."""
+    return str(_stemmer.stemWord(term))
+
+
+def fts5_expression(terms: Iterable[str]) -> str:
+    """An FTS5 MATCH expression: the OR of the terms, each a quoted string literal."""
+    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
+    return " OR ".join(quoted)
+
+
+def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 60.0) -> dict[K, float]:
+    """Reciprocal Rank Fusion: ``sum(weight / (k + rank))`` over the lists an item appears in (rank from 1)."""
+    if k < 0:
+        raise ValueError(f"rrf k must be >= 0, got {k}")
+    scores: dict[K, float] = {}
+    for items, weight in ranked_lists:
+        for rank, key in enumerate(items, start=1):
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
+    return scores

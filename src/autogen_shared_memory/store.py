@@ -1,0 +1,526 @@
+"""``SharedMemoryStore``: one persistent memory shared by every agent of a deployment, in three scopes.
+
+The store is where the rules live once: validation at the boundary, the access policy, embedding (never
+while a write lock is held), hybrid recall (lexical + semantic candidates fused by Reciprocal Rank
+Fusion across the caller's scopes) and capsules. Storage is a :class:`~.backends.base.Backend`; every
+async method is the sync one run off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
+from .backends.sqlite import SQLiteBackend
+from .capsule import capsule as render_capsule
+from .embedding import Embedder, SentenceTransformerEmbedder
+from .model import (
+    DEFAULT_MAX_FACT_BYTES,
+    SCOPE_KINDS,
+    AuditEvent,
+    Draft,
+    Fact,
+    FactNotFoundError,
+    Filters,
+    Hit,
+    Receipt,
+    ScopeKind,
+    ScopeName,
+    ScopeRef,
+    ScopeStats,
+    content_hash,
+    expiry_from_ttl,
+    kind_of_fact_id,
+    new_fact_id,
+    validate_confidence,
+    validate_content,
+    validate_owner_id,
+    validate_tags,
+)
+from .policy import PRIVATE_KEY, AccessPolicy
+from .recall import query_terms, rrf
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
+
+ENV_ROOT = "AUTOGEN_SHARED_MEMORY_DIR"
+DEFAULT_ROOT = Path("~/.autogen/shared_memory")
+MAX_QUERY_CHARS = 4096
+_FACT_FIELDS = {"content", "fact", "scope", "confidence", "ttl_days", "tags", "category", "metadata",
+                "supersedes", "session_id"}
+
+
+def _off_loop(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Awaitable[R]]:
+    """The async twin of a sync method: the same call in a worker thread, so the event loop never blocks."""
+
+    @functools.wraps(fn)
+    async def run(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(fn, self, *args, **kwargs)
+
+    run.__doc__ = f"Async version of :meth:`{fn.__name__}` (runs in a worker thread)."
+    return run
+
+
+def default_root() -> Path:
+    """``$AUTOGEN_SHARED_MEMORY_DIR`` if set, else ``~/.autogen/shared_memory``."""
+    env = os.environ.get(ENV_ROOT)
+    return Path(env).expanduser() if env else DEFAULT_ROOT.expanduser()
+
+
+def _timestamp(value: float | datetime | None, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise TypeError(f"{what} must be a datetime or a UNIX timestamp")
+    return float(value)
+
+
+def _positive_int(value: object, what: str, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+    if not 1 <= value <= maximum:
+        raise ValueError(f"{what} must be between 1 and {maximum}, got {value}")
+    return value
+
+
+class SharedMemoryStore:
+    """Persistent memory shared by the agents of a deployment, in agent, group and global scopes.
+
+    Args:
+        root: directory holding ``global.db``, ``group_<id>.db`` and ``agent_<id>.db``. Default:
+            ``$AUTOGEN_SHARED_MEMORY_DIR``, else ``~/.autogen/shared_memory``.
+        embedder: any :class:`~.embedding.Embedder`; default all-MiniLM-L6-v2 from the packaged copy,
+            loaded lazily, offline, on CPU.
+        backend: storage engine; default a :class:`~.backends.sqlite.SQLiteBackend` on ``root``.
+        global_writers: agent ids allowed to write the global scope (``"*"`` for every agent). Trusted code
+            (calls without ``agent_id``) may always write.
+        near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one
+            (``> 1`` switches near-duplicate detection off; exact duplicates always reinforce).
+        rrf_k: the Reciprocal Rank Fusion constant.
+        scope_weights: multipliers of each scope's contribution when ``scope="all"`` fuses scopes.
+        search_depth: candidates taken from each recall leg of each scope before fusion.
+        min_similarity: semantic candidates below this cosine are dropped (they are noise, not recall;
+            lexical matches are kept regardless).
+        max_fact_bytes: the largest fact accepted, in UTF-8 bytes.
+        operator_id: the ``created_by`` recorded for writes by trusted code.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        *,
+        embedder: Embedder | None = None,
+        backend: Backend | None = None,
+        global_writers: Sequence[str] = (),
+        near_duplicate_threshold: float = 0.95,
+        rrf_k: float = 60.0,
+        scope_weights: Mapping[str, float] | None = None,
+        search_depth: int = 50,
+        min_similarity: float = 0.15,
+        max_fact_bytes: int = DEFAULT_MAX_FACT_BYTES,
+        operator_id: str = "system",
+    ) -> None:
+        if not 0.0 < near_duplicate_threshold or math.isnan(near_duplicate_threshold):
+            raise ValueError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
+        if rrf_k < 0 or math.isnan(rrf_k):
+            raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+        weights = {"agent": 1.0, "group": 1.0, "global": 1.0, **(scope_weights or {})}
+        for name, weight in weights.items():
+            if name not in SCOPE_KINDS or not weight >= 0:
+                raise ValueError(f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}")
+        self.root = Path(root).expanduser() if root is not None else default_root()
+        self.backend: Backend = backend if backend is not None else SQLiteBackend(self.root)
+        self.embedder: Embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
+        self.policy = AccessPolicy(self.backend, global_writers)
+        self.near_duplicate_threshold = float(near_duplicate_threshold)
+        self.rrf_k = float(rrf_k)
+        self.scope_weights: dict[str, float] = weights
+        self.search_depth = _positive_int(search_depth, "search_depth", 10_000)
+        if not -1.0 <= min_similarity <= 1.0:
+            raise ValueError(f"min_similarity must be a cosine in [-1, 1], got {min_similarity}")
+        self.min_similarity = float(min_similarity)
+        self.max_fact_bytes = _positive_int(max_fact_bytes, "max_fact_bytes", 16 * 1024 * 1024)
+        self.operator_id = validate_owner_id(operator_id, "operator_id")
+        self.session_id = uuid.uuid4().hex
+        self._model: ModelInfo | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def model(self) -> ModelInfo:
+        if self._model is None:
+            self._model = ModelInfo(self.embedder.model_id, int(self.embedder.dimension))
+        return self._model
+
+    def scope_ref(self, scope: ScopeKind, *, agent_id: str | None = None, group_id: str | None = None) -> ScopeRef:
+        """The concrete scope a caller means by ``scope`` (its own agent scope, its group, or global)."""
+        if scope == "agent":
+            if agent_id is None:
+                raise ValueError("scope='agent' needs agent_id (whose private scope?)")
+            return ScopeRef("agent", agent_id)
+        if scope == "group":
+            if group_id is None:
+                raise ValueError("scope='group' needs group_id")
+            return ScopeRef("group", group_id)
+        if scope == "global":
+            return ScopeRef("global")
+        raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {scope!r}")
+
+    def _draft(self, item: str | Mapping[str, Any], defaults: dict[str, Any], actor: str | None,
+               now: float) -> tuple[ScopeKind, Draft]:
+        spec = dict(defaults)
+        if isinstance(item, Mapping):
+            unknown = set(item) - _FACT_FIELDS
+            if unknown:
+                raise ValueError(f"unknown fact fields {sorted(unknown)}; allowed: {sorted(_FACT_FIELDS)}")
+            spec.update(item)
+            if "fact" in spec:
+                spec["content"] = spec.pop("fact")
+        else:
+            spec["content"] = item
+        content = validate_content(spec.get("content"), self.max_fact_bytes)
+        kind = spec.get("scope")
+        if kind not in SCOPE_KINDS:
+            raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {kind!r}")
+        metadata = spec.get("metadata") or {}
+        if not isinstance(metadata, Mapping):
+            raise TypeError("metadata must be a mapping")
+        category = spec.get("category")
+        if category is not None and (not isinstance(category, str) or not category.strip() or len(category) > 64):
+            raise ValueError(f"category must be a non-blank string of at most 64 characters, got {category!r}")
+        supersedes = tuple(spec.get("supersedes") or ())
+        for old in supersedes:
+            if kind_of_fact_id(old) != kind:
+                raise ValueError(f"a {kind} fact can only supersede facts of the same scope, not {old!r}")
+        session_id = spec.get("session_id") or self.session_id
+        return kind, Draft(
+            id=new_fact_id(kind),
+            content=content,
+            created_by=actor if actor is not None else self.operator_id,
+            created_at=now,
+            confidence=validate_confidence(spec.get("confidence", 1.0)),
+            tags=validate_tags(spec.get("tags")),
+            category=category,
+            metadata=dict(metadata),
+            session_id=str(session_id),
+            expires_at=expiry_from_ttl(spec.get("ttl_days"), now),
+            supersedes=supersedes,
+            content_hash=content_hash(content),
+        )
+
+    # ------------------------------------------------------------------ writing
+    def remember(
+        self,
+        content: str,
+        scope: ScopeKind,
+        *,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+        confidence: float = 1.0,
+        ttl_days: float | None = None,
+        tags: Sequence[str] | None = None,
+        category: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        supersedes: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> Receipt:
+        """Store one fact as ``agent_id`` (None: trusted code) and return its receipt.
+
+        An exact duplicate (same normalised text) or a near duplicate (cosine >= the threshold) of an
+        active fact in the same scope reinforces that fact instead of adding a copy. ``supersedes`` marks
+        older facts of the same scope as superseded by this one.
+        """
+        item = {"content": content, "scope": scope, "confidence": confidence, "ttl_days": ttl_days,
+                "tags": tags, "category": category, "metadata": metadata, "supersedes": supersedes,
+                "session_id": session_id}
+        return self.remember_many([item], agent_id=agent_id, group_id=group_id)[0]
+
+    def remember_many(
+        self,
+        facts: Sequence[str | Mapping[str, Any]],
+        scope: ScopeKind | None = None,
+        *,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+        **defaults: Any,
+    ) -> list[Receipt]:
+        """Store many facts: one embedding call for all of them, one transaction per scope.
+
+        Each item is a string or a mapping with ``content`` and optionally ``scope``, ``confidence``,
+        ``ttl_days``, ``tags``, ``category``, ``metadata``, ``supersedes``; ``scope`` and keyword defaults
+        apply to the items that leave them out. Every item is validated and every policy check passes
+        before anything is embedded or written.
+        """
+        if isinstance(facts, (str, bytes)) or not isinstance(facts, Sequence):
+            raise TypeError("facts must be a sequence of strings or mappings")
+        unknown = set(defaults) - _FACT_FIELDS
+        if unknown:
+            raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
+        if agent_id is not None:
+            validate_owner_id(agent_id, "agent_id")
+        now = time.time()
+        base = {"scope": scope, **defaults}
+        planned = [self._draft(item, base, agent_id, now) for item in facts]
+        refs = [self.scope_ref(kind, agent_id=agent_id, group_id=group_id) for kind, _ in planned]
+        for ref in dict.fromkeys(refs):
+            self.policy.check_write(agent_id, ref)
+            self.backend.check_model(ref, self.model)
+        if not planned:
+            return []
+        vectors = self.embedder.embed([d.content for _, d in planned])  # no lock held while embedding
+        receipts: list[Receipt | None] = [None] * len(planned)
+        for ref in dict.fromkeys(refs):
+            positions = [i for i, r in enumerate(refs) if r == ref]
+            written = self.backend.write(ref, [planned[i][1] for i in positions], vectors[positions],
+                                         self.model, self.near_duplicate_threshold)
+            for i, receipt in zip(positions, written):
+                receipts[i] = receipt
+        return [r for r in receipts if r is not None]
+
+    def forget(
+        self,
+        fact_id: str,
+        reason: str | None = None,
+        *,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+    ) -> Fact:
+        """Tombstone a fact (soft delete): search stops returning it, its row and audit trail stay."""
+        if reason is not None and (not isinstance(reason, str) or len(reason) > 1000):
+            raise ValueError("reason must be a string of at most 1000 characters")
+        fact = self._locate(fact_id, agent_id, group_id)
+        self.policy.check_write(agent_id, fact.scope, "forget facts in")
+        actor = agent_id if agent_id is not None else self.operator_id
+        return self.backend.set_status(fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason))
+
+    def purge(self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None) -> int:
+        """Physically delete forgotten, superseded and expired facts older than ``older_than`` (days).
+
+        The only physical delete, and only for trusted code; the audit trail keeps a ``purged`` event.
+        """
+        days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
+            raise ValueError(f"older_than must be a non-negative number of days, got {older_than!r}")
+        before = time.time() - float(days) * 86400
+        targets = list(scopes) if scopes is not None else self.backend.scopes()
+        return sum(len(self.backend.purge(ref, before, self.operator_id)) for ref in targets)
+
+    def reembed(self, progress: Callable[[int], None] | None = None) -> int:
+        """Re-embed every fact of every scope with this store's embedder and record it as their model."""
+        return sum(
+            reembed_scope(self.backend, ref, self.embedder.embed, self.model, progress=progress)
+            for ref in self.backend.scopes()
+        )
+
+    # ------------------------------------------------------------------ membership
+    def add_group_member(self, group_id: str, agent_id: str) -> None:
+        """Let ``agent_id`` read and write the group scope ``group_id`` (attach does this for a team)."""
+        self.policy.set_member(group_id, agent_id, True)
+
+    def remove_group_member(self, group_id: str, agent_id: str) -> None:
+        self.policy.set_member(group_id, agent_id, False)
+
+    def group_members(self, group_id: str) -> set[str]:
+        return self.policy.members(group_id)
+
+    def set_agent_private(self, agent_id: str, private: bool = True) -> None:
+        """Refuse (or allow again) cross-agent reads of ``agent_id``'s agent scope."""
+        self.backend.set_meta(ScopeRef("agent", agent_id), PRIVATE_KEY, "1" if private else None)
+
+    # ------------------------------------------------------------------ reading
+    def _locate(self, fact_id: str, agent_id: str | None, group_id: str | None) -> Fact:
+        kind = kind_of_fact_id(fact_id)
+        hint = {"agent": agent_id, "group": group_id, "global": ""}[kind]
+        tried: set[ScopeRef] = set()
+        if hint is not None:
+            ref = ScopeRef(kind, hint)
+            tried.add(ref)
+            found = self.backend.get(ref, [fact_id])
+            if found:
+                return found[0]
+        for ref in self.backend.scopes(kind):
+            if ref not in tried:
+                found = self.backend.get(ref, [fact_id])
+                if found:
+                    return found[0]
+        raise FactNotFoundError(f"no fact with id {fact_id!r}")
+
+    def get(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> Fact:
+        """One fact by id, with its provenance and lifecycle state (any status)."""
+        fact = self._locate(fact_id, agent_id, group_id)
+        self.policy.check_read(agent_id, fact.scope)
+        return fact
+
+    def history(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> list[AuditEvent]:
+        """The audit trail of a fact and of its whole supersede chain, oldest first."""
+        fact = self._locate(fact_id, agent_id, group_id)
+        self.policy.check_read(agent_id, fact.scope)
+        chain: dict[str, Fact | None] = {}
+        todo: list[str] = [fact_id]
+        while todo:
+            fid = todo.pop()
+            if fid in chain:
+                continue
+            found = self.backend.get(fact.scope, [fid])
+            chain[fid] = found[0] if found else None
+            if found:
+                todo.extend(found[0].supersedes)
+                if found[0].superseded_by:
+                    todo.append(found[0].superseded_by)
+        events = [e for fid in chain for e in self.backend.history(fact.scope, fid)]
+        return sorted(events, key=lambda e: e.at)
+
+    def stats(self) -> list[ScopeStats]:
+        """Counts per status, size on disk, embedding model and last write, for every scope."""
+        return [self.backend.stats(ref) for ref in self.backend.scopes()]
+
+    def search(
+        self,
+        query: str,
+        scope: ScopeName = "all",
+        *,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+        top_k: int = 5,
+        other_agent: str | None = None,
+        tags: Sequence[str] | None = None,
+        created_by: str | Sequence[str] | None = None,
+        category: str | None = None,
+        since: float | datetime | None = None,
+        until: float | datetime | None = None,
+        min_confidence: float | None = None,
+        include_inactive: bool = False,
+        scope_weights: Mapping[str, float] | None = None,
+    ) -> list[Hit]:
+        """Hybrid recall: FTS5 BM25 and embedding cosine candidates fused by Reciprocal Rank Fusion.
+
+        ``scope="all"`` fuses the caller's agent scope (if ``agent_id``), its group (if ``group_id``) and
+        global. ``scope="agent"`` with ``other_agent`` is an explicit cross-agent read. Forgotten,
+        superseded and expired facts are left out unless ``include_inactive``.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        if len(query) > MAX_QUERY_CHARS:
+            raise ValueError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+        top_k = _positive_int(top_k, "top_k", 1000)
+        refs = self._search_scopes(scope, agent_id, group_id, other_agent)
+        if isinstance(created_by, str):
+            created_by = [created_by]
+        filters = Filters(
+            tags=validate_tags(tags),
+            created_by=tuple(created_by or ()),
+            category=category,
+            since=_timestamp(since, "since"),
+            until=_timestamp(until, "until"),
+            min_confidence=None if min_confidence is None else validate_confidence(min_confidence),
+            include_inactive=bool(include_inactive),
+        )
+        weights = {**self.scope_weights, **(scope_weights or {})}
+        if not query.strip() or not refs:
+            return []
+        refs = [r for r in refs if self.backend.exists(r)]  # nothing to embed the query for otherwise
+        for ref in refs:
+            self.backend.check_model(ref, self.model)
+        if not refs:
+            return []
+        depth = max(self.search_depth, top_k)
+        terms = query_terms(query)
+        vector = self.embedder.embed([query])[0]
+        lexical: list[tuple[float, int, str, ScopeRef]] = []
+        semantic: list[tuple[float, str, ScopeRef]] = []
+        for ref in refs:
+            for rank, fid in enumerate(self.backend.lexical(ref, terms, depth, filters)):
+                lexical.append((rank, len(lexical), fid, ref))
+            semantic.extend(
+                (cos, fid, ref)
+                for fid, cos in self.backend.semantic(ref, vector, depth, filters)
+                if cos >= self.min_similarity
+            )
+        # Per leg, one list across scopes: lexical interleaved by per-scope rank (BM25 values from
+        # different files are not comparable), semantic by cosine (comparable: one model).
+        lex_list = [(ref, fid) for _, _, fid, ref in sorted(lexical)]
+        sem_sorted = sorted(semantic, key=lambda t: -t[0])
+        sem_list = [(ref, fid) for _, fid, ref in sem_sorted]
+        cosine = {(ref, fid): cos for cos, fid, ref in sem_sorted}
+        fused = rrf([(lex_list, 1.0), (sem_list, 1.0)], k=self.rrf_k)
+        scored = sorted(
+            ((score * weights[key[0].kind], key) for key, score in fused.items()),
+            key=lambda t: (-t[0], -cosine.get(t[1], -1.0)),
+        )[:top_k]
+        lex_rank = {key: i for i, key in enumerate(lex_list, start=1)}
+        sem_rank = {key: i for i, key in enumerate(sem_list, start=1)}
+        facts: dict[tuple[ScopeRef, str], Fact] = {}
+        for ref in {key[0] for _, key in scored}:
+            for fact in self.backend.get(ref, [fid for _, (r, fid) in scored if r == ref]):
+                facts[(ref, fact.id)] = fact
+        return [
+            Hit(facts[key], score, lex_rank.get(key), sem_rank.get(key), cosine.get(key))
+            for score, key in scored
+            if key in facts
+        ]
+
+    def _search_scopes(
+        self, scope: ScopeName, agent_id: str | None, group_id: str | None, other_agent: str | None
+    ) -> list[ScopeRef]:
+        if agent_id is not None:
+            validate_owner_id(agent_id, "agent_id")
+        if scope == "all":
+            refs = [ScopeRef("agent", agent_id)] if agent_id is not None else []
+            if group_id is not None:
+                refs.append(ScopeRef("group", group_id))
+            refs.append(ScopeRef("global"))
+        elif scope == "agent":
+            target = other_agent if other_agent is not None else agent_id
+            if target is None:
+                raise ValueError("scope='agent' needs agent_id (or other_agent for a cross-agent read)")
+            refs = [ScopeRef("agent", target)]
+        else:
+            refs = [self.scope_ref(scope, agent_id=agent_id, group_id=group_id)]
+        for ref in refs:
+            self.policy.check_read(agent_id, ref)
+        return refs
+
+    def capsule(self, hits: Sequence[Hit], max_bytes: int = 2048) -> str:
+        """Render hits as compact text for a model, never more than ``max_bytes`` UTF-8 bytes."""
+        return render_capsule(hits, max_bytes)
+
+    def recall(self, query: str, scope: ScopeName = "all", *, max_bytes: int = 2048, **kwargs: Any) -> str:
+        """``search`` then ``capsule``: what a memory tool returns to a model."""
+        return self.capsule(self.search(query, scope, **kwargs), max_bytes)
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> SharedMemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SharedMemoryStore(root={str(self.root)!r}, model={self.embedder.model_id!r})"
+
+    # ------------------------------------------------------------------ async twins
+    aremember = _off_loop(remember)
+    aremember_many = _off_loop(remember_many)
+    aforget = _off_loop(forget)
+    apurge = _off_loop(purge)
+    areembed = _off_loop(reembed)
+    aget = _off_loop(get)
+    ahistory = _off_loop(history)
+    astats = _off_loop(stats)
+    asearch = _off_loop(search)
+    arecall = _off_loop(recall)
+    aadd_group_member = _off_loop(add_group_member)
