@@ -16,7 +16,7 @@ _ELLIPSIS = "…"
 
 
 def truncate_utf8(text: str, max_bytes: int) -> str:
-    """The longest prefix of ``text`` whose UTF-8 encoding fits in ``max_bytes`` (never splits a character)."""
+    """The longest prefix of ``text`` whose UTF-8 fits in ``max_bytes`` (never splits a character)."""
     if max_bytes <= 0:
         return ""
     data = text.encode("utf-8")

@@ -126,13 +126,15 @@ class SentenceTransformerEmbedder:
                     from sentence_transformers import SentenceTransformer
                     from transformers.utils import logging as hf_logging
 
-                    hf_logging.disable_progress_bar()
+                    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
                     model = SentenceTransformer(str(self._dir), device=self._device, local_files_only=True)
                 except Exception as exc:
                     raise EmbeddingModelError(
                         f"cannot load the sentence-transformers model at {self._dir} offline: {exc}"
                     ) from exc
-                get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                get_dim = (
+                    getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                )
                 dim = get_dim()
                 if dim is not None and int(dim) != self.dimension:
                     raise EmbeddingModelError(

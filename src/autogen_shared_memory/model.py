@@ -87,7 +87,7 @@ def owner_file_token(owner_id: str) -> str:
 
     Lower-case ASCII ids like ``researcher`` or ``team-1`` are used verbatim. Any other id becomes a readable
     slug plus ``~`` plus 16 hex digits of its SHA-256, so ``Alice`` and ``alice`` (equal on a case-insensitive
-    file system) get different files, and no verbatim token can equal an encoded one (``~`` is never verbatim).
+    file system) get different files, and no verbatim token equals an encoded one (``~`` is never verbatim).
     """
     if _SAFE_FILE_ID.match(owner_id) and ".." not in owner_id:
         return owner_id
@@ -284,6 +284,7 @@ class AuditEvent:
     actor: str
     at: float
     detail: dict[str, Any]
+    seq: int = 0  # order within the scope (events of one transaction share ``at``)
 
 
 @dataclass(frozen=True)

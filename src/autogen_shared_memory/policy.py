@@ -23,13 +23,14 @@ class AccessPolicy:
     def __init__(self, backend: Backend, global_writers: Iterable[str] = ()) -> None:
         self.backend = backend
         writers = [global_writers] if isinstance(global_writers, str) else list(global_writers)
-        self.global_writers = frozenset(w if w == "*" else validate_owner_id(w, "global writer id")
-                                        for w in writers)
+        self.global_writers = frozenset(
+            w if w == "*" else validate_owner_id(w, "global writer id") for w in writers
+        )
 
     # ------------------------------------------------------------ membership and privacy
     def members(self, group_id: str) -> set[str]:
         found = self.backend.list_meta(ScopeRef("group", group_id), MEMBER_PREFIX)
-        return {key[len(MEMBER_PREFIX):] for key in found}
+        return {key[len(MEMBER_PREFIX) :] for key in found}
 
     def is_member(self, group_id: str, agent_id: str) -> bool:
         return self.backend.get_meta(ScopeRef("group", group_id), MEMBER_PREFIX + agent_id) is not None

@@ -8,6 +8,7 @@ stop-words dropped, and each token is passed as a quoted string literal, so quot
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Hashable, Iterable, Sequence
 from functools import lru_cache
@@ -27,15 +28,15 @@ STOP_WORDS = frozenset(
     a about above after again against all am an and any are as at be because been before being below
     between both but by can could did do does doing down during each few for from further had has have
     having he her here hers herself him himself his how i if in into is it its itself just me more most
-    my myself no nor not now of off on once only or other our ours ourselves out over own same she should
-    so some such than that the their theirs them themselves then there these they this those through to
-    too under until up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves s t d ll m re ve y don doesn didn isn aren wasn weren hasn haven hadn won
-    wouldn shouldn couldn mustn also us let get got ever
+    my myself no nor not now of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this those
+    through to too under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves s t d ll m re ve y don doesn didn isn aren wasn weren hasn
+    haven hadn won wouldn shouldn couldn mustn also us let get got ever
     """.split()
 )
 
-_stemmer = snowballstemmer.stemmer("porter")
+_local = threading.local()  # snowball stemmers keep state while stemming: one per thread
 
 
 def fold(text: str) -> str:
@@ -60,7 +61,10 @@ def query_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
 @lru_cache(maxsize=65536)
 def stem(term: str) -> str:
     """The Porter stem, equal to what the FTS5 ``porter`` tokenizer stores in its index."""
-    return str(_stemmer.stemWord(term))
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        stemmer = _local.stemmer = snowballstemmer.stemmer("porter")
+    return str(stemmer.stemWord(term))
 
 
 def fts5_expression(terms: Iterable[str]) -> str:
@@ -70,7 +74,7 @@ def fts5_expression(terms: Iterable[str]) -> str:
 
 
 def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 60.0) -> dict[K, float]:
-    """Reciprocal Rank Fusion: ``sum(weight / (k + rank))`` over the lists an item appears in (rank from 1)."""
+    """Reciprocal Rank Fusion: ``sum(weight / (k + rank))`` over the lists an item is in (ranks from 1)."""
     if k < 0:
         raise ValueError(f"rrf k must be >= 0, got {k}")
     scores: dict[K, float] = {}

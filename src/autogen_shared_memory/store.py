@@ -56,8 +56,18 @@ S = TypeVar("S")
 ENV_ROOT = "AUTOGEN_SHARED_MEMORY_DIR"
 DEFAULT_ROOT = Path("~/.autogen/shared_memory")
 MAX_QUERY_CHARS = 4096
-_FACT_FIELDS = {"content", "fact", "scope", "confidence", "ttl_days", "tags", "category", "metadata",
-                "supersedes", "session_id"}
+_FACT_FIELDS = {
+    "content",
+    "fact",
+    "scope",
+    "confidence",
+    "ttl_days",
+    "tags",
+    "category",
+    "metadata",
+    "supersedes",
+    "session_id",
+}
 
 
 def _off_loop(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Awaitable[R]]:
@@ -132,14 +142,16 @@ class SharedMemoryStore:
         max_fact_bytes: int = DEFAULT_MAX_FACT_BYTES,
         operator_id: str = "system",
     ) -> None:
-        if not 0.0 < near_duplicate_threshold or math.isnan(near_duplicate_threshold):
+        if not near_duplicate_threshold > 0.0 or math.isnan(near_duplicate_threshold):
             raise ValueError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
         if rrf_k < 0 or math.isnan(rrf_k):
             raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
         weights = {"agent": 1.0, "group": 1.0, "global": 1.0, **(scope_weights or {})}
         for name, weight in weights.items():
             if name not in SCOPE_KINDS or not weight >= 0:
-                raise ValueError(f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}")
+                raise ValueError(
+                    f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}"
+                )
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.backend: Backend = backend if backend is not None else SQLiteBackend(self.root)
         self.embedder: Embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
@@ -163,7 +175,9 @@ class SharedMemoryStore:
             self._model = ModelInfo(self.embedder.model_id, int(self.embedder.dimension))
         return self._model
 
-    def scope_ref(self, scope: ScopeKind, *, agent_id: str | None = None, group_id: str | None = None) -> ScopeRef:
+    def scope_ref(
+        self, scope: ScopeKind, *, agent_id: str | None = None, group_id: str | None = None
+    ) -> ScopeRef:
         """The concrete scope a caller means by ``scope`` (its own agent scope, its group, or global)."""
         if scope == "agent":
             if agent_id is None:
@@ -177,8 +191,9 @@ class SharedMemoryStore:
             return ScopeRef("global")
         raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {scope!r}")
 
-    def _draft(self, item: str | Mapping[str, Any], defaults: dict[str, Any], actor: str | None,
-               now: float) -> tuple[ScopeKind, Draft]:
+    def _draft(
+        self, item: str | Mapping[str, Any], defaults: dict[str, Any], actor: str | None, now: float
+    ) -> tuple[ScopeKind, Draft]:
         spec = dict(defaults)
         if isinstance(item, Mapping):
             unknown = set(item) - _FACT_FIELDS
@@ -197,8 +212,12 @@ class SharedMemoryStore:
         if not isinstance(metadata, Mapping):
             raise TypeError("metadata must be a mapping")
         category = spec.get("category")
-        if category is not None and (not isinstance(category, str) or not category.strip() or len(category) > 64):
-            raise ValueError(f"category must be a non-blank string of at most 64 characters, got {category!r}")
+        if category is not None and (
+            not isinstance(category, str) or not category.strip() or len(category) > 64
+        ):
+            raise ValueError(
+                f"category must be a non-blank string of at most 64 characters, got {category!r}"
+            )
         supersedes = tuple(spec.get("supersedes") or ())
         for old in supersedes:
             if kind_of_fact_id(old) != kind:
@@ -241,13 +260,22 @@ class SharedMemoryStore:
         active fact in the same scope reinforces that fact instead of adding a copy. ``supersedes`` marks
         older facts of the same scope as superseded by this one.
         """
-        item = {"content": content, "scope": scope, "confidence": confidence, "ttl_days": ttl_days,
-                "tags": tags, "category": category, "metadata": metadata, "supersedes": supersedes,
-                "session_id": session_id}
+        item = {
+            "content": content,
+            "scope": scope,
+            "confidence": confidence,
+            "ttl_days": ttl_days,
+            "tags": tags,
+            "category": category,
+            "metadata": metadata,
+            "supersedes": supersedes,
+            "session_id": session_id,
+        }
         return self.remember_many([item], agent_id=agent_id, group_id=group_id)[0]
 
     def remember_many(
         self,
+        /,
         facts: Sequence[str | Mapping[str, Any]],
         scope: ScopeKind | None = None,
         *,
@@ -282,9 +310,14 @@ class SharedMemoryStore:
         receipts: list[Receipt | None] = [None] * len(planned)
         for ref in dict.fromkeys(refs):
             positions = [i for i, r in enumerate(refs) if r == ref]
-            written = self.backend.write(ref, [planned[i][1] for i in positions], vectors[positions],
-                                         self.model, self.near_duplicate_threshold)
-            for i, receipt in zip(positions, written):
+            written = self.backend.write(
+                ref,
+                [planned[i][1] for i in positions],
+                vectors[positions],
+                self.model,
+                self.near_duplicate_threshold,
+            )
+            for i, receipt in zip(positions, written, strict=True):
                 receipts[i] = receipt
         return [r for r in receipts if r is not None]
 
@@ -302,7 +335,9 @@ class SharedMemoryStore:
         fact = self._locate(fact_id, agent_id, group_id)
         self.policy.check_write(agent_id, fact.scope, "forget facts in")
         actor = agent_id if agent_id is not None else self.operator_id
-        return self.backend.set_status(fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason))
+        return self.backend.set_status(
+            fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason)
+        )
 
     def purge(self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None) -> int:
         """Physically delete forgotten, superseded and expired facts older than ``older_than`` (days).
@@ -362,7 +397,9 @@ class SharedMemoryStore:
         self.policy.check_read(agent_id, fact.scope)
         return fact
 
-    def history(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> list[AuditEvent]:
+    def history(
+        self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None
+    ) -> list[AuditEvent]:
         """The audit trail of a fact and of its whole supersede chain, oldest first."""
         fact = self._locate(fact_id, agent_id, group_id)
         self.policy.check_read(agent_id, fact.scope)
@@ -379,7 +416,7 @@ class SharedMemoryStore:
                 if found[0].superseded_by:
                     todo.append(found[0].superseded_by)
         events = [e for fid in chain for e in self.backend.history(fact.scope, fid)]
-        return sorted(events, key=lambda e: e.at)
+        return sorted(events, key=lambda e: (e.at, e.seq))
 
     def stats(self) -> list[ScopeStats]:
         """Counts per status, size on disk, embedding model and last write, for every scope."""
@@ -495,7 +532,7 @@ class SharedMemoryStore:
         """Render hits as compact text for a model, never more than ``max_bytes`` UTF-8 bytes."""
         return render_capsule(hits, max_bytes)
 
-    def recall(self, query: str, scope: ScopeName = "all", *, max_bytes: int = 2048, **kwargs: Any) -> str:
+    def recall(self, /, query: str, scope: ScopeName = "all", *, max_bytes: int = 2048, **kwargs: Any) -> str:
         """``search`` then ``capsule``: what a memory tool returns to a model."""
         return self.capsule(self.search(query, scope, **kwargs), max_bytes)
 

@@ -17,7 +17,7 @@ from .recall import fold, query_terms, stem
 class HashEmbedder:
     """Bag of stemmed words hashed into ``dimension`` buckets, L2-normalised."""
 
-    def __init__(self, dimension: int = 64, model_id: str = "test-hash-embedder") -> None:
+    def __init__(self, dimension: int = 256, model_id: str = "test-hash-embedder") -> None:
         self._dimension = dimension
         self._model_id = model_id
         self.calls: list[int] = []  # batch sizes, so tests can assert batching

@@ -146,7 +146,9 @@ def reembed_scope(
     for i, batch in enumerate(batches):
         ids = [fid for fid, _ in batch]
         vectors = embed([content for _, content in batch]) if batch else np.zeros((0, model.dimension))
-        backend.replace_vectors(scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1)
+        backend.replace_vectors(
+            scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1
+        )
         done += len(ids)
         if progress is not None:
             progress(len(ids))

@@ -15,6 +15,7 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -87,8 +88,14 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
         },
         pk="seq",
         not_null={"id", "content", "created_by", "created_at", "status", "content_hash", "rev", "embedding"},
-        defaults={"confidence": 1.0, "tags": "[]", "metadata": "{}", "supersedes": "[]", "reinforcement": 1,
-                  "version": 1},
+        defaults={
+            "confidence": 1.0,
+            "tags": "[]",
+            "metadata": "{}",
+            "supersedes": "[]",
+            "reinforcement": 1,
+            "version": 1,
+        },
     )
     facts = db.table("facts")
     facts.create_index(["id"], unique=True)
@@ -176,8 +183,9 @@ class _VectorIndex:
             arr[: self.n] = old[: self.n]
             setattr(self, name, arr)
 
-    def append(self, seq: int, fact_id: str, vector: npt.NDArray[np.float32], active: bool,
-               expires: float | None) -> None:
+    def append(
+        self, seq: int, fact_id: str, vector: npt.NDArray[np.float32], active: bool, expires: float | None
+    ) -> None:
         self._grow(self.n + 1, int(vector.shape[-1]))
         i = self.n
         self.matrix[i] = vector
@@ -316,14 +324,36 @@ class SQLiteBackend(Backend):
         if not path.exists():
             if not create:
                 return None
-            self.root.mkdir(parents=True, exist_ok=True)
-        else:
-            _check_sqlite_file(path)
+            self._create_file(path, scope)
+        _check_sqlite_file(path)
         conn = self._open(path, scope)
         conns[scope] = conn
         with self._lock:
             self._all_conns.append(conn)
         return conn
+
+    def _create_file(self, path: Path, scope: ScopeRef) -> None:
+        """Build a new scope file under a temporary name (WAL on, schema in place), then publish it with
+        an atomic hard link: concurrent processes never see (or race to initialise) a half-made file."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                self._migrate(conn, scope)
+            finally:
+                conn.close()  # checkpoints: the file alone holds everything
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another thread or process published it first: use theirs
+            except OSError:  # pragma: no cover - file systems without hard links
+                if not path.exists():
+                    os.replace(tmp, path)
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
 
     def _open(self, path: Path, scope: ScopeRef) -> sqlite3.Connection:
         try:
@@ -332,11 +362,15 @@ class SQLiteBackend(Backend):
             )
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             # Refuse a foreign SQLite database before changing anything in it (even its journal mode).
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            # One statement, one snapshot: another process may be committing the first migration.
+            version, objects = conn.execute(
+                "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
+            ).fetchone()
+            if version == 0 and objects:
                 conn.close()
                 raise NotAStoreError(f"{path} is a SQLite database but not a memory store; left untouched")
-            self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # persistent once set
+                self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate(conn, scope)
         except sqlite3.DatabaseError as exc:
@@ -368,8 +402,10 @@ class SQLiteBackend(Backend):
                 f"({SCHEMA_VERSION}); upgrade autogen-shared-memory"
             )
         with self._immediate(conn):
-            version = conn.execute("PRAGMA user_version").fetchone()[0]  # another process may have won
-            if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            version, objects = conn.execute(  # another process may have won the race
+                "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
+            ).fetchone()
+            if version == 0 and objects:
                 raise NotAStoreError(f"{self.path_of(scope)} is a SQLite database but not a memory store")
             for step in range(version, SCHEMA_VERSION):
                 MIGRATIONS[step](conn)
@@ -457,7 +493,11 @@ class SQLiteBackend(Backend):
         return receipts
 
     def _write_one(
-        self, tx: _Tx, scope: ScopeRef, draft: Draft, vector: npt.NDArray[np.float32],
+        self,
+        tx: _Tx,
+        scope: ScopeRef,
+        draft: Draft,
+        vector: npt.NDArray[np.float32],
         near: tuple[int, float] | None,
     ) -> Receipt:
         conn, index = tx.conn, tx.index
@@ -474,26 +514,48 @@ class SQLiteBackend(Backend):
             seq, target = int(row[0]), str(row[1])
             conn.execute(
                 "UPDATE facts SET reinforcement = reinforcement + 1, confidence = max(confidence, ?), "
-                "expires_at = CASE WHEN expires_at IS NULL OR ? IS NULL THEN NULL ELSE max(expires_at, ?) END, "
+                "expires_at = CASE WHEN expires_at IS NULL OR ? IS NULL THEN NULL "
+                "ELSE max(expires_at, ?) END, "
                 "tags = ?, version = version + 1, updated_at = ?, rev = ? WHERE seq = ?",
-                (draft.confidence, draft.expires_at, draft.expires_at,
-                 self._merged_tags(conn, seq, draft.tags), tx.now, tx.rev, seq),
+                (
+                    draft.confidence,
+                    draft.expires_at,
+                    draft.expires_at,
+                    self._merged_tags(conn, seq, draft.tags),
+                    tx.now,
+                    tx.rev,
+                    seq,
+                ),
             )
             detail: dict[str, Any] = {"confidence": draft.confidence}
             if similarity is not None:
                 detail.update(similarity=round(similarity, 4), content=draft.content)
             tx.audit(target, "reinforced", draft.created_by, **detail)
             superseded = self._supersede(tx, draft, target)
-            return Receipt(target, scope, "reinforced", duplicate_of=target, similarity=similarity,
-                           superseded=superseded)
+            return Receipt(
+                target, scope, "reinforced", duplicate_of=target, similarity=similarity, superseded=superseded
+            )
         cur = conn.execute(
             "INSERT INTO facts (id, content, created_by, created_at, confidence, tags, category, metadata, "
             "session_id, expires_at, supersedes, status, reinforcement, content_hash, version, updated_at, "
             "rev, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', 1, ?, 1, ?, ?, ?)",
-            (draft.id, draft.content, draft.created_by, draft.created_at, draft.confidence,
-             json.dumps(list(draft.tags)), draft.category, json.dumps(draft.metadata), draft.session_id,
-             draft.expires_at, json.dumps(list(draft.supersedes)), draft.content_hash, tx.now, tx.rev,
-             np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+            (
+                draft.id,
+                draft.content,
+                draft.created_by,
+                draft.created_at,
+                draft.confidence,
+                json.dumps(list(draft.tags)),
+                draft.category,
+                json.dumps(draft.metadata),
+                draft.session_id,
+                draft.expires_at,
+                json.dumps(list(draft.supersedes)),
+                draft.content_hash,
+                tx.now,
+                tx.rev,
+                np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
+            ),
         )
         assert cur.lastrowid is not None
         index.append(cur.lastrowid, draft.id, vector, True, draft.expires_at)
@@ -629,8 +691,11 @@ class SQLiteBackend(Backend):
             return list(terms)
         stems = {t: stem(t) for t in terms}
         marks = ",".join("?" * len(stems))
-        df = dict(conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})",
-                               list(set(stems.values()))).fetchall())
+        df = dict(
+            conn.execute(
+                f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", list(set(stems.values()))
+            ).fetchall()
+        )
         limit = self.max_common_term_ratio * n_facts
         kept = [t for t in terms if df.get(stems[t], 0) <= limit]
         return kept or [min(terms, key=lambda t: df.get(stems[t], 0))]
@@ -652,8 +717,9 @@ class SQLiteBackend(Backend):
             mask = index.live_mask(now, filters.include_inactive)
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
-            allowed = np.fromiter((r[0] for r in conn.execute(f"SELECT seq FROM facts f WHERE {where}", params)),
-                                  dtype=np.int64)
+            allowed = np.fromiter(
+                (r[0] for r in conn.execute(f"SELECT seq FROM facts f WHERE {where}", params)), dtype=np.int64
+            )
             mask &= np.isin(seqs, allowed, assume_unique=True)
         candidates = int(mask.sum())
         if candidates == 0:
@@ -675,9 +741,10 @@ class SQLiteBackend(Backend):
         if conn is None:
             return []
         rows = conn.execute(
-            "SELECT fact_id, event, actor, at, detail FROM audit WHERE fact_id = ? ORDER BY seq", (fact_id,)
+            "SELECT fact_id, event, actor, at, detail, seq FROM audit WHERE fact_id = ? ORDER BY seq",
+            (fact_id,),
         )
-        return [AuditEvent(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}")) for r in rows]
+        return [AuditEvent(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}"), r[5]) for r in rows]
 
     def stats(self, scope: ScopeRef) -> ScopeStats:
         conn = self._conn(scope, create=False)
@@ -696,7 +763,12 @@ class SQLiteBackend(Backend):
         last_write = conn.execute("SELECT last_write FROM state WHERE id = 1").fetchone()[0]
         dim = meta.get("embedding_dim")
         return ScopeStats(
-            scope, counts, size, meta.get("embedding_model"), int(dim) if dim else None, last_write,
+            scope,
+            counts,
+            size,
+            meta.get("embedding_model"),
+            int(dim) if dim else None,
+            last_write,
             conn.execute("PRAGMA user_version").fetchone()[0],
         )
 
@@ -713,14 +785,16 @@ class SQLiteBackend(Backend):
                 continue
             try:
                 with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=self.busy_timeout) as ro:
-                    meta = dict(ro.execute(
-                        "SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')"
-                    ).fetchall())
+                    meta = dict(
+                        ro.execute(
+                            "SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')"
+                        ).fetchall()
+                    )
                 ro.close()
             except sqlite3.DatabaseError:
                 continue  # not ours: listing never fails because of a stray file
             if meta.get("scope_kind") in ("agent", "group", "global"):
-                ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))  # type: ignore[arg-type]
+                ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
                 if ref.file_name == name and (kind is None or ref.kind == kind):
                     found.append(ref)
         return found
@@ -752,17 +826,29 @@ class SQLiteBackend(Backend):
     def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
         conn = self._conn(scope, create=False)
         if conn is not None:
-            _compare_model(scope, dict(conn.execute(
-                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall()), model)
+            _compare_model(
+                scope,
+                dict(
+                    conn.execute(
+                        "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
+                    ).fetchall()
+                ),
+                model,
+            )
 
     def _claim_model(self, conn: sqlite3.Connection, scope: ScopeRef, model: ModelInfo) -> None:
-        meta = dict(conn.execute(
-            "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall())
+        meta = dict(
+            conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
+            ).fetchall()
+        )
         if meta:
             _compare_model(scope, meta, model)
         else:
-            conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                             [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))])
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))],
+            )
 
     def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
         conn = self._conn(scope, create=False)
@@ -786,7 +872,10 @@ class SQLiteBackend(Backend):
         with self._write(scope) as tx:
             tx.conn.executemany(
                 "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
-                [(np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i) for i, v in zip(ids, vectors)],
+                [
+                    (np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i)
+                    for i, v in zip(ids, vectors, strict=True)
+                ],
             )
             for fact_id in ids:
                 tx.audit(fact_id, "reembedded", "system", model=model.model_id)
@@ -801,10 +890,8 @@ class SQLiteBackend(Backend):
         with self._lock:
             self._closed = True
             for conn in self._all_conns:
-                try:
+                with contextlib.suppress(sqlite3.Error):  # closing is best effort
                     conn.close()
-                except sqlite3.Error:  # pragma: no cover - closing is best effort
-                    pass
             self._all_conns.clear()
             self._indexes.clear()
 
@@ -832,15 +919,51 @@ def _compare_model(scope: ScopeRef, meta: dict[str, str], model: ModelInfo) -> N
 
 
 def _row_to_fact(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
-    (_, fid, content, created_by, created_at, confidence, tags, category, metadata, session_id, expires_at,
-     supersedes, superseded_by, status, t_by, t_at, t_reason, reinforcement, chash, version, updated_at) = row
+    (
+        _,
+        fid,
+        content,
+        created_by,
+        created_at,
+        confidence,
+        tags,
+        category,
+        metadata,
+        session_id,
+        expires_at,
+        supersedes,
+        superseded_by,
+        status,
+        t_by,
+        t_at,
+        t_reason,
+        reinforcement,
+        chash,
+        version,
+        updated_at,
+    ) = row
     if status == "active" and expires_at is not None and expires_at <= now:
         status = "expired"
     return Fact(
-        id=fid, scope=scope, content=content, created_by=created_by, created_at=created_at,
-        confidence=confidence, tags=tuple(json.loads(tags or "[]")), category=category,
-        metadata=json.loads(metadata or "{}"), session_id=session_id, expires_at=expires_at,
-        supersedes=tuple(json.loads(supersedes or "[]")), superseded_by=superseded_by, status=status,
-        tombstone_by=t_by, tombstone_at=t_at, tombstone_reason=t_reason, reinforcement=reinforcement,
-        content_hash=chash, version=version, updated_at=updated_at,
+        id=fid,
+        scope=scope,
+        content=content,
+        created_by=created_by,
+        created_at=created_at,
+        confidence=confidence,
+        tags=tuple(json.loads(tags or "[]")),
+        category=category,
+        metadata=json.loads(metadata or "{}"),
+        session_id=session_id,
+        expires_at=expires_at,
+        supersedes=tuple(json.loads(supersedes or "[]")),
+        superseded_by=superseded_by,
+        status=status,
+        tombstone_by=t_by,
+        tombstone_at=t_at,
+        tombstone_reason=t_reason,
+        reinforcement=reinforcement,
+        content_hash=chash,
+        version=version,
+        updated_at=updated_at,
     )

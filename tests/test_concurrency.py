@@ -1,0 +1,84 @@
+"""Several processes, each with several threads, remembering and forgetting in the same scopes at once."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.testing import HashEmbedder
+
+PROCESSES = 4
+THREADS = 4
+FACTS_PER_THREAD = 30
+
+
+def _worker(root: str, proc: int, barrier: Any, out: Any) -> None:
+    store = SharedMemoryStore(root, embedder=HashEmbedder(), global_writers=["*"])
+    store.add_group_member("crew", f"p{proc}")
+    errors: list[str] = []
+    created: list[str] = []
+    forgotten: list[str] = []
+    lock = threading.Lock()
+
+    def run(thread: int) -> None:
+        for i in range(FACTS_PER_THREAD):
+            scope = "global" if i % 2 else "group"
+            try:
+                text = f"process{proc} thread{thread} item{i} token{proc * 1000 + thread * 100 + i}"
+                r = store.remember(text, scope, agent_id=f"p{proc}", group_id="crew")
+                with lock:
+                    created.append(r.id)
+                if i % 5 == 0:
+                    store.forget(r.id, "cleanup", agent_id=f"p{proc}", group_id="crew")
+                    with lock:
+                        forgotten.append(r.id)
+                store.search(f"thread{thread} item{i}", agent_id=f"p{proc}", group_id="crew")
+            except Exception as exc:  # every error is a failure of the test
+                with lock:
+                    errors.append(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(run, range(THREADS)))
+    barrier.wait(timeout=120)
+    # after everyone finished, this process sees every other process's facts on its next search
+    seen = {}
+    for other in range(PROCESSES):
+        tokens = [f"token{other * 1000 + thread * 100 + 1}" for thread in range(THREADS)]  # global facts
+        seen[other] = sum(
+            1 for t in tokens if any(t in h.content for h in store.search(t, "global", top_k=1))
+        )
+    store.close()
+    out.put({"proc": proc, "errors": errors, "created": created, "forgotten": forgotten, "seen": seen})
+
+
+def test_many_processes_and_threads_lose_nothing(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(PROCESSES)
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path), p, barrier, out)) for p in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    errors = [e for r in results for e in r["errors"]]
+    assert errors == [], "\n".join(errors)
+    created = [i for r in results for i in r["created"]]
+    forgotten = {i for r in results for i in r["forgotten"]}
+    assert len(created) == len(set(created)) == PROCESSES * THREADS * FACTS_PER_THREAD
+    rows: dict[str, str] = {}
+    for name in ("global.db", "group_crew.db"):
+        with sqlite3.connect(tmp_path / name) as conn:
+            rows.update(dict(conn.execute("SELECT id, status FROM facts").fetchall()))
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert set(rows) == set(created)
+    assert {i for i, s in rows.items() if s == "forgotten"} == forgotten
+    for r in results:  # item1 of every thread is a global fact: THREADS per process
+        assert all(count == THREADS for count in r["seen"].values()), r["seen"]

@@ -1,0 +1,91 @@
+"""Ids that become file names cannot escape the root or collide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from autogen_shared_memory import ScopeRef, SharedMemoryStore
+from autogen_shared_memory.model import owner_file_token, validate_owner_id
+
+
+@pytest.mark.parametrize(
+    ("bad", "rule"),
+    [
+        ("../x", "path separator"),
+        ("a/b", "path separator"),
+        ("a\\b", "path separator"),
+        ("nul\x00byte", "control character"),
+        ("line\nbreak", "control character"),
+        ("x" * 500, "limit is 128"),
+        ("", "empty"),
+        ("   ", "blank"),
+        ("..", "relative path"),
+        (".", "relative path"),
+    ],
+)
+def test_rejected_ids_name_the_rule(bad: str, rule: str) -> None:
+    with pytest.raises(ValueError, match=rule):
+        validate_owner_id(bad, "agent id")
+    with pytest.raises(ValueError, match=rule):
+        ScopeRef("agent", bad)
+
+
+def test_non_string_id_is_a_type_error() -> None:
+    with pytest.raises(TypeError):
+        validate_owner_id(42)
+
+
+def test_safe_ids_are_verbatim_and_others_encoded() -> None:
+    assert ScopeRef("agent", "researcher").file_name == "agent_researcher.db"
+    assert ScopeRef("group", "team-1").file_name == "group_team-1.db"
+    assert ScopeRef("global").file_name == "global.db"
+    encoded = ScopeRef("agent", "Alice").file_name
+    assert encoded.startswith("agent_alice~") and encoded != "agent_alice.db"
+    assert "~" in ScopeRef("agent", "café ☕").file_name
+    assert "~" in ScopeRef("agent", "a..b").file_name
+
+
+def test_case_variants_get_different_files_even_case_insensitively() -> None:
+    names = {ScopeRef("agent", i).file_name.lower() for i in ("alice", "Alice", "ALICE", "aLiCe")}
+    assert len(names) == 4
+
+
+@given(st.lists(st.text(min_size=1, max_size=60), min_size=2, max_size=8, unique=True))
+def test_tokens_never_collide_or_escape(ids: list[str]) -> None:
+    valid = []
+    for i in ids:
+        try:
+            valid.append(validate_owner_id(i))
+        except ValueError:
+            continue
+    tokens = [owner_file_token(i).lower() for i in valid]
+    assert len(set(tokens)) == len(tokens)
+    for token in tokens:
+        assert "/" not in token and "\\" not in token and "\x00" not in token
+        assert token not in (".", "..") and not token.startswith(".")
+        assert len(token.encode()) < 100
+
+
+def test_store_files_stay_inside_root(store: SharedMemoryStore, tmp_path: Path) -> None:
+    for agent in ("Alice", "alice", "éclair", "x.y", "名字"):
+        store.remember(f"fact of {agent}", "agent", agent_id=agent)
+    root = (tmp_path / "mem").resolve()
+    files = sorted(p.name for p in root.iterdir() if p.suffix == ".db")
+    assert len([f for f in files if f.startswith("agent_")]) == 5
+    assert all(p.resolve().parent == root for p in root.iterdir())
+    # each agent reads back only its own fact
+    for agent in ("Alice", "alice", "éclair"):
+        hits = store.search("fact", "agent", agent_id=agent)
+        assert [h.content for h in hits] == [f"fact of {agent}"]
+
+
+def test_bad_agent_id_through_the_store_writes_nothing(store: SharedMemoryStore, tmp_path: Path) -> None:
+    before = sorted((tmp_path / "mem").iterdir())
+    with pytest.raises(ValueError, match="path separator"):
+        store.remember("x", "agent", agent_id="../evil")
+    assert sorted((tmp_path / "mem").iterdir()) == before
+    assert not (tmp_path / "evil.db").exists()

@@ -1,0 +1,144 @@
+"""Lexical query safety (property-tested against a real FTS5 index), common-term pruning, and RRF."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.recall import fts5_expression, query_terms, rrf, stem
+from autogen_shared_memory.testing import HashEmbedder
+
+NASTY = [
+    '"',
+    '""',
+    "'",
+    "-",
+    "-x",
+    "a:b",
+    "col:value",
+    "*",
+    "pre*",
+    "^start",
+    "NEAR(a b)",
+    "NEAR(",
+    "a AND b",
+    "a OR b",
+    "NOT a",
+    "AND",
+    "OR",
+    "NOT",
+    "(",
+    ")",
+    "{a b}",
+    "a + b",
+    "🙂🙂",
+    "🚀",
+    "",
+    "   ",
+    "\x00",
+    'he said "hi" -- NOT AND OR',
+    "content:secret",
+    "rank:1",
+    "facts_fts",
+    "\\",
+    "%_",
+    "a'b\"c",
+]
+
+
+@pytest.fixture(scope="module")
+def fts() -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.executemany("INSERT INTO t VALUES (?)", [("alpha beta",), ("and or not near",), ("naïve café",)])
+    yield conn
+    conn.close()
+
+
+def run(conn: sqlite3.Connection, text: str) -> list[str]:
+    expr = fts5_expression(query_terms(text))
+    if not expr:
+        return []
+    return [r[0] for r in conn.execute("SELECT content FROM t WHERE t MATCH ? ORDER BY rank", (expr,))]
+
+
+@pytest.mark.parametrize("text", NASTY)
+def test_nasty_inputs_never_raise(fts: sqlite3.Connection, text: str) -> None:
+    run(fts, text)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=80))
+def test_any_text_is_a_safe_expression(fts: sqlite3.Connection, text: str) -> None:
+    run(fts, text)
+
+
+@given(st.text(max_size=80))
+def test_expression_is_only_quoted_literals_joined_by_or(text: str) -> None:
+    expr = fts5_expression(query_terms(text))
+    if not expr:
+        return
+    for part in expr.split(" OR "):
+        assert part.startswith('"') and part.endswith('"')
+        assert '"' not in part[1:-1].replace('""', "")
+
+
+def test_operators_are_literals_not_syntax(fts: sqlite3.Connection) -> None:
+    assert run(fts, "NOT alpha") == ["alpha beta"]  # NOT is a stop word here, never an operator
+    assert run(fts, "NEAR(and or)") == ["and or not near"]
+    assert run(fts, "naive cafe") == ["naïve café"]  # diacritics folded on both sides
+    assert run(fts, "🚀") == []
+
+
+def test_query_terms_drop_stop_words_unless_nothing_else() -> None:
+    assert query_terms("What is the deploy schedule?") == ["deploy", "schedule"]
+    assert query_terms("who are you") == ["who", "are", "you"]
+    assert len(query_terms(" ".join(f"w{i}" for i in range(100)))) == 32
+
+
+def test_stem_matches_fts5_porter() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(c, tokenize='porter unicode61 remove_diacritics 2')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+    words = ["running", "preferences", "happily", "generalization", "deploys", "relational", "caresses"]
+    conn.execute("INSERT INTO t VALUES (?)", (" ".join(words),))
+    assert {r[0] for r in conn.execute("SELECT term FROM v")} == {stem(w) for w in words}
+
+
+def test_common_terms_are_pruned_from_large_scopes(tmp_path: Path) -> None:
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01)
+    facts = [f"the user asked about item{i} in the widget catalogue" for i in range(1500)]
+    store.remember_many(facts, "global")
+    backend = store.backend
+    conn = backend._conn(store.scope_ref("global"), create=False)  # type: ignore[attr-defined]
+    kept = backend._prune_common_terms(conn, ["user", "widget", "item42"])  # type: ignore[attr-defined]
+    assert kept == ["item42"]
+    assert backend._prune_common_terms(conn, ["user", "widget"]) in (["user"], ["widget"])  # type: ignore[attr-defined]
+    hits = store.search("user widget item42", "global")
+    assert hits[0].content == "the user asked about item42 in the widget catalogue"
+
+
+def test_rrf() -> None:
+    scores = rrf([(["a", "b", "c"], 1.0), (["c", "a"], 1.0)], k=60)
+    assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
+    assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
+    assert scores["b"] == pytest.approx(1 / 62)
+    assert max(scores, key=scores.__getitem__) == "a"
+    assert rrf([(["x"], 2.0)], k=0)["x"] == 2.0
+    with pytest.raises(ValueError):
+        rrf([], k=-1)
+
+
+def test_search_with_nasty_queries_through_the_store(store: SharedMemoryStore) -> None:
+    store.remember("alpha beta gamma", "global")
+    for text in NASTY:
+        store.search(text, "global")
+    assert store.search('"alpha" NOT beta', "global")[0].content == "alpha beta gamma"

@@ -1,0 +1,383 @@
+"""The fact lifecycle: remember, reinforce, supersede, forget, TTL, purge, history, stats, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from autogen_shared_memory import (
+    EmbeddingModelMismatchError,
+    FactNotFoundError,
+    NotAStoreError,
+    SharedMemoryStore,
+)
+from autogen_shared_memory.testing import HashEmbedder
+
+
+def db_rows(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM facts").fetchone()[0])
+
+
+def test_root_from_env_and_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DIR", str(tmp_path / "env-root"))
+    assert SharedMemoryStore(embedder=HashEmbedder()).root == tmp_path / "env-root"
+    monkeypatch.delenv("AUTOGEN_SHARED_MEMORY_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert SharedMemoryStore(embedder=HashEmbedder()).root == tmp_path / "home/.autogen/shared_memory"
+
+
+def test_files_are_created_on_first_use(store: SharedMemoryStore) -> None:
+    root = store.root
+    assert not (root / "global.db").exists()
+    store.remember("global fact", "global")
+    store.remember("group fact", "group", agent_id="alice", group_id="crew")
+    store.remember("private fact", "agent", agent_id="alice")
+    assert {p.name for p in root.glob("*.db")} == {"global.db", "group_crew.db", "agent_alice.db"}
+    with sqlite3.connect(root / "global.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    assert meta["embedding_model"] == "test-hash-embedder" and meta["embedding_dim"] == "256"
+
+
+def test_remember_returns_receipt_and_fact_has_every_field(store: SharedMemoryStore) -> None:
+    r = store.remember(
+        "Deploys happen on Thursdays",
+        "group",
+        agent_id="alice",
+        group_id="crew",
+        confidence=0.8,
+        ttl_days=2,
+        tags=["ops", "deploy"],
+        category="process",
+        metadata={"source": "standup"},
+    )
+    assert r.status == "created" and r.duplicate_of is None and r.id.startswith("g_")
+    f = store.get(r.id)
+    assert (f.content, f.created_by, f.owner, f.confidence) == (
+        "Deploys happen on Thursdays",
+        "alice",
+        "crew",
+        0.8,
+    )
+    assert f.tags == ("ops", "deploy") and f.category == "process" and f.metadata == {"source": "standup"}
+    assert f.session_id == store.session_id and f.status == "active" and f.reinforcement == 1
+    assert f.expires_at is not None and math.isclose(f.expires_at - f.created_at, 2 * 86400, abs_tol=5)
+    assert f.version == 1 and len(f.content_hash) == 64 and f.supersedes == ()
+
+
+def test_exact_duplicate_reinforces(store: SharedMemoryStore) -> None:
+    a = store.remember("The API uses OAuth2", "global", confidence=0.5)
+    b = store.remember("  the api uses   OAUTH2 ", "global", confidence=0.9)
+    assert b.status == "reinforced" and b.id == a.id and b.duplicate_of == a.id
+    f = store.get(a.id)
+    assert f.reinforcement == 2 and f.confidence == 0.9 and f.version == 2
+    assert db_rows(store.root / "global.db") == 1
+    # the same text in another scope is a different fact
+    c = store.remember("The API uses OAuth2", "agent", agent_id="alice")
+    assert c.status == "created"
+
+
+def test_near_duplicate_reinforces_with_threshold(tmp_path: Path) -> None:
+    s = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=0.8)
+    a = s.remember("user prefers dark mode in the editor", "global")
+    b = s.remember("user prefers the dark mode editor", "global")
+    assert b.status == "reinforced" and b.duplicate_of == a.id and b.similarity is not None
+    assert b.similarity >= 0.8
+    c = s.remember("deploy on thursday", "global")
+    assert c.status == "created"
+    events = [e.event for e in s.history(a.id)]
+    assert events == ["created", "reinforced"]
+    off = SharedMemoryStore(tmp_path / "off", embedder=HashEmbedder(), near_duplicate_threshold=1.01)
+    off.remember("user prefers dark mode in the editor", "global")
+    assert off.remember("user prefers the dark mode editor", "global").status == "created"
+
+
+def test_duplicates_inside_one_batch(store: SharedMemoryStore) -> None:
+    receipts = store.remember_many(
+        ["deploy key rotates", "Deploy  KEY rotates", "budget meeting friday"], "global"
+    )
+    assert [r.status for r in receipts] == ["created", "reinforced", "created"]
+    assert receipts[1].id == receipts[0].id
+
+
+def test_remember_many_one_embedding_call_one_transaction_per_scope(
+    store: SharedMemoryStore, embedder: HashEmbedder
+) -> None:
+    embedder.calls.clear()
+    items = [f"fact number {i} about topic {i % 7}" for i in range(50)]
+    mixed = [
+        {"content": "agent note", "scope": "agent"},
+        {"fact": "group note", "scope": "group", "tags": ["x"]},
+    ]
+    receipts = store.remember_many(items + mixed, "global", agent_id="lead", group_id="crew")
+    assert embedder.calls == [52]
+    assert [r.scope.kind for r in receipts[-2:]] == ["agent", "group"]
+    with sqlite3.connect(store.root / "global.db") as conn:
+        revs = {r[0] for r in conn.execute("SELECT rev FROM facts")}
+    assert len(revs) == 1  # every global fact written by the same transaction
+
+
+def test_supersede_keeps_the_chain(store: SharedMemoryStore) -> None:
+    old = store.remember("Release freeze starts Monday", "group", agent_id="alice", group_id="crew")
+    new = store.remember(
+        "Release freeze moved to Wednesday", "group", agent_id="bob", group_id="crew", supersedes=[old.id]
+    )
+    assert new.superseded == (old.id,)
+    o = store.get(old.id)
+    assert o.status == "superseded" and o.superseded_by == new.id and o.tombstone_by == "bob"
+    assert store.get(new.id).supersedes == (old.id,)
+    hits = store.search("release freeze", "group", agent_id="alice", group_id="crew")
+    assert [h.id for h in hits] == [new.id]
+    all_hits = store.search(
+        "release freeze", "group", agent_id="alice", group_id="crew", include_inactive=True
+    )
+    assert {h.id for h in all_hits} == {old.id, new.id}
+    trail = [(e.fact_id, e.event) for e in store.history(new.id)]
+    assert (old.id, "created") in trail and (old.id, "superseded") in trail and (new.id, "created") in trail
+    assert [e.event for e in store.history(old.id)] == [e.event for e in store.history(new.id)]
+
+
+def test_supersede_errors_write_nothing(store: SharedMemoryStore) -> None:
+    with pytest.raises(FactNotFoundError):
+        store.remember("x", "global", supersedes=["w_0000000000000000dead"])
+    with pytest.raises(ValueError, match="same scope"):
+        store.remember("y", "global", supersedes=["g_0000000000000000dead"])
+    with pytest.raises(ValueError, match="not a fact id"):
+        store.remember("z", "global", supersedes=["nonsense"])
+    assert store.search("x y z", "global") == []
+    a = store.remember("a fact", "global")
+    store.forget(a.id)
+    with pytest.raises(ValueError, match="already forgotten"):
+        store.remember("b fact", "global", supersedes=[a.id])
+    assert store.stats()[0].counts["active"] == 0
+
+
+def test_forget_is_a_tombstone(store: SharedMemoryStore) -> None:
+    r = store.remember("temporary credentials are in vault path secret/x", "agent", agent_id="alice")
+    f = store.forget(r.id, "rotated", agent_id="alice")
+    assert (f.status, f.tombstone_by, f.tombstone_reason) == ("forgotten", "alice", "rotated")
+    assert f.tombstone_at is not None
+    assert store.search("vault credentials", "agent", agent_id="alice") == []
+    assert db_rows(store.root / "agent_alice.db") == 1
+    assert [e.event for e in store.history(r.id)] == ["created", "forgotten"]
+    assert store.forget(r.id, agent_id="alice").status == "forgotten"  # idempotent
+    with pytest.raises(FactNotFoundError):
+        store.forget("a_0000000000000000beef", agent_id="alice")
+
+
+def test_ttl_expiry_and_purge(store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    short = store.remember("standup moved to 10:30 today", "global", ttl_days=1)
+    keep = store.remember("standup is daily", "global")
+    gone = store.remember("old decision", "global")
+    store.forget(gone.id)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 2 * 86400)
+    assert store.get(short.id).status == "expired"
+    assert [h.id for h in store.search("standup", "global")] == [keep.id]
+    assert {h.id for h in store.search("standup", "global", include_inactive=True)} == {short.id, keep.id}
+    counts = store.stats()[0].counts
+    assert counts == {"active": 1, "forgotten": 1, "superseded": 0, "expired": 1}
+    assert store.purge(older_than=1) == 2
+    with pytest.raises(FactNotFoundError):
+        store.get(short.id)
+    assert store.get(keep.id).status == "active"
+    assert [e.event for e in store.history(keep.id)] == ["created"]
+    # the audit trail of a purged fact survives
+    assert (
+        store.backend.history(short.scope if hasattr(short, "scope") else keep.scope, gone.id)[-1].event
+        == "purged"
+    )
+
+
+def test_purge_keeps_recent_tombstones(store: SharedMemoryStore) -> None:
+    r = store.remember("recent", "global")
+    store.forget(r.id)
+    assert store.purge(older_than=1) == 0
+    assert store.purge(older_than=0) == 1
+    with pytest.raises(ValueError):
+        store.purge(older_than=-1)
+
+
+def test_filters(store: SharedMemoryStore) -> None:
+    store.remember(
+        "deploy checklist step one",
+        "group",
+        agent_id="alice",
+        group_id="crew",
+        tags=["ops"],
+        category="process",
+        confidence=0.4,
+    )
+    store.remember(
+        "deploy checklist step two",
+        "group",
+        agent_id="bob",
+        group_id="crew",
+        tags=["ops", "urgent"],
+        category="process",
+        confidence=0.9,
+    )
+    store.remember("deploy budget note", "group", agent_id="bob", group_id="crew", category="finance")
+    q = {"scope": "group", "agent_id": "alice", "group_id": "crew", "top_k": 10}
+    assert len(store.search("deploy", **q)) == 3
+    assert {h.content for h in store.search("deploy", tags=["urgent"], **q)} == {"deploy checklist step two"}
+    assert {h.fact.created_by for h in store.search("deploy", created_by="bob", **q)} == {"bob"}
+    assert len(store.search("deploy", category="process", **q)) == 2
+    assert [h.content for h in store.search("deploy", min_confidence=0.5, category="process", **q)] == [
+        "deploy checklist step two"
+    ]
+    assert store.search("deploy", since=time.time() + 60, **q) == []
+    assert len(store.search("deploy", until=time.time() + 60, **q)) == 3
+
+
+def test_hits_carry_provenance_and_reasons(store: SharedMemoryStore) -> None:
+    store.remember("kafka retention is seven days", "global")
+    hit = store.search("kafka retention", "global")[0]
+    assert hit.lexical_rank == 1 and hit.semantic_rank == 1 and hit.cosine is not None
+    assert hit.score == pytest.approx(2 / 61)
+    assert hit.fact.scope.kind == "global" and hit.fact.created_by == "system"
+
+
+def test_scope_all_fuses_the_callers_scopes(store: SharedMemoryStore) -> None:
+    store.remember("alpha project codename is bluebird", "agent", agent_id="alice")
+    store.remember("alpha project deadline is friday", "group", agent_id="alice", group_id="crew")
+    store.remember("alpha project owner is dana", "global")
+    store.remember("alpha project secret of bob", "agent", agent_id="bob")
+    hits = store.search("alpha project", agent_id="alice", group_id="crew", top_k=10)
+    assert {h.fact.scope.kind for h in hits} == {"agent", "group", "global"}
+    assert all(h.fact.owner in ("alice", "crew", "") for h in hits)
+    weighted = store.search(
+        "alpha project", agent_id="alice", group_id="crew", top_k=10, scope_weights={"global": 3.0}
+    )
+    assert weighted[0].fact.scope.kind == "global"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"content": ""}, ValueError, "empty"),
+        ({"content": "   \n\t"}, ValueError, "whitespace"),
+        ({"content": "x" * 9000}, ValueError, "limit is 8192"),
+        ({"content": 42}, TypeError, "must be a str"),
+        ({"content": None}, TypeError, "must be a str"),
+        ({"confidence": 1.5}, ValueError, r"\[0, 1\]"),
+        ({"confidence": -0.1}, ValueError, r"\[0, 1\]"),
+        ({"confidence": float("nan")}, ValueError, r"\[0, 1\]"),
+        ({"confidence": "high"}, TypeError, "number"),
+        ({"ttl_days": -1}, ValueError, "positive"),
+        ({"ttl_days": 0}, ValueError, "positive"),
+        ({"ttl_days": float("inf")}, ValueError, "finite"),
+        ({"tags": "ops"}, TypeError, "list of strings"),
+        ({"tags": [""]}, ValueError, "non-blank"),
+        ({"scope": "team"}, ValueError, "scope must be one of"),
+    ],
+)
+def test_bad_input_is_rejected_and_nothing_written(
+    store: SharedMemoryStore, kwargs: dict, exc: type, match: str
+) -> None:
+    args = {"content": "valid fact", "scope": "global", **kwargs}
+    with pytest.raises(exc, match=match):
+        store.remember(**args)
+    assert not (store.root / "global.db").exists()
+
+
+def test_bad_item_in_a_batch_writes_nothing(store: SharedMemoryStore) -> None:
+    with pytest.raises(ValueError):
+        store.remember_many(["fine", "also fine", ""], "global")
+    assert not (store.root / "global.db").exists()
+
+
+def test_file_that_is_not_a_database_is_left_untouched(store: SharedMemoryStore) -> None:
+    store.root.mkdir(parents=True, exist_ok=True)
+    path = store.root / "global.db"
+    path.write_bytes(b"this is my diary, not a database\n" * 10)
+    before = path.read_bytes()
+    with pytest.raises(NotAStoreError, match="global.db"):
+        store.remember("x", "global")
+    with pytest.raises(NotAStoreError, match="global.db"):
+        store.search("x", "global")
+    assert path.read_bytes() == before
+
+
+def test_foreign_sqlite_database_is_refused_and_untouched(store: SharedMemoryStore) -> None:
+    store.root.mkdir(parents=True, exist_ok=True)
+    path = store.root / "global.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    before = path.read_bytes()
+    with pytest.raises(NotAStoreError, match="not a memory store"):
+        store.remember("x", "global")
+    assert path.read_bytes() == before
+
+
+def test_other_embedding_model_is_refused_then_reembed(tmp_path: Path) -> None:
+    first = SharedMemoryStore(tmp_path, embedder=HashEmbedder(64, "model-a"))
+    r = first.remember("the deploy key rotates monthly", "global")
+    first.close()
+    second = SharedMemoryStore(tmp_path, embedder=HashEmbedder(32, "model-b"))
+    with pytest.raises(EmbeddingModelMismatchError, match="reembed"):
+        second.search("deploy key", "global")
+    with pytest.raises(EmbeddingModelMismatchError):
+        second.remember("another", "global")
+    assert second.reembed() == 1
+    assert second.search("deploy key", "global")[0].id == r.id
+    assert second.stats()[0].embedding_model == "model-b"
+    assert second.remember("another", "global").status == "created"
+    assert [e.event for e in second.history(r.id)] == ["created", "reembedded"]
+
+
+def test_content_is_immutable_in_the_database(store: SharedMemoryStore) -> None:
+    r = store.remember("original text", "global")
+    with (
+        sqlite3.connect(store.root / "global.db") as conn,
+        pytest.raises(sqlite3.IntegrityError, match="immutable"),
+    ):
+        conn.execute("UPDATE facts SET content = 'tampered' WHERE id = ?", (r.id,))
+
+
+def test_other_process_writes_are_seen_incrementally(tmp_path: Path) -> None:
+    a = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    b = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    a.remember("first shared fact about zebras", "global")
+    assert len(b.search("zebras", "global")) == 1
+    r = a.remember("second shared fact about zebras", "global")
+    assert len(b.search("zebras", "global")) == 2
+    a.forget(r.id)
+    assert len(b.search("zebras", "global")) == 1
+    index = b.backend._index(b.scope_ref("global"))  # type: ignore[attr-defined]
+    assert index.n == 2  # refreshed in place, not reloaded per search
+
+
+def test_search_edge_cases(store: SharedMemoryStore) -> None:
+    assert store.search("anything", "global") == []  # no scope file yet
+    store.remember("something", "global")
+    assert store.search("", "global") == []
+    assert store.search("   ", "global") == []
+    with pytest.raises(ValueError, match="top_k"):
+        store.search("x", "global", top_k=0)
+    with pytest.raises(ValueError, match="limit"):
+        store.search("x" * 5000, "global")
+    with pytest.raises(ValueError, match="needs agent_id"):
+        store.search("x", "agent")
+
+
+async def test_async_twins_run_off_the_loop(store: SharedMemoryStore) -> None:
+    r = await store.aremember("async fact about herons", "global")
+    many = await store.aremember_many(["heron one", "heron two"], "global")
+    hits = await store.asearch("herons", "global")
+    assert r.id in {h.id for h in hits} and len(many) == 2
+    assert (await store.aget(r.id)).content == "async fact about herons"
+    assert (await store.aforget(r.id)).status == "forgotten"
+    assert len(await store.ahistory(r.id)) == 2
+    # many concurrent tasks share one store
+    results = await asyncio.gather(
+        *(store.aremember(f"parallel fact {i} {i * 7} {i * 13}", "global") for i in range(20))
+    )
+    assert len({x.id for x in results}) == 20
