@@ -1,0 +1,23 @@
+"""The Python snippets in the docs run as written (they are the documentation's promise)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SNIPPETS = [
+    pytest.param(code, id=f"{path.name}-{i}")
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for i, code in enumerate(re.findall(r"```python\n(.*?)```", path.read_text(), re.S))
+]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("code", SNIPPETS)
+def test_doc_snippet_runs(code: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "<doc snippet>", "exec"), {"__name__": "__doc_snippet__"})
