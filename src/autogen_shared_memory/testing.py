@@ -9,18 +9,37 @@ import hashlib
 from collections.abc import Sequence
 
 import numpy as np
+from autogen_core import Component, ComponentBase
+from pydantic import BaseModel
+from typing_extensions import Self
 
 from .embedding import Vectors, normalize
 from .recall import fold, query_terms, stem
 
 
-class HashEmbedder:
+class HashEmbedderConfig(BaseModel):
+    dimension: int = 256
+    model_id: str = "test-hash-embedder"
+
+
+class HashEmbedder(ComponentBase[HashEmbedderConfig], Component[HashEmbedderConfig]):
     """Bag of stemmed words hashed into ``dimension`` buckets, L2-normalised."""
+
+    component_type = "embedder"
+    component_provider_override = "autogen_shared_memory.testing.HashEmbedder"
+    component_config_schema = HashEmbedderConfig
 
     def __init__(self, dimension: int = 256, model_id: str = "test-hash-embedder") -> None:
         self._dimension = dimension
         self._model_id = model_id
         self.calls: list[int] = []  # batch sizes, so tests can assert batching
+
+    def _to_config(self) -> HashEmbedderConfig:
+        return HashEmbedderConfig(dimension=self._dimension, model_id=self._model_id)
+
+    @classmethod
+    def _from_config(cls, config: HashEmbedderConfig) -> Self:
+        return cls(config.dimension, config.model_id)
 
     @property
     def model_id(self) -> str:

@@ -9,8 +9,9 @@ and semantic candidate lists. SQLite is the embedded implementation; a server da
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -124,6 +125,22 @@ class Backend(ABC):
         self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool
     ) -> None:
         """Store new vectors for ``ids``; when ``final``, record ``model`` as the scope's model."""
+
+    # --------------------------------------------------------------- records
+    @abstractmethod
+    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Append rows (all with the same keys) to a record table (``conversations``, ``tool_calls``)."""
+
+    @abstractmethod
+    def read_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any],
+        limit: int,
+        query_terms: Sequence[str] = (),
+    ) -> list[dict[str, Any]]:
+        """Rows matching the equality filters, newest first, or ranked by full-text match of the terms."""
 
     def close(self) -> None:
         """Release connections and caches."""

@@ -22,7 +22,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,8 @@ from ..model import (
 from ..recall import fts5_expression, stem
 from .base import Backend, ModelInfo, StatusChange
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+RECORD_TABLES = ("conversations", "tool_calls")
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 _FACT_COLUMNS = (
@@ -135,8 +136,68 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """Per-agent records: the messages an agent sent and the tools it called (kept in its agent file)."""
+    db = sqlite_utils.Database(conn, recursive_triggers=False)
+    db["conversations"].create(  # type: ignore[union-attr]
+        {
+            "seq": int,
+            "id": str,
+            "agent_id": str,
+            "session_id": str,
+            "role": str,
+            "source": str,
+            "content": str,
+            "context": str,
+            "task_id": str,
+            "created_at": float,
+        },
+        pk="seq",
+        not_null={"id", "agent_id", "content", "created_at"},
+    )
+    conversations = db.table("conversations")
+    conversations.create_index(["id"], unique=True)
+    conversations.create_index(["agent_id", "created_at"])
+    conversations.create_index(["session_id", "created_at"])
+    conn.execute(
+        "CREATE VIRTUAL TABLE conversations_fts USING fts5(content, content='conversations', "
+        "content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute(
+        "CREATE TRIGGER conversations_ai AFTER INSERT ON conversations BEGIN "
+        "INSERT INTO conversations_fts (rowid, content) VALUES (new.seq, new.content); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER conversations_ad AFTER DELETE ON conversations BEGIN INSERT INTO conversations_fts "
+        "(conversations_fts, rowid, content) VALUES ('delete', old.seq, old.content); END"
+    )
+    db["tool_calls"].create(  # type: ignore[union-attr]
+        {
+            "seq": int,
+            "id": str,
+            "agent_id": str,
+            "session_id": str,
+            "tool_name": str,
+            "tool_args": str,
+            "result": str,
+            "success": int,
+            "duration_ms": float,
+            "error": str,
+            "task_id": str,
+            "call_id": str,
+            "created_at": float,
+        },
+        pk="seq",
+        not_null={"id", "agent_id", "tool_name", "created_at"},
+    )
+    tool_calls = db.table("tool_calls")
+    tool_calls.create_index(["id"], unique=True)
+    tool_calls.create_index(["agent_id", "tool_name"])
+    tool_calls.create_index(["created_at"])
+
+
 # Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
-MIGRATIONS = [_migrate_v1]
+MIGRATIONS = [_migrate_v1, _migrate_v2]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -885,6 +946,48 @@ class SQLiteBackend(Backend):
                     [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))],
                 )
             tx.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")
+
+    # ------------------------------------------------------------------ records
+    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if table not in RECORD_TABLES:
+            raise ValueError(f"unknown record table {table!r}")
+        if not rows:
+            return
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        columns = list(rows[0])
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        with self._immediate(conn):
+            conn.executemany(sql, [[row[c] for c in columns] for row in rows])
+
+    def read_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any],
+        limit: int,
+        query_terms: Sequence[str] = (),
+    ) -> list[dict[str, Any]]:
+        if table not in RECORD_TABLES:
+            raise ValueError(f"unknown record table {table!r}")
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return []
+        clauses = [f"r.{column} = ?" for column in where]
+        params: list[Any] = list(where.values())
+        source = f"{table} r"
+        order = "r.created_at DESC, r.seq DESC"
+        if query_terms:
+            if table != "conversations":
+                raise ValueError(f"{table} has no full-text index")
+            source = "conversations_fts JOIN conversations r ON r.seq = conversations_fts.rowid"
+            clauses.insert(0, "conversations_fts MATCH ?")
+            params.insert(0, fts5_expression(query_terms))
+            order = "conversations_fts.rank"
+        sql = f"SELECT r.* FROM {source} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order} LIMIT ?"
+        cur = conn.execute(sql, [*params, limit])
+        names = [d[0] for d in cur.description]
+        return [{k: v for k, v in zip(names, row, strict=True) if k != "seq"} for row in cur]
 
     def close(self) -> None:
         with self._lock:
