@@ -228,9 +228,11 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             existing = _LOADED.get(key)
             if isinstance(existing, cls) and not existing.closed:
                 return existing
-            embedder = (
-                ComponentLoader.load_component(config.embedder) if config.embedder is not None else None
-            )
+            embedder = None
+            if config.embedder is not None:
+                embedder = ComponentLoader.load_component(config.embedder)
+                if not isinstance(embedder, Embedder):
+                    raise TypeError(f"{config.embedder.provider} is not an Embedder")
             store = cls(
                 config.root,
                 embedder=embedder,
