@@ -9,6 +9,14 @@ from .backends.base import Backend, ModelInfo
 from .backends.sqlite import SQLiteBackend
 from .capsule import capsule
 from .embedding import Embedder, SentenceTransformerEmbedder
+from .integration import (
+    MemoryForgetTool,
+    MemoryRecorder,
+    MemoryRememberTool,
+    MemorySearchTool,
+    MemoryServiceAgent,
+    SharedMemory,
+)
 from .model import (
     AuditEvent,
     EmbeddingModelError,
@@ -23,13 +31,15 @@ from .model import (
     ScopeStats,
     SharedMemoryError,
 )
-from .store import SharedMemoryStore
+from .records import ConversationRecord, ToolCallRecord
+from .store import SharedMemoryStore, SharedMemoryStoreConfig
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AuditEvent",
     "Backend",
+    "ConversationRecord",
     "Embedder",
     "EmbeddingModelError",
     "EmbeddingModelMismatchError",
@@ -37,6 +47,11 @@ __all__ = [
     "FactNotFoundError",
     "Hit",
     "MemoryAccessDenied",
+    "MemoryForgetTool",
+    "MemoryRecorder",
+    "MemoryRememberTool",
+    "MemorySearchTool",
+    "MemoryServiceAgent",
     "ModelInfo",
     "NotAStoreError",
     "Receipt",
@@ -44,8 +59,11 @@ __all__ = [
     "ScopeRef",
     "ScopeStats",
     "SentenceTransformerEmbedder",
+    "SharedMemory",
     "SharedMemoryError",
     "SharedMemoryStore",
+    "SharedMemoryStoreConfig",
+    "ToolCallRecord",
     "__version__",
     "capsule",
 ]

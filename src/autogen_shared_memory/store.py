@@ -12,14 +12,14 @@ import asyncio
 import functools
 import math
 import os
-import time
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from autogen_core import Component, ComponentBase, ComponentLoader, ComponentModel
 from pydantic import BaseModel, Field
@@ -55,6 +55,13 @@ from .model import (
 from .policy import PRIVATE_KEY, AccessPolicy
 from .recall import query_terms, rrf
 from .records import ConversationRecord, Record, ToolCallRecord, bounded_text
+
+if TYPE_CHECKING:
+    from autogen_core.tools import BaseTool
+
+    from .integration.attach import Attacher, Attachment
+    from .integration.memory import SharedMemory
+    from .integration.runtime import MemoryRecorder
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -228,11 +235,12 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             existing = _LOADED.get(key)
             if isinstance(existing, cls) and not existing.closed:
                 return existing
-            embedder = None
+            embedder: Embedder | None = None
             if config.embedder is not None:
-                embedder = ComponentLoader.load_component(config.embedder)
-                if not isinstance(embedder, Embedder):
+                loaded = ComponentLoader.load_component(config.embedder)
+                if not isinstance(loaded, Embedder):
                     raise TypeError(f"{config.embedder.provider} is not an Embedder")
+                embedder = loaded
             store = cls(
                 config.root,
                 embedder=embedder,
@@ -418,6 +426,29 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         return self.backend.set_status(
             fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason)
         )
+
+    def forget_all(
+        self,
+        scope: ScopeKind,
+        *,
+        agent_id: str | None = None,
+        group_id: str | None = None,
+        reason: str | None = None,
+    ) -> int:
+        """Tombstone every active fact of the caller in a scope (in group and global: the facts it wrote).
+
+        Trusted code (no ``agent_id``) clears the whole scope. Returns how many facts were forgotten.
+        """
+        ref = self.scope_ref(scope, agent_id=agent_id, group_id=group_id)
+        self.policy.check_write(agent_id, ref, "forget facts in")
+        mine = ref.kind != "agent" and agent_id is not None
+        filters = Filters(created_by=(agent_id,) if mine and agent_id else ())
+        actor = agent_id if agent_id is not None else self.operator_id
+        ids = self.backend.select_ids(ref, filters, 1_000_000)
+        now = time.time()
+        for fact_id in ids:
+            self.backend.set_status(ref, StatusChange(fact_id, "forgotten", actor, now, reason))
+        return len(ids)
 
     def purge(self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None) -> int:
         """Physically delete forgotten, superseded and expired facts older than ``older_than`` (days).
@@ -707,6 +738,69 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         )
         return [ToolCallRecord.from_row(r) for r in rows]
 
+    # ------------------------------------------------------------------ AutoGen integration
+    @property
+    def _attacher(self) -> Attacher:
+        from .integration.attach import Attacher
+
+        attacher: Attacher | None = getattr(self, "_attacher_instance", None)
+        if attacher is None:
+            attacher = self._attacher_instance = Attacher(self)
+        return attacher
+
+    def attach(
+        self,
+        team_or_agent: Any,
+        group_id: str | None = None,
+        *,
+        scaffolding: str | None = None,
+        read_only_scaffolding: str | None = None,
+    ) -> Attachment:
+        """Give every agent of an agentchat team (or one agent) shared memory; see :mod:`.integration.attach`.
+
+        ``group_id`` defaults to one derived stably from the team's type and agent names.
+        """
+        return self._attacher.attach(
+            team_or_agent, group_id, scaffolding=scaffolding, read_only_scaffolding=read_only_scaffolding
+        )
+
+    def detach(self, team_or_agent: Any) -> list[str]:
+        """Remove everything :meth:`attach` added; returns the names of the agents changed."""
+        return self._attacher.detach(team_or_agent)
+
+    def tools_for(self, agent_id: str, group_id: str | None = None) -> list[BaseTool[BaseModel, BaseModel]]:
+        """``memory_search``, ``memory_remember`` and ``memory_forget`` bound to one agent (and group)."""
+        from .integration.tools import memory_tools
+
+        return list(memory_tools(self, agent_id, group_id))
+
+    def memory_for(self, agent_id: str, group_id: str | None = None, **options: Any) -> SharedMemory:
+        """An AutoGen ``Memory`` view bound to one agent, for ``AssistantAgent(memory=[...])``."""
+        from .integration.memory import SharedMemory
+
+        return SharedMemory(self, agent_id, group_id, **options)
+
+    def runtime_handler(self, *, session_id: str | None = None) -> MemoryRecorder:
+        """An intervention handler for ``SingleThreadedAgentRuntime(intervention_handlers=[...])`` that
+        records every agent's messages and tool calls (writes happen in a background thread)."""
+        from .integration.runtime import MemoryRecorder
+
+        return MemoryRecorder(self, session_id=session_id)
+
+    def register(self, runtime: Any, *, session_id: str | None = None) -> MemoryRecorder:
+        """Add the recording handler to an existing runtime (one that was built without it)."""
+        if not hasattr(runtime, "_intervention_handlers"):
+            raise TypeError(f"{type(runtime).__name__} does not take intervention handlers")
+        handler = self.runtime_handler(session_id=session_id)
+        runtime._intervention_handlers = [*(runtime._intervention_handlers or []), handler]
+        return handler
+
+    async def register_service(self, runtime: Any, agent_type: str = "shared_memory") -> Any:
+        """Register a memory service agent that answers remember/search/forget messages on ``runtime``."""
+        from .integration.runtime import MemoryServiceAgent
+
+        return await MemoryServiceAgent.register(runtime, agent_type, lambda: MemoryServiceAgent(self))
+
     # ------------------------------------------------------------------ lifecycle
     @property
     def closed(self) -> bool:
@@ -729,6 +823,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     aremember = _off_loop(remember)
     aremember_many = _off_loop(remember_many)
     aforget = _off_loop(forget)
+    aforget_all = _off_loop(forget_all)
     apurge = _off_loop(purge)
     areembed = _off_loop(reembed)
     aget = _off_loop(get)

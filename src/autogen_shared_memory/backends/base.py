@@ -73,6 +73,10 @@ class Backend(ABC):
         """The facts with these ids that exist in the scope, in the order asked."""
 
     @abstractmethod
+    def select_ids(self, scope: ScopeRef, filters: Filters, limit: int) -> list[str]:
+        """Ids of the facts matching ``filters``, oldest first."""
+
+    @abstractmethod
     def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
         """Ids ranked by full-text relevance (best first) for the OR of ``terms`` (plain words)."""
 

@@ -729,6 +729,14 @@ class SQLiteBackend(Backend):
             params.append(filters.min_confidence)
         return (" AND ".join(clauses) or "1"), params
 
+    def select_ids(self, scope: ScopeRef, filters: Filters, limit: int) -> list[str]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return []
+        where, params = self._filter_sql(filters, time.time())
+        sql = f"SELECT f.id FROM facts f WHERE {where} ORDER BY f.seq LIMIT ?"
+        return [r[0] for r in conn.execute(sql, [*params, limit])]
+
     def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
         conn = self._conn(scope, create=False)
         if conn is None or not terms:

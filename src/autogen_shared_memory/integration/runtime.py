@@ -1,0 +1,329 @@
+"""Runtime integration: a recording intervention handler and a memory service agent.
+
+``SingleThreadedAgentRuntime(intervention_handlers=[store.runtime_handler()])`` records every message
+each agent sends and every tool call (arguments, result, success, duration, error) into that agent's
+file — for core-API agents and for agentchat teams run on the runtime alike. The handler only converts
+and enqueues: a background thread does the database writes, so the runtime's loop is never blocked,
+and a failure of the recorder is logged and counted, never allowed to drop, delay or alter a message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from autogen_agentchat.messages import BaseChatMessage, ToolCallExecutionEvent, ToolCallRequestEvent
+from autogen_agentchat.teams._group_chat._events import (
+    GroupChatAgentResponse,
+    GroupChatMessage,
+    GroupChatStart,
+)
+from autogen_core import AgentId, DefaultInterventionHandler, FunctionCall, MessageContext, RoutedAgent
+from autogen_core import message_handler as core_message_handler
+from autogen_core.models import FunctionExecutionResult
+from pydantic import BaseModel, ValidationError
+
+from ..model import validate_owner_id
+from ..records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from .tools import ForgetArgs, RememberArgs, SearchArgs, memory_tools
+
+if TYPE_CHECKING:
+    from ..store import SharedMemoryStore
+
+logger = logging.getLogger("autogen_shared_memory")
+
+
+def agent_id_of(agent: AgentId) -> str:
+    """The memory identity of a runtime agent: its type, plus its key unless that is ``default``."""
+    name = agent.type if agent.key in ("default", "") else f"{agent.type}:{agent.key}"
+    return name.replace("/", "_").replace("\\", "_")[:128]
+
+
+def _text(message: Any) -> str:
+    if isinstance(message, BaseChatMessage):
+        return message.to_model_text()
+    content = getattr(message, "content", None)
+    if isinstance(content, str):
+        return content
+    if isinstance(message, BaseModel):
+        return message.model_dump_json()
+    if dataclasses.is_dataclass(message) and not isinstance(message, type):
+        return json.dumps(dataclasses.asdict(message), default=str, ensure_ascii=False)
+    return str(message)
+
+
+def _ts(value: Any) -> float:
+    return value.timestamp() if isinstance(value, datetime) else time.time()
+
+
+class MemoryRecorder(DefaultInterventionHandler):
+    """An intervention handler that records agents' messages and tool calls into their memory files."""
+
+    def __init__(
+        self, store: SharedMemoryStore, *, session_id: str | None = None, max_pending: int = 100_000
+    ) -> None:
+        self.store = store
+        self.session_id = session_id or store.session_id
+        self.errors = 0
+        self.recorded = 0
+        self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=max_pending)
+        self._seen: OrderedDict[str, None] = OrderedDict()  # message ids already recorded (relays repeat)
+        self._calls: dict[str, tuple[str, FunctionCall, float]] = {}  # core-API tool calls in flight
+        self._thread = threading.Thread(target=self._drain, name="shared-memory-recorder", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------------- the runtime's hooks
+    async def on_send(self, message: Any, *, message_context: MessageContext, recipient: AgentId) -> Any:
+        self._safely(self._observe_direct, message, message_context.sender, recipient)
+        return message
+
+    async def on_publish(self, message: Any, *, message_context: MessageContext) -> Any:
+        self._safely(self._observe_direct, message, message_context.sender, None)
+        return message
+
+    async def on_response(self, message: Any, *, sender: AgentId, recipient: AgentId | None) -> Any:
+        self._safely(self._observe_response, message, sender)
+        return message
+
+    def _safely(self, fn: Any, *args: Any) -> None:
+        try:
+            for record in fn(*args):
+                self._queue.put_nowait(record)
+        except Exception:  # never let the recorder break the runtime
+            self.errors += 1
+            logger.warning("shared memory recorder could not record a message", exc_info=True)
+
+    # ---------------------------------------------------------------- message -> records
+    def _first_time(self, message_id: str | None) -> bool:
+        if not message_id:
+            return True
+        if message_id in self._seen:
+            return False
+        self._seen[message_id] = None
+        if len(self._seen) > 10_000:
+            self._seen.popitem(last=False)
+        return True
+
+    def _chat_message(self, message: BaseChatMessage, role: str, context: dict[str, Any]) -> Iterable[Record]:
+        if not self._first_time(message.id):
+            return
+        yield ConversationRecord(
+            agent_id=validate_owner_id(message.source.replace("/", "_")[:128] or "unknown", "source"),
+            content=bounded_text(_text(message), "message", truncate=True),
+            role=role,
+            source=message.source,
+            session_id=self.session_id,
+            context={"type": type(message).__name__, **context},
+            created_at=_ts(message.created_at),
+        )
+
+    def _tool_events(self, events: Iterable[Any]) -> Iterable[Record]:
+        requests: dict[str, tuple[FunctionCall | None, float | None, str]] = {}
+        for event in events:
+            if isinstance(event, ToolCallRequestEvent):
+                for request in event.content:
+                    requests[request.id] = (request, _ts(event.created_at), event.source)
+            elif isinstance(event, ToolCallExecutionEvent):
+                for result in event.content:
+                    call, started, source = requests.get(result.call_id, (None, None, event.source))
+                    yield self._tool_record(source, result, call, started, _ts(event.created_at))
+
+    def _tool_record(
+        self,
+        agent: str,
+        result: FunctionExecutionResult,
+        call: FunctionCall | None,
+        started: float | None,
+        ended: float,
+    ) -> ToolCallRecord:
+        try:
+            args = json.loads(call.arguments) if call is not None else {}
+        except (TypeError, ValueError):
+            args = {"raw": call.arguments if call is not None else None}
+        return ToolCallRecord(
+            agent_id=validate_owner_id(agent.replace("/", "_")[:128] or "unknown", "agent"),
+            tool_name=result.name or (call.name if call is not None else "unknown"),
+            tool_args=args if isinstance(args, dict) else {"value": args},
+            result=bounded_text(result.content, "tool result", truncate=True),
+            success=not result.is_error,
+            duration_ms=None if started is None else max(0.0, (ended - started) * 1000.0),
+            error=result.content[:2000] if result.is_error else None,
+            session_id=self.session_id,
+            call_id=result.call_id,
+            created_at=ended,
+        )
+
+    def _observe_direct(
+        self, message: Any, sender: AgentId | None, recipient: AgentId | None
+    ) -> Iterable[Record]:
+        if isinstance(message, GroupChatAgentResponse):
+            response = message.response
+            yield from self._tool_events(response.inner_messages or [])
+            yield from self._chat_message(response.chat_message, "assistant", {"team_agent": message.name})
+        elif isinstance(message, GroupChatStart):
+            for task in message.messages or []:
+                yield from self._chat_message(task, "user", {"event": "task"})
+        elif isinstance(message, GroupChatMessage):
+            if isinstance(message.message, BaseChatMessage):
+                yield from self._chat_message(message.message, "assistant", {"event": "relay"})
+        elif type(message).__module__.startswith("autogen_agentchat"):
+            return  # the group chat's own control messages (request to speak, reset, termination...)
+        elif sender is not None:
+            agent = agent_id_of(sender)
+            if isinstance(message, FunctionCall):  # core API: a tool call sent to a tool agent
+                self._calls[message.id] = (agent, message, time.time())
+                return
+            context = {"type": type(message).__name__}
+            if recipient is not None:
+                context["recipient"] = f"{recipient.type}/{recipient.key}"
+            yield ConversationRecord(
+                agent_id=agent,
+                content=bounded_text(_text(message), "message", truncate=True),
+                role="assistant",
+                source=agent,
+                session_id=self.session_id,
+                context=context,
+            )
+
+    def _observe_response(self, message: Any, sender: AgentId) -> Iterable[Record]:
+        if isinstance(message, FunctionExecutionResult) and message.call_id in self._calls:
+            agent, call, started = self._calls.pop(message.call_id)
+            yield self._tool_record(agent, message, call, started, time.time())
+        elif message is not None:
+            yield ConversationRecord(
+                agent_id=agent_id_of(sender),
+                content=bounded_text(_text(message), "message", truncate=True),
+                role="assistant",
+                source=agent_id_of(sender),
+                session_id=self.session_id,
+                context={"type": type(message).__name__, "response": True},
+            )
+
+    # ---------------------------------------------------------------- the writer thread
+    def _drain(self) -> None:
+        while True:
+            first = self._queue.get()
+            batch = [first]
+            while len(batch) < 500:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            records = [r for r in batch if r is not None]
+            try:
+                if records:
+                    self.store.log_records(records)
+                    self.recorded += len(records)
+            except Exception:
+                self.errors += 1
+                logger.warning(
+                    "shared memory recorder failed to write %d records", len(records), exc_info=True
+                )
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+            if any(r is None for r in batch):
+                return
+
+    def flush(self, timeout: float = 30.0) -> None:
+        """Block until every record observed so far is written (for tests and shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    async def aflush(self, timeout: float = 30.0) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.flush, timeout)
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer thread."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout=30)
+
+
+# ------------------------------------------------------------------------- the memory service agent
+@dataclass
+class RememberRequest:
+    fact: str
+    scope: str
+    group_id: str | None = None
+    confidence: float = 1.0
+    ttl_days: float | None = None
+    tags: list[str] | None = None
+    supersedes: list[str] | None = None
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    scope: str = "all"
+    group_id: str | None = None
+    top_k: int = 5
+    max_capsule_bytes: int = 2048
+
+
+@dataclass
+class ForgetRequest:
+    fact_id: str
+    reason: str | None = None
+    group_id: str | None = None
+
+
+@dataclass
+class MemoryReply:
+    """The service's answer: the same text the matching memory tool would return to a model."""
+
+    text: str
+    ok: bool
+
+
+class MemoryServiceAgent(RoutedAgent):
+    """Answers remember/search/forget messages for core-API agents.
+
+    The caller's identity is the runtime's sender (``ctx.sender``), never a field of the message; the
+    group named in a request is subject to the membership policy.
+    """
+
+    def __init__(self, store: SharedMemoryStore) -> None:
+        super().__init__("Shared memory service: remember, search and forget facts.")
+        self.store = store
+
+    async def _call(self, request: Any, ctx: MessageContext, tool_index: int, make_args: Any) -> MemoryReply:
+        if ctx.sender is None:
+            return MemoryReply("ERROR: the memory service needs a sending agent (its identity)", False)
+        try:
+            args = make_args()
+            tool = memory_tools(self.store, agent_id_of(ctx.sender), request.group_id)[tool_index]
+        except (ValidationError, ValueError, TypeError) as exc:
+            return MemoryReply(f"ERROR: invalid request: {exc}", False)
+        text = await tool.run(args, ctx.cancellation_token)
+        return MemoryReply(str(text), not str(text).startswith(("ERROR", "DENIED")))
+
+    @core_message_handler
+    async def on_search(self, message: SearchRequest, ctx: MessageContext) -> MemoryReply:
+        return await self._call(
+            message, ctx, 0, lambda: SearchArgs.model_validate(dataclasses.asdict(message))
+        )
+
+    @core_message_handler
+    async def on_remember(self, message: RememberRequest, ctx: MessageContext) -> MemoryReply:
+        return await self._call(
+            message, ctx, 1, lambda: RememberArgs.model_validate(dataclasses.asdict(message))
+        )
+
+    @core_message_handler
+    async def on_forget(self, message: ForgetRequest, ctx: MessageContext) -> MemoryReply:
+        return await self._call(
+            message, ctx, 2, lambda: ForgetArgs.model_validate(dataclasses.asdict(message))
+        )

@@ -1,0 +1,176 @@
+"""The three memory tools a model calls: ``memory_search``, ``memory_remember``, ``memory_forget``.
+
+Each tool is bound, when it is created, to one agent id and one group id: the model chooses the query,
+the fact, the scope it asks for, ``top_k``, ``confidence``, ``ttl_days`` and tags — never who it is or
+which group it is in. A refused or invalid call returns a clear text result (the run goes on) instead of
+raising. The tools are AutoGen components, so an agent or team that holds them dumps and loads.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any, Literal
+
+from autogen_core import CancellationToken, Component, ComponentModel
+from autogen_core.tools import BaseTool
+from pydantic import BaseModel, Field
+from typing_extensions import Self
+
+from ..model import FactNotFoundError, MemoryAccessDenied, validate_owner_id
+from ..store import SharedMemoryStore
+
+SEARCH, REMEMBER, FORGET = "memory_search", "memory_remember", "memory_forget"
+TOOL_NAMES = (SEARCH, REMEMBER, FORGET)
+
+
+class SearchArgs(BaseModel):
+    query: str = Field(description="What to look for, in your own words or with exact keywords.")
+    scope: Literal["all", "agent", "group", "global"] = Field(
+        "all", description="'all' (default): your notes, your team's facts and global facts together."
+    )
+    top_k: int = Field(5, ge=1, le=20, description="How many facts at most.")
+    max_capsule_bytes: int = Field(2048, ge=256, le=16384, description="Size limit of the result.")
+
+
+class RememberArgs(BaseModel):
+    fact: str = Field(description="One short, self-contained statement worth keeping.")
+    scope: Literal["agent", "group", "global"] = Field(
+        description="'agent': private notes for yourself; 'group': facts your team needs; "
+        "'global': deployment-wide rules and user preferences (may be refused)."
+    )
+    confidence: float = Field(1.0, ge=0.0, le=1.0, description="How sure you are, 0..1.")
+    ttl_days: float | None = Field(None, gt=0, description="Days after which the fact expires; none = keep.")
+    tags: list[str] | None = Field(None, description="Optional short labels.")
+    supersedes: list[str] | None = Field(
+        None, description="Ids of facts (same scope) this one corrects or replaces."
+    )
+
+
+class ForgetArgs(BaseModel):
+    fact_id: str = Field(description="The id of the fact, as shown in a memory_search result.")
+    reason: str | None = Field(None, description="Why the fact is wrong or obsolete.")
+
+
+class MemoryToolConfig(BaseModel):
+    """Declarative config of a memory tool: the store and the identity the tool is bound to."""
+
+    store: ComponentModel
+    agent_id: str
+    group_id: str | None = None
+
+
+class _MemoryTool(BaseTool[BaseModel, BaseModel]):
+    """Common part of the three tools: the bound identity and the error-to-result policy."""
+
+    component_type = "tool"
+    component_config_schema = MemoryToolConfig
+    _args: type[BaseModel]
+    _tool_name: str
+    _tool_description: str
+
+    def __init__(self, store: SharedMemoryStore, agent_id: str, group_id: str | None = None) -> None:
+        super().__init__(self._args, str, self._tool_name, self._tool_description)  # type: ignore[arg-type]
+        self.store = store
+        self.agent_id = validate_owner_id(agent_id, "agent_id")
+        self.group_id = None if group_id is None else validate_owner_id(group_id, "group_id")
+
+    def _to_config(self) -> MemoryToolConfig:
+        return MemoryToolConfig(
+            store=self.store.dump_component(), agent_id=self.agent_id, group_id=self.group_id
+        )
+
+    @classmethod
+    def _from_config(cls, config: MemoryToolConfig) -> Self:
+        return cls(SharedMemoryStore.load_component(config.store), config.agent_id, config.group_id)
+
+    async def run(self, args: BaseModel, cancellation_token: CancellationToken) -> Any:
+        try:
+            return await self._run(args)
+        except MemoryAccessDenied as exc:
+            return f"DENIED by the memory policy: {exc}. Nothing was changed."
+        except FactNotFoundError as exc:
+            return f"ERROR: {exc}. Search memory to find the right id."
+        except (ValueError, TypeError) as exc:
+            return f"ERROR: {exc}. Nothing was changed."
+
+    @abstractmethod
+    async def _run(self, args: Any) -> str: ...
+
+
+class MemorySearchTool(_MemoryTool, Component[MemoryToolConfig]):
+    """Search shared memory; returns a byte-bounded capsule with ids and provenance."""
+
+    component_provider_override = "autogen_shared_memory.MemorySearchTool"
+    _args = SearchArgs
+    _tool_name = SEARCH
+    _tool_description = (
+        "Search the shared long-term memory: your private notes, your team's facts and deployment-wide "
+        "facts. Returns the best matching facts, one per line, each with its id, scope, author and date. "
+        "Search before acting on anything that may have been decided, learned or asked before."
+    )
+
+    async def _run(self, args: SearchArgs) -> str:
+        if args.scope == "group" and self.group_id is None:
+            return "ERROR: you are not in a group; search scope 'agent', 'global' or 'all'."
+        hits = await self.store.asearch(
+            args.query, args.scope, agent_id=self.agent_id, group_id=self.group_id, top_k=args.top_k
+        )
+        return self.store.capsule(hits, args.max_capsule_bytes)
+
+
+class MemoryRememberTool(_MemoryTool, Component[MemoryToolConfig]):
+    """Store a fact in shared memory; returns the new (or reinforced) fact's id."""
+
+    component_provider_override = "autogen_shared_memory.MemoryRememberTool"
+    _args = RememberArgs
+    _tool_name = REMEMBER
+    _tool_description = (
+        "Store one durable fact in shared memory (a decision, preference, result or correction), as a "
+        "short self-contained sentence. scope 'agent' = private notes, 'group' = your team, 'global' = "
+        "the whole deployment. Returns the fact id. To correct a fact, pass supersedes=[old id]."
+    )
+
+    async def _run(self, args: RememberArgs) -> str:
+        if args.scope == "group" and self.group_id is None:
+            return "ERROR: you are not in a group; use scope 'agent' (or 'global' if allowed)."
+        receipt = await self.store.aremember(
+            args.fact,
+            args.scope,
+            agent_id=self.agent_id,
+            group_id=self.group_id,
+            confidence=args.confidence,
+            ttl_days=args.ttl_days,
+            tags=args.tags,
+            supersedes=args.supersedes,
+        )
+        text = f"{receipt.status} fact {receipt.id} in scope {receipt.scope}"
+        if receipt.status == "reinforced":
+            text += " (it was already known: its reinforcement count went up)"
+        if receipt.superseded:
+            text += f"; superseded {', '.join(receipt.superseded)}"
+        return text
+
+
+class MemoryForgetTool(_MemoryTool, Component[MemoryToolConfig]):
+    """Tombstone a fact by id (soft delete, kept for audit)."""
+
+    component_provider_override = "autogen_shared_memory.MemoryForgetTool"
+    _args = ForgetArgs
+    _tool_name = FORGET
+    _tool_description = (
+        "Forget a fact that is wrong or obsolete, by the id shown in memory_search results. The fact is "
+        "kept as a tombstone for audit but no longer recalled."
+    )
+
+    async def _run(self, args: ForgetArgs) -> str:
+        fact = await self.store.aforget(
+            args.fact_id, args.reason, agent_id=self.agent_id, group_id=self.group_id
+        )
+        return f"forgot fact {fact.id} ({fact.scope}): {fact.content[:80]}"
+
+
+def memory_tools(store: SharedMemoryStore, agent_id: str, group_id: str | None = None) -> list[_MemoryTool]:
+    """The three memory tools bound to ``agent_id`` (and ``group_id``)."""
+    return [
+        cls(store, agent_id, group_id) for cls in (MemorySearchTool, MemoryRememberTool, MemoryForgetTool)
+    ]
