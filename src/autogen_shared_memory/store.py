@@ -219,6 +219,9 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             max_fact_bytes=self.max_fact_bytes,
             operator_id=self.operator_id,
         )
+        if self._config.embedder is not None:  # loading this config in this process reuses this instance
+            with _LOADED_LOCK:
+                _LOADED.setdefault(self._config.model_dump_json(), self)
 
     def _to_config(self) -> SharedMemoryStoreConfig:
         if self._config.embedder is None:

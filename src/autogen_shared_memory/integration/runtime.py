@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..model import validate_owner_id
 from ..records import ConversationRecord, Record, ToolCallRecord, bounded_text
-from .tools import ForgetArgs, RememberArgs, SearchArgs, memory_tools
+from .tools import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, memory_tools
 
 if TYPE_CHECKING:
     from ..store import SharedMemoryStore
@@ -154,7 +154,7 @@ class MemoryRecorder(DefaultInterventionHandler):
             tool_name=result.name or (call.name if call is not None else "unknown"),
             tool_args=args if isinstance(args, dict) else {"value": args},
             result=bounded_text(result.content, "tool result", truncate=True),
-            success=not result.is_error,
+            success=not result.is_error and not result.content.startswith(FAILURE_PREFIXES),
             duration_ms=None if started is None else max(0.0, (ended - started) * 1000.0),
             error=result.content[:2000] if result.is_error else None,
             session_id=self.session_id,
@@ -308,7 +308,7 @@ class MemoryServiceAgent(RoutedAgent):
         except (ValidationError, ValueError, TypeError) as exc:
             return MemoryReply(f"ERROR: invalid request: {exc}", False)
         text = await tool.run(args, ctx.cancellation_token)
-        return MemoryReply(str(text), not str(text).startswith(("ERROR", "DENIED")))
+        return MemoryReply(str(text), not str(text).startswith(FAILURE_PREFIXES))
 
     @core_message_handler
     async def on_search(self, message: SearchRequest, ctx: MessageContext) -> MemoryReply:

@@ -21,6 +21,7 @@ from ..store import SharedMemoryStore
 
 SEARCH, REMEMBER, FORGET = "memory_search", "memory_remember", "memory_forget"
 TOOL_NAMES = (SEARCH, REMEMBER, FORGET)
+FAILURE_PREFIXES = ("DENIED", "ERROR")  # how a refused or invalid call's result starts
 
 
 class SearchArgs(BaseModel):

@@ -1,0 +1,412 @@
+"""AutoGen integration end to end, with scripted model clients that make real tool calls."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from autogen_agentchat.agents import AssistantAgent, SocietyOfMindAgent, UserProxyAgent
+from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+from autogen_agentchat.teams import MagenticOneGroupChat, RoundRobinGroupChat, SelectorGroupChat, Swarm
+from autogen_core import (
+    AgentId,
+    CancellationToken,
+    FunctionCall,
+    MessageContext,
+    RoutedAgent,
+    SingleThreadedAgentRuntime,
+    message_handler,
+)
+from autogen_core.memory import MemoryContent, MemoryMimeType
+from autogen_core.model_context import UnboundedChatCompletionContext
+from autogen_core.models import CreateResult, ModelInfo, RequestUsage, SystemMessage, UserMessage
+from autogen_core.tool_agent import ToolAgent
+from autogen_core.tools import FunctionTool
+from autogen_ext.models.replay import ReplayChatCompletionClient
+
+from autogen_shared_memory import SharedMemory, SharedMemoryStore
+from autogen_shared_memory.integration import (
+    DEFAULT_SCAFFOLDING,
+    MemoryReply,
+    RememberRequest,
+    SearchRequest,
+    derive_group_id,
+)
+
+TOOLS = ModelInfo(
+    vision=False, function_calling=True, json_output=False, family="unknown", structured_output=False
+)
+NO_TOOLS = ModelInfo(
+    vision=False, function_calling=False, json_output=False, family="unknown", structured_output=False
+)
+
+
+def call(name: str, **args: Any) -> CreateResult:
+    return CreateResult(
+        finish_reason="function_calls",
+        content=[FunctionCall(id=f"{name}-{len(json.dumps(args))}", name=name, arguments=json.dumps(args))],
+        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+        cached=False,
+    )
+
+
+def client(*replies: CreateResult | str, info: ModelInfo = TOOLS) -> ReplayChatCompletionClient:
+    return ReplayChatCompletionClient(list(replies), model_info=info)
+
+
+def crew() -> tuple[RoundRobinGroupChat, dict[str, ReplayChatCompletionClient]]:
+    clients = {
+        "researcher": client(
+            call("memory_remember", fact="The launch is on March 3", scope="group"),
+            call("memory_remember", fact="I verify dates twice", scope="agent"),
+        ),
+        "writer": client(call("memory_search", query="when is the launch")),
+        "reviewer": client(call("memory_remember", fact="All posts need legal review", scope="global")),
+    }
+    agents = [
+        AssistantAgent(n, model_client=c, system_message=f"You are the {n}.") for n, c in clients.items()
+    ]
+    team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(5))
+    return team, clients
+
+
+async def test_round_robin_crew_shares_group_facts_with_bound_identities(store: SharedMemoryStore) -> None:
+    team, clients = crew()
+    attachment = store.attach(team)
+    group = attachment.group_id
+    assert group is not None and group == derive_group_id(team)
+    result = await team.run(task="Plan the launch post")
+    texts = [str(getattr(m, "content", "")) for m in result.messages]
+    # the writer found the researcher's group fact, with its id and provenance
+    found = next(t for t in texts if t.startswith("[memory: 1 of 1 facts]"))
+    assert "The launch is on March 3" in found and "by researcher" in found and f"group:{group}" in found
+    # the reviewer's global write was denied, reported to the model, and the run went on
+    assert any(t.startswith("DENIED by the memory policy") and "'reviewer'" in t for t in texts)
+    assert result.stop_reason is not None and "Maximum number of messages" in result.stop_reason
+    # facts are in the right files, written by the bound identities
+    with sqlite3.connect(store.root / f"group_{group}.db") as conn:
+        assert conn.execute("SELECT content, created_by FROM facts").fetchall() == [
+            ("The launch is on March 3", "researcher")
+        ]
+    assert not (store.root / "global.db").exists()
+    # the scaffolding reached the model: once, in the first and only system message
+    sent = clients["writer"].create_calls[0]["messages"]
+    systems = [m for m in sent if isinstance(m, SystemMessage)]
+    assert len(systems) == 1 and sent[0] is systems[0]
+    assert systems[0].content.startswith("You are the writer.") and DEFAULT_SCAFFOLDING in systems[0].content
+    tool_names = {t["name"] for t in clients["writer"].create_calls[0]["tools"]}
+    assert tool_names == {"memory_search", "memory_remember", "memory_forget"}
+
+
+async def test_private_fact_goes_to_the_agents_own_file(store: SharedMemoryStore) -> None:
+    team, _ = crew()
+    store.attach(team, group_id="launch-crew")
+    await team.run(task="go")  # 5 messages: the researcher speaks twice, its second call is private
+    assert store.search("verify dates", "agent", agent_id="researcher")[0].fact.created_by == "researcher"
+    assert store.search("verify dates", agent_id="writer", group_id="launch-crew") == []
+
+
+def test_attach_twice_is_idempotent_and_detach_removes_everything(store: SharedMemoryStore) -> None:
+    team, _ = crew()
+    agent = team._participants[0]
+    assert isinstance(agent, AssistantAgent)
+    before_wb, before_sys = list(agent._workbench), list(agent._system_messages)
+    first = store.attach(team)
+    second = store.attach(team)
+    assert len(agent._workbench) == len(before_wb) + 1
+    assert agent._system_messages[0].content.count("## Shared memory") == 1
+    assert first.agents["researcher"].workbench is second.agents["researcher"].workbench
+    assert store.group_members(first.group_id or "") == {"researcher", "writer", "reviewer"}
+    assert sorted(store.detach(team)) == ["researcher", "reviewer", "writer"]
+    assert agent._workbench == before_wb and agent._system_messages == before_sys
+    assert store.group_members(first.group_id or "") == set()
+    with pytest.raises(ValueError, match="already attached to group"):
+        store.attach(team, group_id="x")
+        store.attach(team, group_id="y")
+
+
+def test_user_tool_with_a_memory_name_is_a_clear_error(store: SharedMemoryStore) -> None:
+    def memory_search(query: str) -> str:
+        return "mine"
+
+    clash = AssistantAgent("clash", model_client=client(), tools=[memory_search])
+    other = AssistantAgent("other", model_client=client())
+    team = RoundRobinGroupChat([other, clash])
+    with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
+        store.attach(team)
+    assert len(other._workbench) == 1  # all or nothing: the other agent was not touched either
+
+
+def test_group_ids_are_stable_and_distinct() -> None:
+    a, _ = crew()
+    b, _ = crew()
+    assert derive_group_id(a) == derive_group_id(b)
+    other = RoundRobinGroupChat([AssistantAgent("x", model_client=client())])
+    assert derive_group_id(other) != derive_group_id(a)
+
+
+def test_bad_explicit_group_id_is_rejected_before_any_change(store: SharedMemoryStore) -> None:
+    team, _ = crew()
+    with pytest.raises(ValueError, match="path separator"):
+        store.attach(team, group_id="../escape")
+    assert all(len(a._workbench) == 1 for a in team._participants)  # type: ignore[attr-defined]
+
+
+async def test_agent_without_function_calling_gets_read_only_recall(store: SharedMemoryStore) -> None:
+    store.remember("The customer prefers email", "group", group_id="desk")
+    replay = client("Noted.", info=NO_TOOLS)
+    agent = AssistantAgent("support", model_client=replay)
+    attachment = store.attach(agent, group_id="desk")
+    assert attachment.mode_of("support") == "recall"
+    assert len(agent._workbench[0]._tools) == 0  # type: ignore[attr-defined]
+    await agent.run(task="How should I contact the customer? email or phone?")
+    sent = replay.create_calls[0]["messages"]
+    capsules = [
+        m for m in sent if isinstance(m, UserMessage) and "The customer prefers email" in str(m.content)
+    ]
+    assert len(capsules) == 1 and "evidence, not instructions" in str(capsules[0].content)
+    assert [type(m).__name__ for m in sent].count("SystemMessage") == 1
+    store.detach(agent)
+    assert not agent._memory
+
+
+def test_every_team_type_and_nested_teams(store: SharedMemoryStore) -> None:
+    def agent(name: str, info: ModelInfo = TOOLS) -> AssistantAgent:
+        return AssistantAgent(name, model_client=client(info=info))
+
+    user = UserProxyAgent("human", input_func=lambda _: "ok")
+    inner = RoundRobinGroupChat([agent("inner_a"), agent("inner_b")])
+    society = SocietyOfMindAgent("society", team=RoundRobinGroupChat([agent("deep")]), model_client=client())
+    outer = RoundRobinGroupChat([agent("lead"), inner, society, user])
+    attachment = store.attach(outer)
+    modes = {name: a.mode for name, a in attachment.agents.items()}
+    assert modes == {
+        "lead": "tools",
+        "inner_a": "tools",
+        "inner_b": "tools",
+        "society": "member",
+        "deep": "tools",
+        "human": "member",
+    }
+    assert {a.group_id for a in attachment.agents.values()} == {attachment.group_id}
+    selector = SelectorGroupChat([agent("s1"), agent("s2")], model_client=client())
+    swarm = Swarm([AssistantAgent("w1", model_client=client(), handoffs=["w2"]), agent("w2")])
+    magentic = MagenticOneGroupChat([agent("m1"), agent("m2", NO_TOOLS)], model_client=client())
+    for team in (selector, swarm, magentic):
+        att = store.attach(team)
+        assert att.group_id is not None and att.group_id.startswith(type(team).__name__.lower())
+    assert store.attach(magentic).mode_of("m2") == "recall"
+
+
+async def test_swarm_handoff_agent_keeps_handoffs_and_gets_memory(store: SharedMemoryStore) -> None:
+    first = AssistantAgent(
+        "triage",
+        model_client=client(
+            call("memory_remember", fact="Ticket 7 is urgent", scope="group"), call("transfer_to_fixer")
+        ),
+        handoffs=["fixer"],
+    )
+    second = AssistantAgent(
+        "fixer", model_client=client(call("memory_search", query="urgent ticket"), "TERMINATE")
+    )
+    team = Swarm([first, second], termination_condition=TextMentionTermination("TERMINATE"))
+    store.attach(team, group_id="helpdesk")
+    result = await team.run(task="new ticket 7")
+    texts = [str(getattr(m, "content", "")) for m in result.messages]
+    assert any("Ticket 7 is urgent" in t and "by triage" in t for t in texts)
+
+
+async def test_tools_for_core_api_loops(store: SharedMemoryStore) -> None:
+    search, remember, forget = store.tools_for("planner", "crew")
+    token = CancellationToken()
+    store.add_group_member("crew", "planner")
+    out = await remember.run_json({"fact": "Budget is 10k", "scope": "group", "tags": ["budget"]}, token)
+    fact_id = out.split()[2]
+    assert out.startswith("created fact g_") and store.get(fact_id).created_by == "planner"
+    again = await remember.run_json({"fact": "budget is 10k", "scope": "group"}, token)
+    assert again.startswith(f"reinforced fact {fact_id}")
+    assert fact_id in await search.run_json({"query": "budget"}, token)
+    assert (await forget.run_json({"fact_id": "w_0000000000000000dead"}, token)).startswith("ERROR: no fact")
+    assert (await forget.run_json({"fact_id": "not an id"}, token)).startswith("ERROR:")
+    assert (await forget.run_json({"fact_id": fact_id, "reason": "wrong"}, token)).startswith("forgot fact")
+    assert store.get(fact_id).tombstone_by == "planner"
+    denied = await remember.run_json({"fact": "x", "scope": "global"}, token)
+    assert denied.startswith("DENIED") and "'planner'" in denied
+    lonely = store.tools_for("solo")[1]
+    assert (await lonely.run_json({"fact": "x", "scope": "group"}, token)).startswith(
+        "ERROR: you are not in a group"
+    )
+    schema = search.schema
+    assert set(schema["parameters"]["properties"]) == {"query", "scope", "top_k", "max_capsule_bytes"}
+    assert "agent_id" not in json.dumps(remember.schema) and "group_id" not in json.dumps(remember.schema)
+
+
+async def test_memory_protocol_view(store: SharedMemoryStore) -> None:
+    view = store.memory_for("alice", "crew", write_scope="group", max_capsule_bytes=300)
+    await view.add(MemoryContent(content="Standup is at 9:30", mime_type=MemoryMimeType.TEXT))
+    await view.add(MemoryContent(content={"oncall": "bob"}, mime_type=MemoryMimeType.JSON))
+    with pytest.raises(TypeError, match="text and JSON"):
+        await view.add(MemoryContent(content=b"\x00", mime_type=MemoryMimeType.BINARY))
+    result = await view.query("when is standup")
+    assert result.results[0].content == "Standup is at 9:30"
+    assert result.results[0].metadata and result.results[0].metadata["scope"] == "group:crew"
+    context = UnboundedChatCompletionContext()
+    await context.add_message(UserMessage(content="remind me when standup is", source="user"))
+    updated = await view.update_context(context)
+    messages = await context.get_messages()
+    assert len(updated.memories.results) >= 1 and len(messages) == 2
+    assert len(str(messages[1].content).encode()) <= 300 + 100
+    for i in range(30):
+        await view.add(MemoryContent(content=f"standup note {i} " + "x" * 50, mime_type=MemoryMimeType.TEXT))
+    await view.update_context(context)
+    capsule = str((await context.get_messages())[-1].content)
+    assert "left out by the size limit" in capsule  # bounded, never the whole store
+    store.remember("bob's own group fact about standup", "group", agent_id="bob", group_id="crew")
+    mine = store.stats()[0].counts["active"] - 1  # all but bob's
+    await view.clear()
+    assert [h.fact.created_by for h in store.search("standup", "group", group_id="crew", top_k=50)] == ["bob"]
+    assert store.stats()[0].counts["forgotten"] == mine > 2  # tombstones, not deletes
+    await view.close()
+    assert not store.closed
+
+
+async def test_component_round_trips(store: SharedMemoryStore) -> None:
+    view = SharedMemory(store, "alice", "crew", top_k=3)
+    loaded = SharedMemory.load_component(view.dump_component())
+    assert loaded.store is store  # the same process-wide instance for the same config
+    assert (loaded.agent_id, loaded.group_id, loaded._config.top_k) == ("alice", "crew", 3)
+    agent = AssistantAgent("alice", model_client=client(), memory=[view])
+    agent_loaded = AssistantAgent.load_component(agent.dump_component())
+    assert isinstance(agent_loaded._memory[0], SharedMemory)  # type: ignore[index]
+    # an attached agent dumps with its bound tools and loads back working, without attaching twice
+    team, _ = crew()
+    store.attach(team, group_id="launch")
+    researcher = team._participants[0]
+    reloaded = AssistantAgent.load_component(researcher.dump_component())
+    tools = [t for wb in reloaded._workbench for t in await wb.list_tools()]
+    assert {t["name"] for t in tools} >= {"memory_search", "memory_remember", "memory_forget"}
+    store.attach(reloaded, group_id="launch")
+    assert reloaded._system_messages[0].content.count("## Shared memory") == 1
+    assert [t["name"] for wb in reloaded._workbench for t in await wb.list_tools()].count(
+        "memory_search"
+    ) == 1
+    memory_wb = reloaded._workbench[-1]
+    out = await memory_wb.call_tool("memory_remember", {"fact": "loaded tools work", "scope": "group"})
+    assert "created fact" in out.to_text()
+    assert store.search("loaded tools work", "group", group_id="launch")[0].fact.created_by == "researcher"
+    again = SharedMemoryStore.load_component(store.dump_component())
+    assert again is store
+
+
+async def test_runtime_handler_records_team_messages_and_tool_calls(store: SharedMemoryStore) -> None:
+    recorder = store.runtime_handler()
+    runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
+    team, _ = crew()
+    team = RoundRobinGroupChat(
+        team._participants, termination_condition=MaxMessageTermination(5), runtime=runtime
+    )
+    store.attach(team)
+    runtime.start()
+    await team.run(task="Plan the launch post")
+    await runtime.stop_when_idle()
+    await recorder.aflush()
+    assert recorder.errors == 0
+    assert [r.content for r in store.conversation("user")] == ["Plan the launch post"]
+    calls = store.tool_history("researcher")
+    assert [(c.tool_name, c.success) for c in calls] == [("memory_remember", True)] * 2
+    assert calls[-1].tool_args == {"fact": "The launch is on March 3", "scope": "group"}  # newest first
+    assert calls[0].duration_ms is not None and calls[0].duration_ms >= 0
+    assert calls[0].session_id == recorder.session_id
+    denied = store.tool_history("reviewer")[0]
+    assert denied.success is False and denied.result and denied.result.startswith("DENIED")
+    said = store.conversation("writer")
+    assert len(said) == 1 and "The launch is on March 3" in said[0].content
+    assert store.conversation("writer", query="launch")[0].id == said[0].id
+    recorder.close()
+
+
+@dataclass
+class Ask:
+    text: str
+
+
+class Planner(RoutedAgent):
+    """A core-API agent: remembers through the memory service, calls a tool through a ToolAgent."""
+
+    def __init__(self) -> None:
+        super().__init__("planner")
+
+    @message_handler
+    async def on_ask(self, message: Ask, ctx: MessageContext) -> str:
+        service = AgentId("shared_memory", "default")
+        stored = await self.send_message(
+            RememberRequest(fact=message.text, scope="group", group_id="ops"), service
+        )
+        found = await self.send_message(SearchRequest(query=message.text, group_id="ops"), service)
+        denied = await self.send_message(RememberRequest(fact="x", scope="global"), service)
+        bad = await self.send_message(RememberRequest(fact="x", scope="nowhere"), service)
+        result = await self.send_message(
+            FunctionCall(id="c1", name="add", arguments='{"a": 2, "b": 3}'), AgentId("tools", "default")
+        )
+        assert isinstance(stored, MemoryReply) and isinstance(found, MemoryReply)
+        assert isinstance(denied, MemoryReply) and isinstance(bad, MemoryReply)
+        return json.dumps([stored.ok, found.text, denied.ok, bad.text, result.content])
+
+
+async def test_core_runtime_service_agent_and_recorded_tool_calls(store: SharedMemoryStore) -> None:
+    runtime = SingleThreadedAgentRuntime()
+    recorder = store.register(runtime)
+    await store.register_service(runtime)
+    store.add_group_member("ops", "planner")
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    await ToolAgent.register(
+        runtime, "tools", lambda: ToolAgent("tools", [FunctionTool(add, description="add")])
+    )
+    await Planner.register(runtime, "planner", Planner)
+    runtime.start()
+    reply = await runtime.send_message(Ask("Deploy window is 22:00 UTC"), AgentId("planner", "default"))
+    await runtime.stop_when_idle()
+    stored_ok, found, denied_ok, bad, tool_result = json.loads(reply)
+    assert stored_ok is True and "Deploy window is 22:00 UTC" in found and "by planner" in found
+    assert denied_ok is False and bad.startswith("ERROR: invalid request") and tool_result == "5"
+    assert store.search("deploy window", "group", group_id="ops")[0].fact.created_by == "planner"
+    await recorder.aflush()
+    calls = store.tool_history("planner")
+    assert [(c.tool_name, c.tool_args, c.result, c.success) for c in calls] == [
+        ("add", {"a": 2, "b": 3}, "5", True)
+    ]
+    assert calls[0].duration_ms is not None
+    sent = [r.context["type"] for r in store.conversation("planner", limit=50)]
+    assert sent.count("RememberRequest") == 3 and "SearchRequest" in sent
+    recorder.close()
+
+
+async def test_recorder_failure_never_breaks_the_runtime(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    recorder = store.runtime_handler()
+
+    def boom(records: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "log_records", boom)
+    runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
+    team, _ = crew()
+    team = RoundRobinGroupChat(
+        team._participants, termination_condition=MaxMessageTermination(5), runtime=runtime
+    )
+    store.attach(team)
+    runtime.start()
+    result = await team.run(task="Plan the launch post")
+    await runtime.stop_when_idle()
+    await recorder.aflush()
+    assert "Maximum number of messages" in str(result.stop_reason)
+    assert recorder.errors >= 1 and recorder.recorded == 0
+    recorder.close()
