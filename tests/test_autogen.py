@@ -243,6 +243,16 @@ async def test_tools_for_core_api_loops(store: SharedMemoryStore) -> None:
     schema = search.schema
     assert set(schema["parameters"]["properties"]) == {"query", "scope", "top_k", "max_capsule_bytes"}
     assert "agent_id" not in json.dumps(remember.schema) and "group_id" not in json.dumps(remember.schema)
+    history = store.tool_history("planner", limit=100)  # tools_for tools record their own calls
+    assert len(history) == 7 and history[0].tool_name == "memory_remember" and history[0].success is False
+    assert history[-1].tool_args == {
+        "fact": "Budget is 10k",
+        "scope": "group",
+        "confidence": 1.0,
+        "ttl_days": None,
+        "tags": ["budget"],
+        "supersedes": None,
+    }
 
 
 async def test_memory_protocol_view(store: SharedMemoryStore) -> None:

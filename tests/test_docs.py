@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -20,4 +22,6 @@ SNIPPETS = [
 def test_doc_snippet_runs(code: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DIR", str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "<doc snippet>", "exec"), {"__name__": "__doc_snippet__"})
+    module = types.ModuleType("doc_snippet")  # a real module: dataclasses and pickling need one
+    monkeypatch.setitem(sys.modules, "doc_snippet", module)
+    exec(compile(code, "<doc snippet>", "exec"), module.__dict__)

@@ -771,11 +771,14 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         """Remove everything :meth:`attach` added; returns the names of the agents changed."""
         return self._attacher.detach(team_or_agent)
 
-    def tools_for(self, agent_id: str, group_id: str | None = None) -> list[BaseTool[BaseModel, BaseModel]]:
-        """``memory_search``, ``memory_remember`` and ``memory_forget`` bound to one agent (and group)."""
+    def tools_for(
+        self, agent_id: str, group_id: str | None = None, *, record_calls: bool = True
+    ) -> list[BaseTool[BaseModel, BaseModel]]:
+        """``memory_search``, ``memory_remember`` and ``memory_forget`` bound to one agent (and group),
+        for a core-API tool-calling loop; each call is logged in the agent's tool history."""
         from .integration.tools import memory_tools
 
-        return list(memory_tools(self, agent_id, group_id))
+        return list(memory_tools(self, agent_id, group_id, record_calls=record_calls))
 
     def memory_for(self, agent_id: str, group_id: str | None = None, **options: Any) -> SharedMemory:
         """An AutoGen ``Memory`` view bound to one agent, for ``AssistantAgent(memory=[...])``."""

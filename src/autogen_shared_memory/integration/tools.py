@@ -8,6 +8,7 @@ raising. The tools are AutoGen components, so an agent or team that holds them d
 
 from __future__ import annotations
 
+import time
 from abc import abstractmethod
 from typing import Any, Literal
 
@@ -58,6 +59,7 @@ class MemoryToolConfig(BaseModel):
     store: ComponentModel
     agent_id: str
     group_id: str | None = None
+    record_calls: bool = False
 
 
 class _MemoryTool(BaseTool[BaseModel, BaseModel]):
@@ -69,30 +71,59 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
     _tool_name: str
     _tool_description: str
 
-    def __init__(self, store: SharedMemoryStore, agent_id: str, group_id: str | None = None) -> None:
+    def __init__(
+        self,
+        store: SharedMemoryStore,
+        agent_id: str,
+        group_id: str | None = None,
+        *,
+        record_calls: bool = False,
+    ) -> None:
         super().__init__(self._args, str, self._tool_name, self._tool_description)  # type: ignore[arg-type]
         self.store = store
         self.agent_id = validate_owner_id(agent_id, "agent_id")
         self.group_id = None if group_id is None else validate_owner_id(group_id, "group_id")
+        self.record_calls = record_calls
 
     def _to_config(self) -> MemoryToolConfig:
         return MemoryToolConfig(
-            store=self.store.dump_component(), agent_id=self.agent_id, group_id=self.group_id
+            store=self.store.dump_component(),
+            agent_id=self.agent_id,
+            group_id=self.group_id,
+            record_calls=self.record_calls,
         )
 
     @classmethod
     def _from_config(cls, config: MemoryToolConfig) -> Self:
-        return cls(SharedMemoryStore.load_component(config.store), config.agent_id, config.group_id)
+        return cls(
+            SharedMemoryStore.load_component(config.store),
+            config.agent_id,
+            config.group_id,
+            record_calls=config.record_calls,
+        )
 
     async def run(self, args: BaseModel, cancellation_token: CancellationToken) -> Any:
+        started = time.perf_counter()
         try:
-            return await self._run(args)
+            text = await self._run(args)
         except MemoryAccessDenied as exc:
-            return f"DENIED by the memory policy: {exc}. Nothing was changed."
+            text = f"DENIED by the memory policy: {exc}. Nothing was changed."
         except FactNotFoundError as exc:
-            return f"ERROR: {exc}. Search memory to find the right id."
+            text = f"ERROR: {exc}. Search memory to find the right id."
         except (ValueError, TypeError) as exc:
-            return f"ERROR: {exc}. Nothing was changed."
+            text = f"ERROR: {exc}. Nothing was changed."
+        if self.record_calls:
+            failed = text.startswith(FAILURE_PREFIXES)
+            await self.store.alog_tool_call(
+                self.agent_id,
+                self.name,
+                args.model_dump(mode="json"),
+                text,
+                success=not failed,
+                duration_ms=(time.perf_counter() - started) * 1000.0,
+                error=text if failed else None,
+            )
+        return text
 
     @abstractmethod
     async def _run(self, args: Any) -> str: ...
@@ -170,8 +201,13 @@ class MemoryForgetTool(_MemoryTool, Component[MemoryToolConfig]):
         return f"forgot fact {fact.id} ({fact.scope}): {fact.content[:80]}"
 
 
-def memory_tools(store: SharedMemoryStore, agent_id: str, group_id: str | None = None) -> list[_MemoryTool]:
-    """The three memory tools bound to ``agent_id`` (and ``group_id``)."""
-    return [
-        cls(store, agent_id, group_id) for cls in (MemorySearchTool, MemoryRememberTool, MemoryForgetTool)
-    ]
+def memory_tools(
+    store: SharedMemoryStore, agent_id: str, group_id: str | None = None, *, record_calls: bool = False
+) -> list[_MemoryTool]:
+    """The three memory tools bound to ``agent_id`` (and ``group_id``).
+
+    With ``record_calls`` each call is also logged in the agent's tool history (for loops that do not run
+    through a recording runtime; tools attached to agentchat agents are recorded from the runtime's events).
+    """
+    classes = (MemorySearchTool, MemoryRememberTool, MemoryForgetTool)
+    return [cls(store, agent_id, group_id, record_calls=record_calls) for cls in classes]
