@@ -1,4 +1,7 @@
-"""The Python snippets in the docs run as written (they are the documentation's promise)."""
+"""The Python snippets in the docs run as written (they are the documentation's promise).
+
+Every ```python block is executed; an illustrative fragment that cannot run alone is tagged ```py.
+"""
 
 from __future__ import annotations
 
