@@ -127,6 +127,8 @@ class SharedMemoryStoreConfig(BaseModel):
     global_writers: list[str] = Field(default_factory=list)
     near_duplicate_threshold: float = 0.95
     rrf_k: float = 60.0
+    lexical_weight: float = 1.0
+    semantic_weight: float = 1.0
     scope_weights: dict[str, float] | None = None
     search_depth: int = 50
     min_similarity: float = 0.15
@@ -154,6 +156,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one
             (``> 1`` switches near-duplicate detection off; exact duplicates always reinforce).
         rrf_k: the Reciprocal Rank Fusion constant.
+        lexical_weight, semantic_weight: each recall leg's weight in the fusion.
         scope_weights: multipliers of each scope's contribution when ``scope="all"`` fuses scopes.
         search_depth: candidates taken from each recall leg of each scope before fusion.
         min_similarity: semantic candidates below this cosine are dropped (they are noise, not recall;
@@ -175,6 +178,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         global_writers: Sequence[str] = (),
         near_duplicate_threshold: float = 0.95,
         rrf_k: float = 60.0,
+        lexical_weight: float = 1.0,
+        semantic_weight: float = 1.0,
         scope_weights: Mapping[str, float] | None = None,
         search_depth: int = 50,
         min_similarity: float = 0.15,
@@ -185,6 +190,9 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             raise ValueError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
         if rrf_k < 0 or math.isnan(rrf_k):
             raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+        for name, value in (("lexical_weight", lexical_weight), ("semantic_weight", semantic_weight)):
+            if not value >= 0 or math.isinf(value):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         weights = {"agent": 1.0, "group": 1.0, "global": 1.0, **(scope_weights or {})}
         for name, weight in weights.items():
             if name not in SCOPE_KINDS or not weight >= 0:
@@ -197,6 +205,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self.policy = AccessPolicy(self.backend, global_writers)
         self.near_duplicate_threshold = float(near_duplicate_threshold)
         self.rrf_k = float(rrf_k)
+        self.lexical_weight = float(lexical_weight)
+        self.semantic_weight = float(semantic_weight)
         self.scope_weights: dict[str, float] = weights
         self.search_depth = _positive_int(search_depth, "search_depth", 10_000)
         if not -1.0 <= min_similarity <= 1.0:
@@ -213,6 +223,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             global_writers=sorted(self.policy.global_writers),
             near_duplicate_threshold=self.near_duplicate_threshold,
             rrf_k=self.rrf_k,
+            lexical_weight=self.lexical_weight,
+            semantic_weight=self.semantic_weight,
             scope_weights=dict(self.scope_weights),
             search_depth=self.search_depth,
             min_similarity=self.min_similarity,
@@ -250,6 +262,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 global_writers=config.global_writers,
                 near_duplicate_threshold=config.near_duplicate_threshold,
                 rrf_k=config.rrf_k,
+                lexical_weight=config.lexical_weight,
+                semantic_weight=config.semantic_weight,
                 scope_weights=config.scope_weights,
                 search_depth=config.search_depth,
                 min_similarity=config.min_similarity,
@@ -604,7 +618,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         sem_sorted = sorted(semantic, key=lambda t: -t[0])
         sem_list = [(ref, fid) for _, fid, ref in sem_sorted]
         cosine = {(ref, fid): cos for cos, fid, ref in sem_sorted}
-        fused = rrf([(lex_list, 1.0), (sem_list, 1.0)], k=self.rrf_k)
+        fused = rrf([(lex_list, self.lexical_weight), (sem_list, self.semantic_weight)], k=self.rrf_k)
         scored = sorted(
             ((score * weights[key[0].kind], key) for key, score in fused.items()),
             key=lambda t: (-t[0], -cosine.get(t[1], -1.0)),
