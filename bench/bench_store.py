@@ -506,8 +506,9 @@ def machine_info() -> dict[str, Any]:
     with contextlib.suppress(Exception):
         from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
 
-        blas = ", ".join(f"{i.get('internal_api')} {i.get('version') or ''} ({i.get('num_threads')} threads)"
-                         for i in threadpool_info())
+        pools = {f"{i.get('internal_api')} {i.get('version') or ''}".strip()
+                 + f" ({i.get('num_threads')} threads)" for i in threadpool_info()}
+        blas = ", ".join(sorted(pools))
     return {
         "nproc": os.cpu_count(),
         "affinity": len(os.sched_getaffinity(0)),
@@ -522,7 +523,25 @@ def machine_info() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "sentence_transformers": sentence_transformers.__version__,
         "loadavg_start": Path("/proc/loadavg").read_text().split()[:3],
+        "library": library_revision(),
     }
+
+
+def library_revision() -> str:
+    """The git commit the measured library comes from, flagging uncommitted changes under src/."""
+    repo = Path(__file__).resolve().parents[1]
+
+    def git(*cmd: str) -> str:
+        try:
+            out = subprocess.run(["git", *cmd], cwd=repo, capture_output=True, text=True, check=False)
+        except OSError:
+            return ""
+        return out.stdout.strip()
+
+    rev = git("rev-parse", "--short", "HEAD")
+    if not rev:
+        return "unknown (not a git checkout)"
+    return rev + (" + uncommitted changes in src/" if git("status", "--porcelain", "--", "src") else "")
 
 
 # --------------------------------------------------------------------------------------------- phases
@@ -990,6 +1009,7 @@ def render(res: Results) -> str:
         ["CPU", f"{m['cpu']} — nproc {m['nproc']} (affinity {m['affinity']}), torch threads "
                 f"{m['torch_threads']}; thread pools: {m['thread_pools']}"],
         ["RAM", f"{m['ram_gb']} GB"],
+        ["library", f"autogen-shared-memory at git {m['library']}"],
         ["software", f"Python {m['python']}, torch {m['torch']}, numpy {m['numpy']}, SQLite {m['sqlite']}, "
                      f"sentence-transformers {m['sentence_transformers']}, Linux {m['kernel']}"],
         ["load average", f"{' '.join(m['loadavg_start'])} at start, {' '.join(m['loadavg_end'])} at end"],
@@ -1018,8 +1038,8 @@ def render(res: Results) -> str:
          f"{_f(sgl['rate'])} facts/s (p50 {sgl['p50_ms']:.1f} ms, p95 {sgl['p95_ms']:.1f} ms per call)"],
         [f"`remember_many` of the same {bat['n']:,} facts, batches of {bat['batch']} (fresh group scope, "
          "default settings)",
-         f"**{_f(bat['rate'], 0)} facts/s** ({bat['seconds']:.2f} s; {bat['created']:,} created, the rest "
-         "reinforced as near-duplicates)"],
+         f"**{_f(bat['rate'], 0)} facts/s** ({bat['seconds']:.2f} s; {bat['created']:,} created, "
+         f"{bat['n'] - bat['created']:,} reinforced as near-duplicates)"],
         ["**batched remember / model batch encode rate** (target >= 0.8)",
          f"**{ratio:.2f}** — {'meets' if ratio >= 0.8 else 'MISSES'} the target"],
     ]

@@ -17,6 +17,7 @@ from autogen_shared_memory import (
     SharedMemoryStore,
 )
 from autogen_shared_memory.backends.sqlite import MIGRATIONS, SCHEMA_VERSION
+from autogen_shared_memory.records import TABLES
 from autogen_shared_memory.testing import HashEmbedder
 
 
@@ -390,8 +391,10 @@ def test_forward_migration_keeps_data(tmp_path: Path) -> None:
     r = store.remember("fact from the old schema", "global")
     store.close()
     with sqlite3.connect(tmp_path / "global.db") as conn:  # roll the file back to a v1 layout
-        for table in ("conversations_fts", "conversations", "tool_calls"):
-            conn.execute(f"DROP TABLE {table}")
+        for spec in TABLES.values():
+            if spec.fts:
+                conn.execute(f"DROP TABLE {spec.name}_fts")
+            conn.execute(f"DROP TABLE {spec.name}")
         conn.execute("PRAGMA user_version = 1")
     reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     assert reopened.get(r.id).content == "fact from the old schema"

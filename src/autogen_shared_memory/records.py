@@ -61,7 +61,8 @@ class ConversationRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ConversationRecord:
-        return cls(**{**row, "context": json.loads(row.get("context") or "{}")})
+        fields = {k: v for k, v in row.items() if k != "seq"}
+        return cls(**{**fields, "context": json.loads(row.get("context") or "{}")})
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,175 @@ class ToolCallRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> ToolCallRecord:
-        return cls(
-            **{
-                **row,
-                "tool_args": json.loads(row.get("tool_args") or "{}"),
-                "success": bool(row.get("success")),
-            }
-        )
+        fields = {k: v for k, v in row.items() if k != "seq"}
+        fields.update(tool_args=json.loads(row.get("tool_args") or "{}"), success=bool(row.get("success")))
+        return cls(**fields)
 
 
 Record = ConversationRecord | ToolCallRecord
+
+
+# ----------------------------------------------------------------------------------------- table specs
+@dataclass(frozen=True)
+class TableSpec:
+    """One record table, described once: every backend builds its schema from these specs.
+
+    Every table also has an integer ``seq`` (insertion order; the row id full-text indexes point at).
+    """
+
+    name: str
+    columns: dict[str, type]
+    key: tuple[str, ...]
+    not_null: tuple[str, ...] = ()
+    indexes: tuple[tuple[str, ...], ...] = ()
+    fts: str | None = None  # the column with a full-text index
+    append_only: bool = False  # the database itself refuses UPDATE and DELETE
+    json_columns: tuple[str, ...] = ()
+
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec(
+            "conversations",
+            {
+                "id": str,
+                "agent_id": str,
+                "session_id": str,
+                "role": str,
+                "source": str,
+                "content": str,
+                "context": str,
+                "task_id": str,
+                "created_at": float,
+            },
+            key=("id",),
+            not_null=("id", "agent_id", "content", "created_at"),
+            indexes=(("agent_id", "created_at"), ("session_id", "created_at")),
+            fts="content",
+            json_columns=("context",),
+        ),
+        TableSpec(
+            "tool_calls",
+            {
+                "id": str,
+                "agent_id": str,
+                "session_id": str,
+                "tool_name": str,
+                "tool_args": str,
+                "result": str,
+                "success": int,
+                "duration_ms": float,
+                "error": str,
+                "task_id": str,
+                "call_id": str,
+                "created_at": float,
+            },
+            key=("id",),
+            not_null=("id", "agent_id", "tool_name", "created_at"),
+            indexes=(("agent_id", "tool_name"), ("created_at",)),
+            json_columns=("tool_args",),
+        ),
+        TableSpec(
+            "tasks",
+            {
+                "id": str,
+                "agent_id": str,
+                "created_by": str,
+                "title": str,
+                "status": str,
+                "context": str,
+                "result": str,
+                "group_id": str,
+                "fact_id": str,
+                "created_at": float,
+                "updated_at": float,
+                "completed_at": float,
+            },
+            key=("id",),
+            not_null=("id", "agent_id", "created_by", "title", "status", "created_at"),
+            indexes=(("agent_id", "status"), ("created_at",)),
+            json_columns=("context", "result"),
+        ),
+        TableSpec(
+            "user_profile",
+            {"key": str, "value": str, "source_agent": str, "confidence": float, "updated_at": float},
+            key=("key",),
+            not_null=("key", "updated_at"),
+            json_columns=("value",),
+        ),
+        TableSpec(
+            "agent_directory",
+            {
+                "agent_id": str,
+                "display_name": str,
+                "description": str,
+                "capabilities": str,
+                "model": str,
+                "tools": str,
+                "status": str,
+                "last_active_at": float,
+                "updated_at": float,
+            },
+            key=("agent_id",),
+            not_null=("agent_id", "updated_at"),
+            indexes=(("status",),),
+            json_columns=("capabilities", "tools"),
+        ),
+        TableSpec(
+            "saved_conversations",
+            {
+                "session_id": str,
+                "user_id": str,
+                "schema_version": int,
+                "data": str,
+                "summary": str,
+                "message_count": int,
+                "created_at": float,
+                "updated_at": float,
+            },
+            key=("session_id",),
+            not_null=("session_id", "user_id", "data", "updated_at"),
+            indexes=(("user_id", "updated_at"),),
+            json_columns=("data",),
+        ),
+        TableSpec(
+            "agent_state",
+            {"agent_id": str, "owner_id": str, "key": str, "value": str, "updated_at": float},
+            key=("agent_id", "owner_id", "key"),
+            not_null=("agent_id", "owner_id", "key", "updated_at"),
+            json_columns=("value",),
+        ),
+        TableSpec(
+            "case_log",
+            {
+                "id": str,
+                "session_id": str,
+                "author": str,
+                "summary": str,
+                "supersedes": str,
+                "created_at": float,
+                "embedding": bytes,
+            },
+            key=("id",),
+            not_null=("id", "author", "summary", "created_at"),
+            indexes=(("created_at",),),
+            fts="summary",
+            append_only=True,
+            json_columns=("supersedes",),
+        ),
+        TableSpec(
+            "case_checkpoints",
+            {"agent_id": str, "entry_id": str, "version": int, "updated_at": float},
+            key=("agent_id",),
+            not_null=("agent_id", "entry_id", "updated_at"),
+        ),
+    )
+}
+
+
+def table_spec(name: str) -> TableSpec:
+    spec = TABLES.get(name)
+    if spec is None:
+        raise ValueError(f"unknown record table {name!r}; known: {sorted(TABLES)}")
+    return spec

@@ -741,7 +741,11 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         if query is not None and not terms:
             return []
         rows = self.backend.read_records(
-            ScopeRef("agent", agent_id), "conversations", where, _positive_int(limit, "limit", 100_000), terms
+            ScopeRef("agent", agent_id),
+            "conversations",
+            where,
+            limit=_positive_int(limit, "limit", 100_000),
+            query_terms=terms,
         )
         return [ConversationRecord.from_row(r) for r in rows]
 
@@ -751,7 +755,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         """An agent's recorded tool calls, newest first."""
         where = {"tool_name": tool_name} if tool_name else {}
         rows = self.backend.read_records(
-            ScopeRef("agent", agent_id), "tool_calls", where, _positive_int(limit, "limit", 100_000)
+            ScopeRef("agent", agent_id), "tool_calls", where, limit=_positive_int(limit, "limit", 100_000)
         )
         return [ToolCallRecord.from_row(r) for r in rows]
 

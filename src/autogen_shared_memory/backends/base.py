@@ -131,20 +131,54 @@ class Backend(ABC):
         """Store new vectors for ``ids``; when ``final``, record ``model`` as the scope's model."""
 
     # --------------------------------------------------------------- records
+    # Record tables are described once in :data:`autogen_shared_memory.records.TABLES`.
     @abstractmethod
-    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Append rows (all with the same keys) to a record table (``conversations``, ``tool_calls``)."""
+    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Insert rows in one transaction; return their ``seq`` numbers (strictly increasing)."""
+
+    @abstractmethod
+    def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert rows, or update the row with the same key (never for append-only tables)."""
+
+    @abstractmethod
+    def update_record(
+        self,
+        scope: ScopeRef,
+        table: str,
+        key: Mapping[str, Any],
+        changes: Callable[[dict[str, Any]], Mapping[str, Any]],
+    ) -> dict[str, Any] | None:
+        """Read-modify-write one row atomically: ``changes(current_row)`` returns the columns to set
+        (it may raise to abort). Returns the new row, or None if no row has that key."""
 
     @abstractmethod
     def read_records(
         self,
         scope: ScopeRef,
         table: str,
-        where: Mapping[str, Any],
-        limit: int,
+        where: Mapping[str, Any] | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        after_seq: int | None = None,
         query_terms: Sequence[str] = (),
+        oldest_first: bool = False,
     ) -> list[dict[str, Any]]:
-        """Rows matching the equality filters, newest first, or ranked by full-text match of the terms."""
+        """Rows (with ``seq``) matching equality filters: newest first, oldest first, or ranked by a
+        full-text match of ``query_terms`` on the table's indexed column."""
+
+    @abstractmethod
+    def delete_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        before: float | None = None,
+        time_column: str = "created_at",
+        force: bool = False,
+    ) -> int:
+        """Delete matching rows (older than ``before``); append-only tables only with ``force``."""
 
     def close(self) -> None:
         """Release connections and caches."""

@@ -22,7 +22,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -46,10 +46,10 @@ from ..model import (
     ScopeStats,
 )
 from ..recall import fts5_expression, stem
+from ..records import TABLES, TableSpec, table_spec
 from .base import Backend, ModelInfo, StatusChange
 
 SCHEMA_VERSION = 2
-RECORD_TABLES = ("conversations", "tool_calls")
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 _FACT_COLUMNS = (
@@ -136,64 +136,52 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
     )
 
 
-def _migrate_v2(conn: sqlite3.Connection) -> None:
-    """Per-agent records: the messages an agent sent and the tools it called (kept in its agent file)."""
+def _create_record_table(conn: sqlite3.Connection, spec: TableSpec) -> None:
     db = sqlite_utils.Database(conn, recursive_triggers=False)
-    db["conversations"].create(  # type: ignore[union-attr]
-        {
-            "seq": int,
-            "id": str,
-            "agent_id": str,
-            "session_id": str,
-            "role": str,
-            "source": str,
-            "content": str,
-            "context": str,
-            "task_id": str,
-            "created_at": float,
-        },
-        pk="seq",
-        not_null={"id", "agent_id", "content", "created_at"},
+    db[spec.name].create(  # type: ignore[union-attr]
+        {"seq": int, **spec.columns}, pk="seq", not_null=set(spec.not_null)
     )
-    conversations = db.table("conversations")
-    conversations.create_index(["id"], unique=True)
-    conversations.create_index(["agent_id", "created_at"])
-    conversations.create_index(["session_id", "created_at"])
-    conn.execute(
-        "CREATE VIRTUAL TABLE conversations_fts USING fts5(content, content='conversations', "
-        "content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2')"
-    )
-    conn.execute(
-        "CREATE TRIGGER conversations_ai AFTER INSERT ON conversations BEGIN "
-        "INSERT INTO conversations_fts (rowid, content) VALUES (new.seq, new.content); END"
-    )
-    conn.execute(
-        "CREATE TRIGGER conversations_ad AFTER DELETE ON conversations BEGIN INSERT INTO conversations_fts "
-        "(conversations_fts, rowid, content) VALUES ('delete', old.seq, old.content); END"
-    )
-    db["tool_calls"].create(  # type: ignore[union-attr]
-        {
-            "seq": int,
-            "id": str,
-            "agent_id": str,
-            "session_id": str,
-            "tool_name": str,
-            "tool_args": str,
-            "result": str,
-            "success": int,
-            "duration_ms": float,
-            "error": str,
-            "task_id": str,
-            "call_id": str,
-            "created_at": float,
-        },
-        pk="seq",
-        not_null={"id", "agent_id", "tool_name", "created_at"},
-    )
-    tool_calls = db.table("tool_calls")
-    tool_calls.create_index(["id"], unique=True)
-    tool_calls.create_index(["agent_id", "tool_name"])
-    tool_calls.create_index(["created_at"])
+    table = db.table(spec.name)
+    table.create_index(list(spec.key), unique=True)
+    for columns in spec.indexes:
+        table.create_index(list(columns))
+    if spec.fts:
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {spec.name}_fts USING fts5({spec.fts}, content='{spec.name}', "
+            "content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        conn.execute(
+            f"CREATE TRIGGER {spec.name}_ai AFTER INSERT ON {spec.name} BEGIN INSERT INTO {spec.name}_fts "
+            f"(rowid, {spec.fts}) VALUES (new.seq, new.{spec.fts}); END"
+        )
+        conn.execute(
+            f"CREATE TRIGGER {spec.name}_ad AFTER DELETE ON {spec.name} BEGIN INSERT INTO {spec.name}_fts "
+            f"({spec.name}_fts, rowid, {spec.fts}) VALUES ('delete', old.seq, old.{spec.fts}); END"
+        )
+        if not spec.append_only:
+            conn.execute(
+                f"CREATE TRIGGER {spec.name}_au AFTER UPDATE OF {spec.fts} ON {spec.name} BEGIN "
+                f"INSERT INTO {spec.name}_fts ({spec.name}_fts, rowid, {spec.fts}) "
+                f"VALUES ('delete', old.seq, old.{spec.fts}); "
+                f"INSERT INTO {spec.name}_fts (rowid, {spec.fts}) VALUES (new.seq, new.{spec.fts}); END"
+            )
+    if spec.append_only:
+        _append_only_triggers(conn, spec.name)
+
+
+def _append_only_triggers(conn: sqlite3.Connection, table: str) -> None:
+    for op in ("UPDATE", "DELETE"):
+        conn.execute(
+            f"CREATE TRIGGER {table}_no_{op.lower()} BEFORE {op} ON {table} BEGIN "
+            f"SELECT RAISE(ABORT, '{table} is append-only: {op} is not allowed'); END"
+        )
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """Records: conversations, tool calls, tasks, profile, directory, saved conversations, agent state,
+    the append-only case log and its checkpoints (every table from :data:`records.TABLES`)."""
+    for spec in TABLES.values():
+        _create_record_table(conn, spec)
 
 
 # Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
@@ -956,46 +944,147 @@ class SQLiteBackend(Backend):
             tx.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")
 
     # ------------------------------------------------------------------ records
-    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        if table not in RECORD_TABLES:
-            raise ValueError(f"unknown record table {table!r}")
+    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        spec = table_spec(table)
+        if not rows:
+            return []
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        columns = [c for c in rows[0] if c in spec.columns]
+        sql = (
+            f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) "
+            f"VALUES ({', '.join('?' * len(columns))})"
+        )
+        seqs: list[int] = []
+        with self._immediate(conn):
+            for row in rows:
+                cur = conn.execute(sql, [row.get(c) for c in columns])
+                assert cur.lastrowid is not None
+                seqs.append(cur.lastrowid)
+        return seqs
+
+    def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        spec = table_spec(table)
+        if spec.append_only:
+            raise ValueError(f"{table} is append-only")
         if not rows:
             return
         conn = self._conn(scope, create=True)
         assert conn is not None
-        columns = list(rows[0])
-        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        columns = [c for c in rows[0] if c in spec.columns]
+        updates = [c for c in columns if c not in spec.key]
+        sql = (
+            f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            f"ON CONFLICT ({', '.join(_q(c) for c in spec.key)}) DO "
+            + (
+                f"UPDATE SET {', '.join(f'{_q(c)} = excluded.{_q(c)}' for c in updates)}"
+                if updates
+                else "NOTHING"
+            )
+        )
         with self._immediate(conn):
-            conn.executemany(sql, [[row[c] for c in columns] for row in rows])
+            conn.executemany(sql, [[row.get(c) for c in columns] for row in rows])
+
+    def update_record(
+        self,
+        scope: ScopeRef,
+        table: str,
+        key: Mapping[str, Any],
+        changes: Callable[[dict[str, Any]], Mapping[str, Any]],
+    ) -> dict[str, Any] | None:
+        spec = table_spec(table)
+        if spec.append_only:
+            raise ValueError(f"{table} is append-only")
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return None
+        where = " AND ".join(f"{_q(c)} = ?" for c in key)
+        with self._immediate(conn):
+            cur = conn.execute(f"SELECT * FROM {table} WHERE {where}", list(key.values()))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            current = dict(zip([d[0] for d in cur.description], row, strict=True))
+            new = {c: v for c, v in changes(current).items() if c in spec.columns and c not in spec.key}
+            if new:
+                conn.execute(
+                    f"UPDATE {table} SET {', '.join(f'{_q(c)} = ?' for c in new)} WHERE {where}",
+                    [*new.values(), *key.values()],
+                )
+            return {**current, **new}
 
     def read_records(
         self,
         scope: ScopeRef,
         table: str,
-        where: Mapping[str, Any],
-        limit: int,
+        where: Mapping[str, Any] | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        after_seq: int | None = None,
         query_terms: Sequence[str] = (),
+        oldest_first: bool = False,
     ) -> list[dict[str, Any]]:
-        if table not in RECORD_TABLES:
-            raise ValueError(f"unknown record table {table!r}")
+        spec = table_spec(table)
         conn = self._conn(scope, create=False)
         if conn is None:
             return []
-        clauses = [f"r.{column} = ?" for column in where]
-        params: list[Any] = list(where.values())
+        clauses = [
+            f"r.{_q(c)} = ?" if v is not None else f"r.{_q(c)} IS NULL" for c, v in (where or {}).items()
+        ]
+        params: list[Any] = [v for v in (where or {}).values() if v is not None]
+        if after_seq is not None:
+            clauses.append("r.seq > ?")
+            params.append(after_seq)
         source = f"{table} r"
-        order = "r.created_at DESC, r.seq DESC"
+        order = "r.seq ASC" if oldest_first else "r.seq DESC"
         if query_terms:
-            if table != "conversations":
+            if spec.fts is None:
                 raise ValueError(f"{table} has no full-text index")
-            source = "conversations_fts JOIN conversations r ON r.seq = conversations_fts.rowid"
-            clauses.insert(0, "conversations_fts MATCH ?")
+            source = f"{table}_fts JOIN {table} r ON r.seq = {table}_fts.rowid"
+            clauses.insert(0, f"{table}_fts MATCH ?")
             params.insert(0, fts5_expression(query_terms))
-            order = "conversations_fts.rank"
-        sql = f"SELECT r.* FROM {source} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order} LIMIT ?"
-        cur = conn.execute(sql, [*params, limit])
+            order = f"{table}_fts.rank"
+        sql = (
+            f"SELECT r.* FROM {source} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order} LIMIT ? OFFSET ?"
+        )
+        cur = conn.execute(sql, [*params, limit, offset])
         names = [d[0] for d in cur.description]
-        return [{k: v for k, v in zip(names, row, strict=True) if k != "seq"} for row in cur]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def delete_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        before: float | None = None,
+        time_column: str = "created_at",
+        force: bool = False,
+    ) -> int:
+        spec = table_spec(table)
+        if spec.append_only and not force:
+            raise ValueError(f"{table} is append-only; deleting from it needs an explicit force=True")
+        if time_column not in spec.columns:
+            raise ValueError(f"{table} has no column {time_column!r}")
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return 0
+        clauses = [f"{_q(c)} = ?" for c in (where or {})]
+        params: list[Any] = list((where or {}).values())
+        if before is not None:
+            clauses.append(f"{_q(time_column)} < ?")
+            params.append(before)
+        with self._immediate(conn):
+            if spec.append_only:  # the explicit, operator-only purge: lift the guard inside this transaction
+                conn.execute(f"DROP TRIGGER {table}_no_delete")
+            count = conn.execute(f"DELETE FROM {table} WHERE {' AND '.join(clauses) or '1'}", params).rowcount
+            if spec.append_only:
+                conn.execute(
+                    f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} BEGIN "
+                    f"SELECT RAISE(ABORT, '{table} is append-only: DELETE is not allowed'); END"
+                )
+        return int(count)
 
     def close(self) -> None:
         with self._lock:
@@ -1005,6 +1094,11 @@ class SQLiteBackend(Backend):
                     conn.close()
             self._all_conns.clear()
             self._indexes.clear()
+
+
+def _q(name: str) -> str:
+    """A quoted SQL identifier (column names come from the table specs, never from users)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _check_sqlite_file(path: Path) -> None:
