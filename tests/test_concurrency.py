@@ -50,9 +50,7 @@ def _worker(root: str, proc: int, barrier: Any, out: Any) -> None:
     seen = {}
     for other in range(PROCESSES):
         tokens = [f"token{other * 1000 + thread * 100 + 1}" for thread in range(THREADS)]  # global facts
-        seen[other] = sum(
-            1 for t in tokens if any(t in h.content for h in store.search(t, "global", top_k=1))
-        )
+        seen[other] = sum(1 for t in tokens if any(t in h.content for h in store.search(t, "global", top_k=1)))
     store.close()
     out.put({"proc": proc, "errors": errors, "created": created, "forgotten": forgotten, "seen": seen})
 

@@ -68,8 +68,6 @@ def test_global_writers_default_none_and_star(tmp_path: Path) -> None:
 
 def test_denied_write_writes_nothing(store: SharedMemoryStore) -> None:
     with pytest.raises(MemoryAccessDenied):
-        store.remember_many(
-            ["ok for alice", {"content": "not ok", "scope": "global"}], "agent", agent_id="alice"
-        )
+        store.remember_many(["ok for alice", {"content": "not ok", "scope": "global"}], "agent", agent_id="alice")
     assert not (store.root / "agent_alice.db").exists()
     assert isinstance(MemoryAccessDenied("x"), PermissionError)

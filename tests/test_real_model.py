@@ -42,9 +42,7 @@ def test_paraphrase_without_shared_keyword_finds_its_fact(real_store: SharedMemo
     hits = real_store.search("How should I reach out to the client?", "global", top_k=3)
     assert hits[0].content == FACTS[2]
     assert hits[0].lexical_rank is None and hits[0].semantic_rank == 1  # found by meaning alone
-    hits = real_store.search(
-        "Which operating system versions is our application compatible with?", "global", top_k=3
-    )
+    hits = real_store.search("Which operating system versions is our application compatible with?", "global", top_k=3)
     assert hits[0].content == FACTS[4]
 
 

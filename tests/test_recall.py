@@ -55,9 +55,7 @@ NASTY = [
 @pytest.fixture(scope="module")
 def fts() -> Iterator[sqlite3.Connection]:
     conn = sqlite3.connect(":memory:")
-    conn.execute(
-        "CREATE VIRTUAL TABLE t USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
-    )
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')")
     conn.executemany("INSERT INTO t VALUES (?)", [("alpha beta",), ("and or not near",), ("naïve café",)])
     yield conn
     conn.close()

@@ -102,9 +102,7 @@ def test_near_duplicate_reinforces_with_threshold(tmp_path: Path) -> None:
 
 
 def test_duplicates_inside_one_batch(store: SharedMemoryStore) -> None:
-    receipts = store.remember_many(
-        ["deploy key rotates", "Deploy  KEY rotates", "budget meeting friday"], "global"
-    )
+    receipts = store.remember_many(["deploy key rotates", "Deploy  KEY rotates", "budget meeting friday"], "global")
     assert [r.status for r in receipts] == ["created", "reinforced", "created"]
     assert receipts[1].id == receipts[0].id
 
@@ -137,9 +135,7 @@ def test_supersede_keeps_the_chain(store: SharedMemoryStore) -> None:
     assert store.get(new.id).supersedes == (old.id,)
     hits = store.search("release freeze", "group", agent_id="alice", group_id="crew")
     assert [h.id for h in hits] == [new.id]
-    all_hits = store.search(
-        "release freeze", "group", agent_id="alice", group_id="crew", include_inactive=True
-    )
+    all_hits = store.search("release freeze", "group", agent_id="alice", group_id="crew", include_inactive=True)
     assert {h.id for h in all_hits} == {old.id, new.id}
     trail = [(e.fact_id, e.event) for e in store.history(new.id)]
     assert (old.id, "created") in trail and (old.id, "superseded") in trail and (new.id, "created") in trail
@@ -192,10 +188,7 @@ def test_ttl_expiry_and_purge(store: SharedMemoryStore, monkeypatch: pytest.Monk
     assert store.get(keep.id).status == "active"
     assert [e.event for e in store.history(keep.id)] == ["created"]
     # the audit trail of a purged fact survives
-    assert (
-        store.backend.history(short.scope if hasattr(short, "scope") else keep.scope, gone.id)[-1].event
-        == "purged"
-    )
+    assert store.backend.history(short.scope if hasattr(short, "scope") else keep.scope, gone.id)[-1].event == "purged"
 
 
 def test_purge_keeps_recent_tombstones(store: SharedMemoryStore) -> None:
@@ -255,9 +248,7 @@ def test_scope_all_fuses_the_callers_scopes(store: SharedMemoryStore) -> None:
     hits = store.search("alpha project", agent_id="alice", group_id="crew", top_k=10)
     assert {h.fact.scope.kind for h in hits} == {"agent", "group", "global"}
     assert all(h.fact.owner in ("alice", "crew", "") for h in hits)
-    weighted = store.search(
-        "alpha project", agent_id="alice", group_id="crew", top_k=10, scope_weights={"global": 3.0}
-    )
+    weighted = store.search("alpha project", agent_id="alice", group_id="crew", top_k=10, scope_weights={"global": 3.0})
     assert weighted[0].fact.scope.kind == "global"
 
 

@@ -156,9 +156,7 @@ class SentenceTransformerEmbedder(
                     raise EmbeddingModelError(
                         f"cannot load the sentence-transformers model at {self._dir} offline: {exc}"
                     ) from exc
-                get_dim = (
-                    getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-                )
+                get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
                 dim = get_dim()
                 if dim is not None and int(dim) != self.dimension:
                     raise EmbeddingModelError(
@@ -200,9 +198,7 @@ class SentenceTransformerEmbedder(
 
     @classmethod
     def _from_config(cls, config: SentenceTransformerEmbedderConfig) -> Self:
-        return cls(
-            config.model_dir, model_id=config.model_id, device=config.device, batch_size=config.batch_size
-        )
+        return cls(config.model_dir, model_id=config.model_id, device=config.device, batch_size=config.batch_size)
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(model_id={self.model_id!r}, model_dir={str(self._dir)!r})"

@@ -23,9 +23,7 @@ class AccessPolicy:
     def __init__(self, backend: Backend, global_writers: Iterable[str] = ()) -> None:
         self.backend = backend
         writers = [global_writers] if isinstance(global_writers, str) else list(global_writers)
-        self.global_writers = frozenset(
-            w if w == "*" else validate_owner_id(w, "global writer id") for w in writers
-        )
+        self.global_writers = frozenset(w if w == "*" else validate_owner_id(w, "global writer id") for w in writers)
 
     # ------------------------------------------------------------ membership and privacy
     def members(self, group_id: str) -> set[str]:

@@ -26,6 +26,19 @@ def _json(value: Any, what: str) -> str:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
 
 
+def strict_json(value: Any, what: str, limit: int = MAX_RECORD_BYTES) -> str:
+    """``value`` as JSON text: a TypeError for anything JSON cannot hold (never pickle), a ValueError
+    beyond ``limit`` UTF-8 bytes."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise ValueError(f"{what} is {size} bytes; the limit is {limit}")
+    return text
+
+
 def bounded_text(value: Any, what: str, limit: int = MAX_RECORD_BYTES, truncate: bool = False) -> str:
     """``value`` as text of at most ``limit`` UTF-8 bytes (cut with a marker if ``truncate``)."""
     text = value if isinstance(value, str) else _json(value, what)

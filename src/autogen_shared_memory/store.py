@@ -59,9 +59,13 @@ from .records import ConversationRecord, Record, ToolCallRecord, bounded_text
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool
 
+    from .agent_memory import AgentMemory
+    from .caselog import CaseLog
     from .integration.attach import Attacher, Attachment
     from .integration.memory import SharedMemory
     from .integration.runtime import MemoryRecorder
+    from .state import BackendConversationStateStore
+    from .transfer import ImportReport
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -196,9 +200,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         weights = {"agent": 1.0, "group": 1.0, "global": 1.0, **(scope_weights or {})}
         for name, weight in weights.items():
             if name not in SCOPE_KINDS or not weight >= 0:
-                raise ValueError(
-                    f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}"
-                )
+                raise ValueError(f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}")
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.backend: Backend = backend if backend is not None else SQLiteBackend(self.root)
         self.embedder: Embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
@@ -238,8 +240,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     def _to_config(self) -> SharedMemoryStoreConfig:
         if self._config.embedder is None:
             raise TypeError(
-                f"cannot dump a store whose embedder ({type(self.embedder).__name__}) is not an AutoGen "
-                "Component"
+                f"cannot dump a store whose embedder ({type(self.embedder).__name__}) is not an AutoGen Component"
             )
         return self._config.model_copy(deep=True)
 
@@ -280,9 +281,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             self._model = ModelInfo(self.embedder.model_id, int(self.embedder.dimension))
         return self._model
 
-    def scope_ref(
-        self, scope: ScopeKind, *, agent_id: str | None = None, group_id: str | None = None
-    ) -> ScopeRef:
+    def scope_ref(self, scope: ScopeKind, *, agent_id: str | None = None, group_id: str | None = None) -> ScopeRef:
         """The concrete scope a caller means by ``scope`` (its own agent scope, its group, or global)."""
         if scope == "agent":
             if agent_id is None:
@@ -317,12 +316,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         if not isinstance(metadata, Mapping):
             raise TypeError("metadata must be a mapping")
         category = spec.get("category")
-        if category is not None and (
-            not isinstance(category, str) or not category.strip() or len(category) > 64
-        ):
-            raise ValueError(
-                f"category must be a non-blank string of at most 64 characters, got {category!r}"
-            )
+        if category is not None and (not isinstance(category, str) or not category.strip() or len(category) > 64):
+            raise ValueError(f"category must be a non-blank string of at most 64 characters, got {category!r}")
         supersedes = tuple(spec.get("supersedes") or ())
         for old in supersedes:
             if kind_of_fact_id(old) != kind:
@@ -440,9 +435,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         fact = self._locate(fact_id, agent_id, group_id)
         self.policy.check_write(agent_id, fact.scope, "forget facts in")
         actor = agent_id if agent_id is not None else self.operator_id
-        return self.backend.set_status(
-            fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason)
-        )
+        return self.backend.set_status(fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason))
 
     def forget_all(
         self,
@@ -525,9 +518,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self.policy.check_read(agent_id, fact.scope)
         return fact
 
-    def history(
-        self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None
-    ) -> list[AuditEvent]:
+    def history(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> list[AuditEvent]:
         """The audit trail of a fact and of its whole supersede chain, oldest first."""
         fact = self._locate(fact_id, agent_id, group_id)
         self.policy.check_read(agent_id, fact.scope)
@@ -749,15 +740,74 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         )
         return [ConversationRecord.from_row(r) for r in rows]
 
-    def tool_history(
-        self, agent_id: str, *, tool_name: str | None = None, limit: int = 50
-    ) -> list[ToolCallRecord]:
+    def tool_history(self, agent_id: str, *, tool_name: str | None = None, limit: int = 50) -> list[ToolCallRecord]:
         """An agent's recorded tool calls, newest first."""
         where = {"tool_name": tool_name} if tool_name else {}
         rows = self.backend.read_records(
             ScopeRef("agent", agent_id), "tool_calls", where, limit=_positive_int(limit, "limit", 100_000)
         )
         return [ToolCallRecord.from_row(r) for r in rows]
+
+    # ------------------------------------------------------------------ per-agent views and shared records
+    def for_agent(self, agent_id: str, group_id: str | None = None) -> AgentMemory:
+        """One agent's view: its records, insights, tasks, the shared profile and directory, and (with a
+        group) the group's case log; see :class:`~.agent_memory.AgentMemory`."""
+        from .agent_memory import AgentMemory
+
+        return AgentMemory(self, agent_id, group_id)
+
+    def case_log(self, group_id: str, agent_id: str) -> CaseLog:
+        """The append-only case log of ``group_id``, used as ``agent_id`` (a member)."""
+        from .caselog import CaseLog
+
+        return CaseLog(self, group_id, agent_id)
+
+    @property
+    def state(self) -> BackendConversationStateStore:
+        """The conversation and agent-state store (seed 002's contract) on this store's backend."""
+        from .state import BackendConversationStateStore
+
+        return BackendConversationStateStore(self.backend)
+
+    def purge_records(
+        self,
+        older_than: float | timedelta,
+        *,
+        kinds: Sequence[str] = ("conversations", "tool_calls"),
+        include_case_log: bool = False,
+    ) -> dict[str, int]:
+        """Delete records older than ``older_than`` days, per kind (``conversations``, ``tool_calls``,
+        ``tasks``, ``saved_conversations``). The case log is only purged when ``include_case_log``."""
+        days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
+            raise ValueError(f"older_than must be a non-negative number of days, got {older_than!r}")
+        allowed = {"conversations", "tool_calls", "tasks", "saved_conversations"}
+        unknown = set(kinds) - allowed
+        if unknown:
+            raise ValueError(f"unknown record kinds {sorted(unknown)}; purgeable: {sorted(allowed)}")
+        before = time.time() - float(days) * 86400
+        counts = dict.fromkeys([*kinds, *(["case_log"] if include_case_log else [])], 0)
+        for ref in self.backend.scopes():
+            for kind in kinds:
+                column = "updated_at" if kind == "saved_conversations" else "created_at"
+                counts[kind] += self.backend.delete_records(ref, kind, before=before, time_column=column)
+            if include_case_log and ref.kind == "group":
+                counts["case_log"] += self.backend.delete_records(ref, "case_log", before=before, force=True)
+        return counts
+
+    def export(self, path: Any, *, agent_id: str | None = None, progress: Callable[[int], None] | None = None) -> int:
+        """Write everything (or one agent's memory and records) as JSON Lines; see :mod:`.transfer`."""
+        from .transfer import export_jsonl
+
+        return export_jsonl(self, path, agent_id=agent_id, progress=progress)
+
+    def import_(
+        self, path: Any, *, skip_bad: bool = False, progress: Callable[[int], None] | None = None
+    ) -> ImportReport:
+        """Import a JSON Lines export (checked whole before anything is written); see :mod:`.transfer`."""
+        from .transfer import import_jsonl
+
+        return import_jsonl(self, path, skip_bad=skip_bad, progress=progress)
 
     # ------------------------------------------------------------------ AutoGen integration
     @property
@@ -861,3 +911,6 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     alog_tool_call = _off_loop(log_tool_call)
     aconversation = _off_loop(conversation)
     atool_history = _off_loop(tool_history)
+    apurge_records = _off_loop(purge_records)
+    aexport = _off_loop(export)
+    aimport_ = _off_loop(import_)

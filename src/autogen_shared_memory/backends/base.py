@@ -81,9 +81,7 @@ class Backend(ABC):
         """Ids ranked by full-text relevance (best first) for the OR of ``terms`` (plain words)."""
 
     @abstractmethod
-    def semantic(
-        self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters
-    ) -> list[tuple[str, float]]:
+    def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
         """``(id, cosine)`` ranked by cosine similarity to ``vector`` (best first)."""
 
     @abstractmethod
@@ -180,6 +178,17 @@ class Backend(ABC):
     ) -> int:
         """Delete matching rows (older than ``before``); append-only tables only with ``force``."""
 
+    # --------------------------------------------------------------- transfer
+    @abstractmethod
+    def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every row of a scope as ``(table, row)``: ``meta``, ``facts`` (with the vector as bytes),
+        ``audit``, then each record table. Internal counters (``seq``, ``rev``) are left out."""
+
+    @abstractmethod
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        """Insert exported rows in one transaction, skipping rows whose key already exists (so an import
+        can be repeated); returns how many rows were inserted."""
+
     def close(self) -> None:
         """Release connections and caches."""
 
@@ -201,9 +210,7 @@ def reembed_scope(
     for i, batch in enumerate(batches):
         ids = [fid for fid, _ in batch]
         vectors = embed([content for _, content in batch]) if batch else np.zeros((0, model.dimension))
-        backend.replace_vectors(
-            scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1
-        )
+        backend.replace_vectors(scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1)
         done += len(ids)
         if progress is not None:
             progress(len(ids))

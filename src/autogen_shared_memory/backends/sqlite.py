@@ -406,9 +406,7 @@ class SQLiteBackend(Backend):
 
     def _open(self, path: Path, scope: ScopeRef) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(
-                path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-            )
+            conn = sqlite3.connect(path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             # Refuse a foreign SQLite database before changing anything in it (even its journal mode).
             # One statement, one snapshot: another process may be committing the first migration.
@@ -757,9 +755,7 @@ class SQLiteBackend(Backend):
         kept = [t for t in terms if df.get(stems[t], 0) <= limit]
         return kept or [min(terms, key=lambda t: df.get(stems[t], 0))]
 
-    def semantic(
-        self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters
-    ) -> list[tuple[str, float]]:
+    def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
         conn = self._conn(scope, create=False)
         if conn is None:
             return []
@@ -843,9 +839,7 @@ class SQLiteBackend(Backend):
             try:
                 with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=self.busy_timeout) as ro:
                     meta = dict(
-                        ro.execute(
-                            "SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')"
-                        ).fetchall()
+                        ro.execute("SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')").fetchall()
                     )
                 ro.close()
             except sqlite3.DatabaseError:
@@ -895,9 +889,7 @@ class SQLiteBackend(Backend):
 
     def _claim_model(self, conn: sqlite3.Connection, scope: ScopeRef, model: ModelInfo) -> None:
         meta = dict(
-            conn.execute(
-                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
-            ).fetchall()
+            conn.execute("SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall()
         )
         if meta:
             _compare_model(scope, meta, model)
@@ -929,10 +921,7 @@ class SQLiteBackend(Backend):
         with self._write(scope) as tx:
             tx.conn.executemany(
                 "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
-                [
-                    (np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i)
-                    for i, v in zip(ids, vectors, strict=True)
-                ],
+                [(np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i) for i, v in zip(ids, vectors, strict=True)],
             )
             for fact_id in ids:
                 tx.audit(fact_id, "reembedded", "system", model=model.model_id)
@@ -951,10 +940,7 @@ class SQLiteBackend(Backend):
         conn = self._conn(scope, create=True)
         assert conn is not None
         columns = [c for c in rows[0] if c in spec.columns]
-        sql = (
-            f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) "
-            f"VALUES ({', '.join('?' * len(columns))})"
-        )
+        sql = f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
         seqs: list[int] = []
         with self._immediate(conn):
             for row in rows:
@@ -974,13 +960,10 @@ class SQLiteBackend(Backend):
         columns = [c for c in rows[0] if c in spec.columns]
         updates = [c for c in columns if c not in spec.key]
         sql = (
-            f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) "
+            f"VALUES ({', '.join('?' * len(columns))}) "
             f"ON CONFLICT ({', '.join(_q(c) for c in spec.key)}) DO "
-            + (
-                f"UPDATE SET {', '.join(f'{_q(c)} = excluded.{_q(c)}' for c in updates)}"
-                if updates
-                else "NOTHING"
-            )
+            + (f"UPDATE SET {', '.join(f'{_q(c)} = excluded.{_q(c)}' for c in updates)}" if updates else "NOTHING")
         )
         with self._immediate(conn):
             conn.executemany(sql, [[row.get(c) for c in columns] for row in rows])
@@ -1029,9 +1012,7 @@ class SQLiteBackend(Backend):
         conn = self._conn(scope, create=False)
         if conn is None:
             return []
-        clauses = [
-            f"r.{_q(c)} = ?" if v is not None else f"r.{_q(c)} IS NULL" for c, v in (where or {}).items()
-        ]
+        clauses = [f"r.{_q(c)} = ?" if v is not None else f"r.{_q(c)} IS NULL" for c, v in (where or {}).items()]
         params: list[Any] = [v for v in (where or {}).values() if v is not None]
         if after_seq is not None:
             clauses.append("r.seq > ?")
@@ -1045,9 +1026,7 @@ class SQLiteBackend(Backend):
             clauses.insert(0, f"{table}_fts MATCH ?")
             params.insert(0, fts5_expression(query_terms))
             order = f"{table}_fts.rank"
-        sql = (
-            f"SELECT r.* FROM {source} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order} LIMIT ? OFFSET ?"
-        )
+        sql = f"SELECT r.* FROM {source} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order} LIMIT ? OFFSET ?"
         cur = conn.execute(sql, [*params, limit, offset])
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
@@ -1085,6 +1064,69 @@ class SQLiteBackend(Backend):
                     f"SELECT RAISE(ABORT, '{table} is append-only: DELETE is not allowed'); END"
                 )
         return int(count)
+
+    # ------------------------------------------------------------------ transfer
+    def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return
+        for table in ("meta", "facts", "audit", *TABLES):
+            cur = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            names = [d[0] for d in cur.description]
+            for row in cur:
+                record = dict(zip(names, row, strict=True))
+                for internal in ("seq", "rev"):
+                    record.pop(internal, None)
+                yield table, record
+
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        inserted = 0
+        with self._write(scope) as tx:
+            conn = tx.conn
+            for table, row in items:
+                if table == "meta":
+                    if row["key"] in ("scope_kind", "scope_owner"):
+                        continue
+                    if row["key"] in ("embedding_model", "embedding_dim"):
+                        current = conn.execute("SELECT value FROM meta WHERE key = ?", (row["key"],)).fetchone()
+                        if current is not None and current[0] != row["value"]:
+                            raise EmbeddingModelMismatchError(
+                                f"{scope} holds {row['key']} {current[0]!r}, the import has {row['value']!r}: "
+                                "import into a store that uses the same model, then reembed() if needed"
+                            )
+                    cur = conn.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (row["key"], row["value"])
+                    )
+                elif table == "facts":
+                    columns = [c for c in row if c not in ("seq", "rev")]
+                    cur = conn.execute(
+                        f"INSERT OR IGNORE INTO facts ({', '.join(_q(c) for c in columns)}, rev) "
+                        f"VALUES ({', '.join('?' * len(columns))}, ?)",
+                        [*(row[c] for c in columns), tx.rev],
+                    )
+                    tx.n_facts += cur.rowcount
+                elif table == "audit":
+                    exists = conn.execute(
+                        "SELECT 1 FROM audit WHERE fact_id = ? AND event = ? AND actor = ? AND at = ?",
+                        (row["fact_id"], row["event"], row["actor"], row["at"]),
+                    ).fetchone()
+                    if exists:
+                        continue
+                    cur = conn.execute(
+                        "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
+                        (row["fact_id"], row["event"], row["actor"], row["at"], row.get("detail")),
+                    )
+                else:
+                    spec = table_spec(table)
+                    columns = [c for c in row if c in spec.columns]
+                    cur = conn.execute(
+                        f"INSERT OR IGNORE INTO {table} ({', '.join(_q(c) for c in columns)}) "
+                        f"VALUES ({', '.join('?' * len(columns))})",
+                        [row[c] for c in columns],
+                    )
+                inserted += max(cur.rowcount, 0)
+            conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")  # vectors came in: reload caches
+        return inserted
 
     def close(self) -> None:
         with self._lock:

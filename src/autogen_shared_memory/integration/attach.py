@@ -120,11 +120,7 @@ def _existing_tool_names(agent: AssistantAgent) -> set[str]:
 
 
 def _is_memory_workbench(wb: Any) -> bool:
-    return (
-        isinstance(wb, StaticWorkbench)
-        and bool(wb._tools)
-        and all(isinstance(t, _MemoryTool) for t in wb._tools)
-    )
+    return isinstance(wb, StaticWorkbench) and bool(wb._tools) and all(isinstance(t, _MemoryTool) for t in wb._tools)
 
 
 def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMessage]:
@@ -135,6 +131,28 @@ def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMe
     if isinstance(first.content, str) and text in first.content:
         return list(messages)
     return [SystemMessage(content=f"{first.content}\n\n{text}"), *messages[1:]]
+
+
+def _register_in_directory(store: SharedMemoryStore, agent: ChatAgent) -> None:
+    """The agent directory entry of an attached agent: name, description, model, tools."""
+    from ..agent_memory import upsert_agent
+
+    tools: list[str] = []
+    model: str | None = None
+    if isinstance(agent, AssistantAgent):
+        tools = [t.name for t in (*agent._tools, *agent._handoff_tools)]
+        client = agent._model_client
+        model = str(getattr(client, "_raw_config", {}).get("model") or client.model_info.get("family") or "") or None
+    upsert_agent(
+        store,
+        agent.name,
+        display_name=agent.name,
+        description=agent.description,
+        capabilities=tools,
+        model=model,
+        tools=tools,
+        status="active",
+    )
 
 
 class Attacher:
@@ -190,22 +208,17 @@ class Attacher:
             result.agents[agent.name] = done
         return result
 
-    def _attach_one(
-        self, agent: ChatAgent, group_id: str | None, scaffolding: str, read_only: str
-    ) -> AgentAttachment:
+    def _attach_one(self, agent: ChatAgent, group_id: str | None, scaffolding: str, read_only: str) -> AgentAttachment:
         store = self.store
         if group_id is not None:
             store.add_group_member(group_id, agent.name)
+        _register_in_directory(store, agent)
         if not isinstance(agent, AssistantAgent):
             return AgentAttachment(agent.name, group_id, "member")
         original = list(agent._system_messages)
         if _function_calling(agent):
             existing = next(
-                (
-                    wb
-                    for wb in agent._workbench
-                    if isinstance(wb, StaticWorkbench) and _is_memory_workbench(wb)
-                ),
+                (wb for wb in agent._workbench if isinstance(wb, StaticWorkbench) and _is_memory_workbench(wb)),
                 None,
             )
             if existing is not None:  # e.g. an agent loaded from a dumped, already attached agent
@@ -220,9 +233,7 @@ class Attacher:
         memory = SharedMemory(store, agent.name, group_id)
         agent._memory = [*(agent._memory or []), memory]
         agent._system_messages = _with_scaffolding(original, read_only)
-        return AgentAttachment(
-            agent.name, group_id, "recall", memory=memory, original_system_messages=original
-        )
+        return AgentAttachment(agent.name, group_id, "recall", memory=memory, original_system_messages=original)
 
     def detach(self, target: Any) -> list[str]:
         """Undo attach for every agent of ``target``; returns the names of the agents it changed."""

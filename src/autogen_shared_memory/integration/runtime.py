@@ -32,6 +32,7 @@ from autogen_core import message_handler as core_message_handler
 from autogen_core.models import FunctionExecutionResult
 from pydantic import BaseModel, ValidationError
 
+from ..agent_memory import upsert_agent
 from ..model import validate_owner_id
 from ..records import ConversationRecord, Record, ToolCallRecord, bounded_text
 from .tools import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, memory_tools
@@ -68,11 +69,10 @@ def _ts(value: Any) -> float:
 class MemoryRecorder(DefaultInterventionHandler):
     """An intervention handler that records agents' messages and tool calls into their memory files."""
 
-    def __init__(
-        self, store: SharedMemoryStore, *, session_id: str | None = None, max_pending: int = 100_000
-    ) -> None:
+    def __init__(self, store: SharedMemoryStore, *, session_id: str | None = None, max_pending: int = 100_000) -> None:
         self.store = store
         self.session_id = session_id or store.session_id
+        self.task_id: str | None = None  # set it to tag what is recorded from now on with a task id
         self.errors = 0
         self.recorded = 0
         self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=max_pending)
@@ -122,6 +122,7 @@ class MemoryRecorder(DefaultInterventionHandler):
             role=role,
             source=message.source,
             session_id=self.session_id,
+            task_id=self.task_id,
             context={"type": type(message).__name__, **context},
             created_at=_ts(message.created_at),
         )
@@ -158,13 +159,12 @@ class MemoryRecorder(DefaultInterventionHandler):
             duration_ms=None if started is None else max(0.0, (ended - started) * 1000.0),
             error=result.content[:2000] if result.is_error else None,
             session_id=self.session_id,
+            task_id=self.task_id,
             call_id=result.call_id,
             created_at=ended,
         )
 
-    def _observe_direct(
-        self, message: Any, sender: AgentId | None, recipient: AgentId | None
-    ) -> Iterable[Record]:
+    def _observe_direct(self, message: Any, sender: AgentId | None, recipient: AgentId | None) -> Iterable[Record]:
         if isinstance(message, GroupChatAgentResponse):
             response = message.response
             yield from self._tool_events(response.inner_messages or [])
@@ -223,11 +223,14 @@ class MemoryRecorder(DefaultInterventionHandler):
                 if records:
                     self.store.log_records(records)
                     self.recorded += len(records)
+                    last_seen: dict[str, float] = {}
+                    for record in records:
+                        last_seen[record.agent_id] = max(last_seen.get(record.agent_id, 0.0), record.created_at)
+                    for agent, at in last_seen.items():
+                        upsert_agent(self.store, agent, status="active", last_active_at=at)
             except Exception:
                 self.errors += 1
-                logger.warning(
-                    "shared memory recorder failed to write %d records", len(records), exc_info=True
-                )
+                logger.warning("shared memory recorder failed to write %d records", len(records), exc_info=True)
             finally:
                 for _ in batch:
                     self._queue.task_done()
@@ -312,18 +315,12 @@ class MemoryServiceAgent(RoutedAgent):
 
     @core_message_handler
     async def on_search(self, message: SearchRequest, ctx: MessageContext) -> MemoryReply:
-        return await self._call(
-            message, ctx, 0, lambda: SearchArgs.model_validate(dataclasses.asdict(message))
-        )
+        return await self._call(message, ctx, 0, lambda: SearchArgs.model_validate(dataclasses.asdict(message)))
 
     @core_message_handler
     async def on_remember(self, message: RememberRequest, ctx: MessageContext) -> MemoryReply:
-        return await self._call(
-            message, ctx, 1, lambda: RememberArgs.model_validate(dataclasses.asdict(message))
-        )
+        return await self._call(message, ctx, 1, lambda: RememberArgs.model_validate(dataclasses.asdict(message)))
 
     @core_message_handler
     async def on_forget(self, message: ForgetRequest, ctx: MessageContext) -> MemoryReply:
-        return await self._call(
-            message, ctx, 2, lambda: ForgetArgs.model_validate(dataclasses.asdict(message))
-        )
+        return await self._call(message, ctx, 2, lambda: ForgetArgs.model_validate(dataclasses.asdict(message)))

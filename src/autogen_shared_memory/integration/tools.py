@@ -43,9 +43,7 @@ class RememberArgs(BaseModel):
     confidence: float = Field(1.0, ge=0.0, le=1.0, description="How sure you are, 0..1.")
     ttl_days: float | None = Field(None, gt=0, description="Days after which the fact expires; none = keep.")
     tags: list[str] | None = Field(None, description="Optional short labels.")
-    supersedes: list[str] | None = Field(
-        None, description="Ids of facts (same scope) this one corrects or replaces."
-    )
+    supersedes: list[str] | None = Field(None, description="Ids of facts (same scope) this one corrects or replaces.")
 
 
 class ForgetArgs(BaseModel):
@@ -195,9 +193,7 @@ class MemoryForgetTool(_MemoryTool, Component[MemoryToolConfig]):
     )
 
     async def _run(self, args: ForgetArgs) -> str:
-        fact = await self.store.aforget(
-            args.fact_id, args.reason, agent_id=self.agent_id, group_id=self.group_id
-        )
+        fact = await self.store.aforget(args.fact_id, args.reason, agent_id=self.agent_id, group_id=self.group_id)
         return f"forgot fact {fact.id} ({fact.scope}): {fact.content[:80]}"
 
 

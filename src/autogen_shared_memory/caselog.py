@@ -1,0 +1,240 @@
+"""The shared case log: one append-only history per group, with per-agent checkpoints (seed 004).
+
+It is not a fact store: entries are never reinforced, superseded in place or forgotten. The database
+itself refuses UPDATE and DELETE on it. A correction is a new entry that names the entries it
+supersedes; readers choose the full history or the current view (superseded entries folded away).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .model import ScopeRef, SharedMemoryError, validate_owner_id
+from .recall import query_terms, rrf
+
+if TYPE_CHECKING:
+    from .store import SharedMemoryStore
+
+MAX_SUMMARY_CHARS = 512
+MAX_BATCH = 20
+
+
+class CheckpointError(SharedMemoryError, KeyError):
+    """A checkpoint names an entry that is not in this case log."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown checkpoint"
+
+
+@dataclass(frozen=True)
+class CaseEntry:
+    id: str
+    version: int  # the entry's position in the log: strictly increasing
+    session_id: str | None
+    author: str
+    summary: str
+    supersedes: tuple[str, ...]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    ids: tuple[str, ...]
+    context_version: int  # the log's version after this append (the last entry's version)
+
+
+@dataclass(frozen=True)
+class CaseHit:
+    entry: CaseEntry
+    score: float
+    lexical_rank: int | None
+    semantic_rank: int | None
+
+    @property
+    def id(self) -> str:
+        return self.entry.id
+
+    @property
+    def content(self) -> str:
+        return self.entry.summary
+
+
+def _entry(row: Mapping[str, Any]) -> CaseEntry:
+    return CaseEntry(
+        id=row["id"],
+        version=int(row["seq"]),
+        session_id=row.get("session_id"),
+        author=row["author"],
+        summary=row["summary"],
+        supersedes=tuple(json.loads(row.get("supersedes") or "[]")),
+        created_at=row["created_at"],
+    )
+
+
+class CaseLog:
+    """The case log of ``group_id`` as seen by ``agent_id`` (a group member)."""
+
+    def __init__(self, store: SharedMemoryStore, group_id: str, agent_id: str) -> None:
+        self.store = store
+        self.group_id = validate_owner_id(group_id, "group_id")
+        self.agent_id = validate_owner_id(agent_id, "agent_id")
+        self.scope = ScopeRef("group", group_id)
+
+    def _check(self, action: str) -> None:
+        if action == "read":
+            self.store.policy.check_read(self.agent_id, self.scope)
+        else:
+            self.store.policy.check_write(self.agent_id, self.scope, "append to the case log of")
+
+    # ------------------------------------------------------------------ writing
+    def append(self, entries: str | Sequence[str | Mapping[str, Any]]) -> AppendResult:
+        """Append 1..20 entries atomically (a string, or mappings with ``summary`` and ``supersedes``)."""
+        self._check("write")
+        items = [entries] if isinstance(entries, str) else list(entries)
+        if not 1 <= len(items) <= MAX_BATCH:
+            raise ValueError(f"append takes 1 to {MAX_BATCH} entries at once, got {len(items)}")
+        drafts: list[tuple[str, tuple[str, ...]]] = []
+        for item in items:
+            spec = {"summary": item} if isinstance(item, str) else dict(item)
+            unknown = set(spec) - {"summary", "supersedes"}
+            if unknown:
+                raise ValueError(f"unknown case log entry fields {sorted(unknown)}")
+            summary = spec.get("summary")
+            if not isinstance(summary, str) or not summary.strip():
+                raise ValueError("a case log summary must be a non-empty string")
+            if len(summary) > MAX_SUMMARY_CHARS:
+                raise ValueError(f"a case log summary is at most {MAX_SUMMARY_CHARS} characters, got {len(summary)}")
+            supersedes = tuple(spec.get("supersedes") or ())
+            drafts.append((summary, supersedes))
+        referenced = {old for _, sup in drafts for old in sup}
+        if referenced:  # entries are never deleted, so checking outside the transaction is safe
+            known = {e.id for e in self._rows_by_id(referenced)}
+            missing = referenced - known
+            if missing:
+                raise CheckpointError(f"cannot supersede {sorted(missing)}: not in the case log of {self.group_id}")
+        vectors = self.store.embedder.embed([summary for summary, _ in drafts])  # before any lock
+        now = time.time()
+        rows: list[dict[str, Any]] = [
+            {
+                "id": f"c_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(4)}",
+                "session_id": self.store.session_id,
+                "author": self.agent_id,
+                "summary": summary,
+                "supersedes": json.dumps(list(supersedes)),
+                "created_at": now,
+                "embedding": np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
+            }
+            for (summary, supersedes), vector in zip(drafts, vectors, strict=True)
+        ]
+        seqs = self.store.backend.append_records(self.scope, "case_log", rows)
+        return AppendResult(tuple(str(r["id"]) for r in rows), max(seqs))
+
+    # ------------------------------------------------------------------ reading
+    def _rows_by_id(self, ids: set[str]) -> list[CaseEntry]:
+        found: list[CaseEntry] = []
+        for entry_id in ids:
+            rows = self.store.backend.read_records(self.scope, "case_log", {"id": entry_id}, limit=1)
+            found.extend(_entry(r) for r in rows)
+        return found
+
+    def get(self, entry_id: str) -> CaseEntry:
+        self._check("read")
+        found = self._rows_by_id({entry_id})
+        if not found:
+            raise CheckpointError(f"no entry {entry_id!r} in the case log of {self.group_id}")
+        return found[0]
+
+    def entries(self, after: str | None = None, *, current: bool = False, limit: int = 10_000) -> list[CaseEntry]:
+        """Entries oldest first, after the entry ``after`` (a checkpoint) if given.
+
+        ``current=True`` folds superseded entries away (the reconciled view); the default is the full
+        history.
+        """
+        self._check("read")
+        after_seq = self.get(after).version if after is not None else None
+        rows = self.store.backend.read_records(
+            self.scope, "case_log", limit=limit, after_seq=after_seq, oldest_first=True
+        )
+        entries = [_entry(r) for r in rows]
+        if current:  # a later entry may supersede an earlier one: look at the whole log
+            everything = self.store.backend.read_records(self.scope, "case_log", limit=1_000_000)
+            superseded = {old for r in everything for old in json.loads(r.get("supersedes") or "[]")}
+            entries = [e for e in entries if e.id not in superseded]
+        return entries
+
+    @property
+    def version(self) -> int:
+        """The log's current version (the last entry's), 0 when empty."""
+        self._check("read")
+        rows = self.store.backend.read_records(self.scope, "case_log", limit=1)
+        return int(rows[0]["seq"]) if rows else 0
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint(self, entry_id: str | None = None) -> CaseEntry | None:
+        """Record that this agent consumed the log up to ``entry_id`` (default: the latest entry)."""
+        self._check("read")
+        if entry_id is None:
+            rows = self.store.backend.read_records(self.scope, "case_log", limit=1)
+            if not rows:
+                return None
+            entry = _entry(rows[0])
+        else:
+            entry = self.get(entry_id)
+        self.store.backend.upsert_records(
+            self.scope,
+            "case_checkpoints",
+            [
+                {
+                    "agent_id": self.agent_id,
+                    "entry_id": entry.id,
+                    "version": entry.version,
+                    "updated_at": time.time(),
+                }
+            ],
+        )
+        return entry
+
+    def last_checkpoint(self) -> str | None:
+        rows = self.store.backend.read_records(self.scope, "case_checkpoints", {"agent_id": self.agent_id}, limit=1)
+        return str(rows[0]["entry_id"]) if rows else None
+
+    def resume(self, *, current: bool = False) -> list[CaseEntry]:
+        """The entries this agent has not consumed yet (after its last checkpoint)."""
+        return self.entries(after=self.last_checkpoint(), current=current)
+
+    # ------------------------------------------------------------------ recall
+    def search(self, query: str, top_k: int = 5, *, include_superseded: bool = False) -> list[CaseHit]:
+        """Hybrid recall over the log's summaries (FTS5 + cosine, fused by RRF)."""
+        self._check("read")
+        if not isinstance(query, str) or not query.strip():
+            return []
+        backend, depth = self.store.backend, max(self.store.search_depth, top_k)
+        terms = query_terms(query)
+        lexical = [r["id"] for r in backend.read_records(self.scope, "case_log", limit=depth, query_terms=terms)]
+        rows = backend.read_records(self.scope, "case_log", limit=1_000_000, oldest_first=True)
+        superseded = {old for r in rows for old in json.loads(r.get("supersedes") or "[]")}
+        by_id = {r["id"]: r for r in rows}
+        semantic: list[str] = []
+        dim = self.store.model.dimension
+        usable = [r for r in rows if r.get("embedding") and len(r["embedding"]) == 4 * dim]
+        if usable:
+            q = self.store.embedder.embed([query])[0]
+            matrix = np.frombuffer(b"".join(r["embedding"] for r in usable), dtype=np.float32).reshape(-1, dim)
+            scores = matrix @ q
+            order = np.argsort(-scores)[:depth]
+            semantic = [usable[i]["id"] for i in order if scores[i] >= self.store.min_similarity]
+        if not include_superseded:
+            lexical = [i for i in lexical if i not in superseded]
+            semantic = [i for i in semantic if i not in superseded]
+        fused = rrf([(lexical, self.store.lexical_weight), (semantic, self.store.semantic_weight)], k=self.store.rrf_k)
+        best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
+        lex_rank = {i: n for n, i in enumerate(lexical, 1)}
+        sem_rank = {i: n for n, i in enumerate(semantic, 1)}
+        return [CaseHit(_entry(by_id[i]), score, lex_rank.get(i), sem_rank.get(i)) for i, score in best]

@@ -1,0 +1,200 @@
+"""Export and import a store (or one agent's memory) as JSON Lines, losslessly.
+
+One line per row: ``{"type": "row", "scope": {"kind": ..., "owner": ...}, "table": ..., "row": {...}}``
+after a header line naming the format version and the embedding model. Bytes (vectors) are base64.
+An import reads and checks the whole file first: a malformed line is reported with its number and
+nothing is written (unless ``skip_bad``). Rows whose key already exists are skipped, so an import can be
+repeated. The same format moves memory between backends.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from .model import SCOPE_KINDS, ScopeRef, SharedMemoryError
+from .records import TABLES
+
+if TYPE_CHECKING:
+    from .store import SharedMemoryStore
+
+FORMAT = "autogen-shared-memory/jsonl"
+FORMAT_VERSION = 1
+_TABLES = {"meta", "facts", "audit", *TABLES}
+
+
+class ImportFormatError(SharedMemoryError, ValueError):
+    """A line of an import file is not a valid export line (the message names the line)."""
+
+
+@dataclass
+class ImportReport:
+    lines: int = 0
+    inserted: int = 0
+    skipped_bad: list[str] = field(default_factory=list)
+    scopes: set[ScopeRef] = field(default_factory=set)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"$b64": base64.b64encode(value).decode("ascii")}
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, dict) and set(value) == {"$b64"}:
+        return base64.b64decode(value["$b64"], validate=True)
+    return value
+
+
+def export_lines(
+    store: SharedMemoryStore, *, agent_id: str | None = None, scopes: Iterable[ScopeRef] | None = None
+) -> Iterator[str]:
+    """The export as JSON lines: every scope, one agent's (its file plus its directory entry), or ``scopes``."""
+    yield json.dumps(
+        {
+            "type": "header",
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "model": store.model.model_id,
+            "dimension": store.model.dimension,
+            "exported_at": time.time(),
+            "agent_id": agent_id,
+        }
+    )
+    if agent_id is not None:
+        targets = [ScopeRef("agent", agent_id)]
+    else:
+        targets = list(scopes) if scopes is not None else store.backend.scopes()
+    for ref in targets:
+        scope = {"kind": ref.kind, "owner": ref.owner}
+        for table, row in store.backend.export_scope(ref):
+            yield json.dumps(
+                {
+                    "type": "row",
+                    "scope": scope,
+                    "table": table,
+                    "row": {k: _encode(v) for k, v in row.items()},
+                },
+                ensure_ascii=False,
+            )
+    if agent_id is not None:
+        for row in store.backend.read_records(ScopeRef("global"), "agent_directory", {"agent_id": agent_id}):
+            row.pop("seq", None)
+            yield json.dumps(
+                {
+                    "type": "row",
+                    "scope": {"kind": "global", "owner": ""},
+                    "table": "agent_directory",
+                    "row": row,
+                }
+            )
+
+
+def export_jsonl(
+    store: SharedMemoryStore,
+    path: str | Path | IO[str],
+    *,
+    agent_id: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Write the export to a file path or text stream; returns the number of rows written."""
+    count = 0
+
+    def write(out: IO[str]) -> None:
+        nonlocal count
+        for line in export_lines(store, agent_id=agent_id):
+            out.write(line + "\n")
+            count += 1
+            if progress is not None:
+                progress(1)
+
+    if isinstance(path, (str, Path)):
+        with open(path, "w", encoding="utf-8") as out:
+            write(out)
+    else:
+        write(path)
+    return count - 1  # the header is not a row
+
+
+def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dict[str, Any]:
+    try:
+        item = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(f"line {number}: not JSON ({exc.msg})") from exc
+    if not isinstance(item, dict) or item.get("type") not in ("header", "row"):
+        raise ImportFormatError(f"line {number}: expected an object with type 'header' or 'row'")
+    if item["type"] == "header":
+        if item.get("format") != FORMAT or item.get("version") != FORMAT_VERSION:
+            raise ImportFormatError(f"line {number}: not a {FORMAT} v{FORMAT_VERSION} export")
+        return item
+    scope, table, row = item.get("scope"), item.get("table"), item.get("row")
+    if not isinstance(scope, dict) or scope.get("kind") not in SCOPE_KINDS:
+        raise ImportFormatError(f"line {number}: bad scope {scope!r}")
+    if table not in _TABLES or not isinstance(row, dict):
+        raise ImportFormatError(f"line {number}: unknown table {table!r} or row is not an object")
+    try:
+        ref = ScopeRef(scope["kind"], scope.get("owner", ""))
+        decoded = {k: _decode(v) for k, v in row.items()}
+    except (ValueError, TypeError) as exc:
+        raise ImportFormatError(f"line {number}: {exc}") from exc
+    required = {
+        "facts": ("id", "content", "embedding", "content_hash"),
+        "audit": ("fact_id", "event"),
+        "meta": ("key", "value"),
+    }.get(table, TABLES[table].key if table in TABLES else ())
+    missing = [c for c in required if decoded.get(c) is None]
+    if missing:
+        raise ImportFormatError(f"line {number}: {table} row lacks {missing}")
+    return ref, table, decoded
+
+
+def import_jsonl(
+    store: SharedMemoryStore,
+    source: str | Path | IO[str],
+    *,
+    skip_bad: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> ImportReport:
+    """Import an export; all lines are checked before anything is written."""
+    if isinstance(source, (str, Path)):
+        with open(source, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    else:
+        lines = source.read().splitlines()
+    report = ImportReport(lines=len(lines))
+    per_scope: dict[ScopeRef, list[tuple[str, dict[str, Any]]]] = {}
+    header: dict[str, Any] | None = None
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            parsed = _parse(number, text)
+        except ImportFormatError as exc:
+            if not skip_bad:
+                raise
+            report.skipped_bad.append(str(exc))
+            continue
+        if isinstance(parsed, dict):
+            header = parsed
+            continue
+        ref, table, row = parsed
+        per_scope.setdefault(ref, []).append((table, row))
+    if header is None:
+        raise ImportFormatError("line 1: missing the export header")
+    if per_scope and (header.get("model") != store.model.model_id or header.get("dimension") != store.model.dimension):
+        raise ImportFormatError(
+            f"the export's vectors come from {header.get('model')!r} ({header.get('dimension')}-d); this store embeds "
+            f"with {store.model.model_id!r}: import with a store that uses that model, then reembed() if needed"
+        )
+    for ref, items in per_scope.items():
+        report.inserted += store.backend.import_scope(ref, items)
+        report.scopes.add(ref)
+        if progress is not None:
+            progress(len(items))
+    return report
