@@ -74,6 +74,8 @@ def export_lines(
     for ref in targets:
         scope = {"kind": ref.kind, "owner": ref.owner}
         for table, row in store.backend.export_scope(ref):
+            if table == "meta" and row["key"] in ("scope_kind", "scope_owner"):
+                continue  # implied by the scope of every line
             yield json.dumps(
                 {
                     "type": "row",

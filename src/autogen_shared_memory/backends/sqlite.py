@@ -1044,7 +1044,7 @@ class SQLiteBackend(Backend):
         spec = table_spec(table)
         if spec.append_only and not force:
             raise ValueError(f"{table} is append-only; deleting from it needs an explicit force=True")
-        if time_column not in spec.columns:
+        if before is not None and time_column not in spec.columns:
             raise ValueError(f"{table} has no column {time_column!r}")
         conn = self._conn(scope, create=False)
         if conn is None:

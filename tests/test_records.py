@@ -1,0 +1,471 @@
+"""Per-agent records, tasks, the shared profile and directory, the case log, the state store, transfer."""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing as mp
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core import SingleThreadedAgentRuntime
+
+from autogen_shared_memory import MemoryAccessDenied, SharedMemoryStore
+from autogen_shared_memory.agent_memory import TaskNotFoundError, UnknownAgentError
+from autogen_shared_memory.caselog import CheckpointError
+from autogen_shared_memory.state import (
+    BackendConversationStateStore,
+    ConversationStateStore,
+    InMemoryConversationStateStore,
+)
+from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.transfer import ImportFormatError
+
+# ------------------------------------------------------------------------------------------ AgentMemory
+
+
+def test_own_records_and_insights(store: SharedMemoryStore) -> None:
+    alice = store.for_agent("alice", "crew")
+    alice.log_conversation("user", "please index the Q3 sales report", {"task": "index"})
+    alice.log_tool_call("index_pdf", {"path": "q3.pdf"}, "45 chunks", True, 812.5)
+    alice.log_tool_call("index_pdf", {"path": "bad.pdf"}, None, False, 3.0, error="OCR failed")
+    history = alice.get_my_tool_history()
+    assert [(h.success, h.error) for h in history] == [(False, "OCR failed"), (True, None)]
+    assert alice.get_my_tool_history("nope") == []
+    r = alice.store_insight("quality", "q3.pdf has poor OCR quality", source="observed_pattern")
+    alice.store_insight("preference", "User wants summaries as bullet points", source="user_correction")
+    fact = store.get(r.id)
+    assert (fact.scope.kind, fact.owner, fact.category, fact.metadata["source"]) == (
+        "agent",
+        "alice",
+        "quality",
+        "observed_pattern",
+    )
+    assert [f.content for f in alice.get_my_insights("quality")] == ["q3.pdf has poor OCR quality"]
+    assert len(alice.get_my_insights()) == 2
+    store.remember("a plain note, not an insight", "agent", agent_id="alice")
+    assert len(alice.get_my_insights()) == 2  # insights are the categorised facts
+
+
+def test_cross_agent_insights_and_errors(store: SharedMemoryStore) -> None:
+    store.for_agent("doc").store_insight("quality", "sales_report.pdf has 45 indexed chunks")
+    gaia = store.for_agent("gaia")
+    assert [f.content for f in gaia.get_agent_insights("doc")] == ["sales_report.pdf has 45 indexed chunks"]
+    with pytest.raises(UnknownAgentError, match="'ghost'"):
+        gaia.get_agent_insights("ghost")
+    store.set_agent_private("doc")
+    with pytest.raises(MemoryAccessDenied, match="private"):
+        gaia.get_agent_insights("doc")
+
+
+def test_search_all_conversations(store: SharedMemoryStore) -> None:
+    store.for_agent("alice").log_conversation("assistant", "The staging deploy failed at 3pm")
+    store.for_agent("bob").log_conversation("assistant", "I restarted the staging deploy")
+    store.for_agent("bob").log_conversation("assistant", "lunch order placed")
+    me = store.for_agent("carol")
+    found = me.search_all_conversations("staging deploy")
+    assert {r.agent_id for r in found} == {"alice", "bob"}
+    assert [r.content for r in me.search_all_conversations("deploy", agent_id="bob")] == [
+        "I restarted the staging deploy"
+    ]
+    assert me.search_all_conversations("") == []
+    with pytest.raises(UnknownAgentError):
+        me.search_all_conversations("x", agent_id="nobody")
+
+
+def test_user_profile_is_shared_and_json(store: SharedMemoryStore) -> None:
+    store.for_agent("gaia").update_user_profile("reply_style", "concise", confidence=0.8)
+    store.for_agent("email").update_user_profile("timezone", {"tz": "Europe/Paris", "dst": True})
+    entry = store.for_agent("calendar").get_user_profile("reply_style")
+    assert entry is not None and (entry.value, entry.source_agent, entry.confidence) == ("concise", "gaia", 0.8)
+    profile = store.for_agent("calendar").get_user_profile()
+    assert isinstance(profile, dict) and profile["timezone"].value == {"tz": "Europe/Paris", "dst": True}
+    with pytest.raises(TypeError, match="JSON"):
+        store.for_agent("gaia").update_user_profile("bad", object())
+    with pytest.raises(ValueError, match="limit"):
+        store.for_agent("gaia").update_user_profile("huge", "x" * 70_000)
+    assert store.for_agent("gaia").get_user_profile("bad") is None
+    with sqlite3.connect(store.root / "global.db") as conn:
+        assert conn.execute("SELECT count(*) FROM user_profile").fetchone()[0] == 2
+
+
+def test_agent_directory(store: SharedMemoryStore) -> None:
+    doc = store.for_agent("doc_agent")
+    doc.register(display_name="DocAgent", capabilities=["pdf", "ocr"], model="gpt-x", status="active")
+    store.for_agent("web").register(capabilities=["browse"], status="idle")
+    assert [a.agent_id for a in doc.list_agents()] == ["doc_agent", "web"]
+    assert [a.agent_id for a in doc.list_agents("idle")] == ["web"]
+    assert doc.get_agent_capabilities("doc_agent") == ["pdf", "ocr"]
+    doc.register(status="unavailable")  # a partial update keeps the other fields
+    info = doc.get_agent("doc_agent")
+    assert (info.display_name, info.model, info.status) == ("DocAgent", "gpt-x", "unavailable")
+    with pytest.raises(UnknownAgentError):
+        doc.get_agent_capabilities("nobody")
+    with pytest.raises(ValueError, match="status"):
+        doc.list_agents("sleeping")
+
+
+def test_tasks_lifecycle_and_result_fact(store: SharedMemoryStore) -> None:
+    lead, alice = store.for_agent("lead", "crew"), store.for_agent("alice", "crew")
+    task = lead.create_task("Summarise the Q3 report", assignee="bob", context={"doc": "q3.pdf"})
+    assert (task.status, task.agent_id, task.created_by) == ("assigned", "bob", "lead")
+    task = lead.assign_task(task.id, "alice")
+    assert alice.list_tasks(assigned_to="alice")[0].id == task.id
+    assert alice.update_task_status(task.id, "in_progress").status == "in_progress"
+    with pytest.raises(MemoryAccessDenied, match="assigned to 'alice'"):
+        lead.complete_task(task.id, "done by lead")
+    done = alice.complete_task(task.id, {"summary": "Revenue up 12%", "pages": 4})
+    assert done.status == "completed" and done.completed_at is not None and done.fact_id
+    fact = store.get(done.fact_id)
+    assert fact.scope.kind == "group" and fact.category == "task_result" and "Revenue up 12%" in fact.content
+    assert fact.metadata["task_id"] == task.id and fact.created_by == "alice"
+    with pytest.raises(ValueError, match="already completed"):
+        alice.complete_task(task.id, "again")
+    with pytest.raises(ValueError, match="already completed"):
+        lead.update_task_status(task.id, "blocked")
+    with pytest.raises(ValueError, match="complete_task"):
+        lead.update_task_status(task.id, "completed")  # type: ignore[arg-type]
+    with pytest.raises(TaskNotFoundError):
+        lead.get_task("k_nope")
+    with pytest.raises(UnknownAgentError, match="not a member"):
+        lead.create_task("x", assignee="stranger")
+    with pytest.raises(MemoryAccessDenied):
+        store.for_agent("stranger", "crew").list_tasks()
+    with pytest.raises(TypeError, match="JSON"):
+        lead.create_task("bad context", context={"x": object()})
+    solo = store.for_agent("solo")
+    own = solo.create_task("personal errand")
+    assert solo.complete_task(own.id, "ok").status == "completed"
+    assert store.get(solo.get_task(own.id).fact_id or "").scope.kind == "agent"
+    with pytest.raises(ValueError, match="only create tasks for itself"):
+        solo.create_task("x", assignee="other")
+
+
+# ------------------------------------------------------------------------------------------ case log
+
+
+def test_case_log_append_read_checkpoint_resume(store: SharedMemoryStore) -> None:
+    alice, bob = store.case_log("crew", "alice"), store.case_log("crew", "bob")
+    first = alice.append("Customer reports login failures since 09:00")
+    assert len(first.ids) == 1 and first.context_version == 1
+    batch = bob.append(["Root cause: expired SSO certificate", "Certificate renewed at 10:15"])
+    assert batch.context_version == 3 and alice.version == 3
+    entries = alice.entries()
+    assert [e.version for e in entries] == [1, 2, 3] and entries[0].author == "alice"
+    assert entries[0].session_id == store.session_id
+    assert alice.checkpoint(first.ids[0]) is not None
+    assert [e.summary for e in alice.resume()] == [
+        "Root cause: expired SSO certificate",
+        "Certificate renewed at 10:15",
+    ]
+    alice.checkpoint()
+    assert alice.resume() == []
+    assert bob.last_checkpoint() is None and len(bob.resume()) == 3
+    with pytest.raises(CheckpointError, match="no entry 'c_missing'"):
+        alice.checkpoint("c_missing")
+    with pytest.raises(CheckpointError):
+        alice.entries(after="c_missing")
+
+
+def test_case_log_reconcile_current_view_and_search(store: SharedMemoryStore) -> None:
+    log = store.case_log("crew", "alice")
+    a = log.append("Refund approved: 120 EUR").ids[0]
+    b = store.case_log("crew", "bob").append("Refund approved: 150 EUR").ids[0]
+    fix = log.append([{"summary": "Refund is 150 EUR (reconciled)", "supersedes": [a, b]}]).ids[0]
+    assert len(log.entries()) == 3  # full history
+    assert [e.id for e in log.entries(current=True)] == [fix]
+    hits = log.search("refund amount")
+    assert [h.id for h in hits] == [fix]
+    assert {h.id for h in log.search("refund amount", include_superseded=True)} == {a, b, fix}
+    with pytest.raises(CheckpointError, match="cannot supersede"):
+        log.append([{"summary": "x", "supersedes": ["c_nope"]}])
+
+
+def test_case_log_bad_input_writes_nothing(store: SharedMemoryStore) -> None:
+    log = store.case_log("crew", "alice")
+    with pytest.raises(ValueError, match="at most 512"):
+        log.append(["fine", "x" * 513])
+    with pytest.raises(ValueError, match="1 to 20"):
+        log.append([f"entry {i}" for i in range(21)])
+    with pytest.raises(ValueError, match="1 to 20"):
+        log.append([])
+    with pytest.raises(ValueError, match="non-empty"):
+        log.append("   ")
+    assert log.version == 0
+    with pytest.raises(MemoryAccessDenied, match="not a member"):
+        store.case_log("crew", "mallory").append("I was here")
+
+
+def test_case_log_is_append_only_in_the_database(store: SharedMemoryStore) -> None:
+    store.case_log("crew", "alice").append("an entry")
+    with sqlite3.connect(store.root / "group_crew.db") as conn:
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("UPDATE case_log SET summary = 'rewritten'")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute("DELETE FROM case_log")
+    with pytest.raises(ValueError, match="append-only"):
+        store.backend.delete_records(store.scope_ref("group", group_id="crew"), "case_log")
+    assert store.case_log("crew", "bob").entries()[0].summary == "an entry"
+
+
+def _append_worker(root: str, proc: int, n: int, out: Any) -> None:
+    store = SharedMemoryStore(root, embedder=HashEmbedder())
+    log = store.case_log("crew", f"p{proc}")
+    results = []
+    i = 0
+    while i < n:
+        size = 1 + (i % 3)
+        res = log.append([f"process {proc} entry {j}" for j in range(i, min(n, i + size))])
+        results.append((list(res.ids), res.context_version))
+        i += size
+    out.put((proc, results))
+
+
+def test_concurrent_appends_from_processes_lose_nothing(tmp_path: Path) -> None:
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    for p in range(4):
+        store.add_group_member("crew", f"p{p}")
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_append_worker, args=(str(tmp_path), p, 30, out)) for p in range(4)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=240) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    entries = store.case_log("crew", "p0").entries()
+    assert len(entries) == 120 and len({e.id for e in entries}) == 120
+    versions = [e.version for e in entries]
+    assert versions == sorted(versions) and len(set(versions)) == 120
+    by_id = {e.id: e for e in entries}
+    for proc, appends in results.items():
+        mine = [by_id[i] for ids, _ in appends for i in ids]
+        assert [e.summary for e in mine] == [f"process {proc} entry {j}" for j in range(30)]  # order kept
+        for ids, version in appends:  # the context version is the batch's last entry
+            assert by_id[ids[-1]].version == version
+            assert [by_id[i].version for i in ids] == list(range(version - len(ids) + 1, version + 1))
+
+
+def test_agent_memory_search_spans_own_memory_and_case_log(store: SharedMemoryStore) -> None:
+    alice = store.for_agent("alice", "crew")
+    alice.store_insight("ops", "the payment gateway times out under load")
+    alice.case_log.append("Incident 42: payment gateway outage, mitigated by failover")
+    store.for_agent("bob").store_insight("ops", "bob thinks the payment gateway needs a retry budget")
+    hits = alice.search("payment gateway")
+    assert {h.content for h in hits} == {
+        "the payment gateway times out under load",
+        "Incident 42: payment gateway outage, mitigated by failover",
+    }
+    wider = alice.search("payment gateway", include_agents=["bob"])
+    assert "bob thinks the payment gateway needs a retry budget" in {h.content for h in wider}
+
+
+# ------------------------------------------------------------------------------------------ state store
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def state_store(request: pytest.FixtureRequest, store: SharedMemoryStore) -> ConversationStateStore:
+    return InMemoryConversationStateStore() if request.param == "memory" else store.state
+
+
+def test_conversation_store_contract(state_store: ConversationStateStore) -> None:
+    conv = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    state_store.store_conversation("s1", "u1", conv)
+    time.sleep(0.01)
+    state_store.store_conversation("s2", "u1", [{"role": "user", "content": "second"}])
+    state_store.store_conversation("s3", "u2", conv)
+    assert state_store.retrieve_conversation("s1") == conv
+    assert state_store.retrieve_conversation("nope") is None
+    listed = state_store.list_conversations_for_user("u1")
+    assert [m["session_id"] for m in listed] == ["s2", "s1"]
+    assert listed[1]["message_count"] == 2 and listed[1]["summary"] == "hello" and "messages" not in listed[1]
+    assert listed[0]["schema_version"] == 1
+    assert [m["session_id"] for m in state_store.list_conversations_for_user("u1", limit=1, offset=1)] == ["s1"]
+    state_store.store_conversation("s1", "u1", {"messages": []})  # replace
+    assert state_store.retrieve_conversation("s1") == {"messages": []}
+    assert state_store.delete_conversation("s1") is True and state_store.delete_conversation("s1") is False
+    with pytest.raises(TypeError, match="JSON"):
+        state_store.store_conversation("s4", "u1", {"when": time})
+    assert state_store.retrieve_conversation("s4") is None
+    with pytest.raises(ValueError):
+        state_store.list_conversations_for_user("u1", limit=0)
+
+
+def test_agent_state_contract(state_store: ConversationStateStore) -> None:
+    state_store.store_agent_state("planner", "u1", "plan", {"steps": [1, 2]})
+    state_store.store_agent_state("planner", "u1", "cursor", 7)
+    state_store.store_agent_state("planner", "u2", "plan", {"steps": []})
+    assert state_store.retrieve_agent_state("planner", "u1", "plan") == {"steps": [1, 2]}
+    assert state_store.get_all_agent_states("planner", "u1") == {"plan": {"steps": [1, 2]}, "cursor": 7}
+    state_store.store_agent_state("planner", "u1", "cursor", 8)
+    assert state_store.retrieve_agent_state("planner", "u1", "cursor") == 8
+    assert state_store.delete_agent_state("planner", "u1", "cursor") is True
+    assert state_store.delete_agent_state("planner", "u1", "cursor") is False
+    assert state_store.retrieve_agent_state("planner", "u1", "cursor") is None
+    with pytest.raises(TypeError, match="JSON"):
+        state_store.store_agent_state("planner", "u1", "bad", {1, 2})
+    with pytest.raises(ValueError, match="non-empty"):
+        state_store.store_agent_state("", "u1", "k", 1)
+    assert "bad" not in state_store.get_all_agent_states("planner", "u1")
+
+
+async def test_team_state_round_trips_through_the_state_store(store: SharedMemoryStore) -> None:
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    team = RoundRobinGroupChat(
+        [AssistantAgent("a", model_client=ReplayChatCompletionClient(["hi"]))],
+        termination_condition=MaxMessageTermination(2),
+    )
+    await team.run(task="hello")
+    store.state.store_agent_state("team", "user-1", "agentchat", await team.save_state())
+    fresh = RoundRobinGroupChat(
+        [AssistantAgent("a", model_client=ReplayChatCompletionClient(["hi"]))],
+        termination_condition=MaxMessageTermination(2),
+    )
+    await fresh.load_state(store.state.retrieve_agent_state("team", "user-1", "agentchat"))
+    assert (await fresh.save_state()) == (await team.save_state())
+
+
+# ------------------------------------------------------------------------------------------ lifecycle
+
+
+def test_purge_records_per_kind_and_case_log_only_when_asked(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = store.for_agent("alice", "crew")
+    alice.log_conversation("assistant", "old message")
+    alice.log_tool_call("t", {}, "r")
+    alice.case_log.append("old case entry")
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 10 * 86400)
+    assert store.purge_records(5, kinds=["conversations"]) == {"conversations": 1}
+    assert alice.get_my_tool_history() != [] and len(alice.case_log.entries()) == 1
+    counts = store.purge_records(5, kinds=["tool_calls"], include_case_log=True)
+    assert counts == {"tool_calls": 1, "case_log": 1}
+    assert alice.case_log.entries() == []
+    with pytest.raises(ValueError, match="unknown record kinds"):
+        store.purge_records(5, kinds=["facts"])
+    alice.case_log.append("the guard is back after a purge")
+    with sqlite3.connect(store.root / "group_crew.db") as conn, pytest.raises(sqlite3.IntegrityError):
+        conn.execute("DELETE FROM case_log")
+
+
+def _populate(store: SharedMemoryStore) -> dict[str, Any]:
+    alice = store.for_agent("alice", "crew")
+    keep = store.remember("Deploys happen on Thursdays", "group", agent_id="alice", group_id="crew", tags=["ops"])
+    old = store.remember("Freeze starts Monday", "global")
+    store.remember("Freeze starts Wednesday", "global", supersedes=[old.id])
+    gone = alice.store_insight("pref", "likes tea")
+    store.forget(gone.id, "wrong", agent_id="alice")
+    alice.log_conversation("assistant", "hello from alice")
+    alice.log_tool_call("search", {"q": "x"}, "ok", True, 1.5)
+    alice.case_log.append("case opened")
+    alice.update_user_profile("lang", "en")
+    alice.register(capabilities=["ops"])
+    alice.create_task("write docs")
+    store.state.store_agent_state("alice", "u1", "k", {"v": 1})
+    store.set_agent_private("alice")
+    return {"keep": keep.id, "old": old.id, "gone": gone.id}
+
+
+def test_export_import_round_trip_is_lossless(store: SharedMemoryStore, tmp_path: Path) -> None:
+    ids = _populate(store)
+    path = tmp_path / "export.jsonl"
+    rows = store.export(path)
+    assert rows > 10
+    target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
+    report = target.import_(path)
+    assert report.inserted == rows and not report.skipped_bad
+    for fid in ids.values():
+        a, b = store.get(fid), target.get(fid)
+        assert a == b
+    assert [e.event for e in target.history(ids["old"])] == [e.event for e in store.history(ids["old"])]
+    assert target.search("deploy thursday", "group", group_id="crew")[0].id == ids["keep"]
+    src_vec = store.backend._index(store.scope_ref("global")).matrix[:2]  # type: ignore[attr-defined]
+    target.search("freeze", "global")
+    dst_vec = target.backend._index(target.scope_ref("global")).matrix[:2]  # type: ignore[attr-defined]
+    assert np.array_equal(src_vec, dst_vec)
+    t_alice = target.for_agent("alice", "crew")
+    assert [r.content for r in target.conversation("alice")] == ["hello from alice"]
+    assert t_alice.get_my_tool_history()[0].duration_ms == 1.5
+    assert [e.summary for e in t_alice.case_log.entries()] == ["case opened"]
+    assert t_alice.get_user_profile("lang").value == "en"  # type: ignore[union-attr]
+    assert t_alice.get_agent_capabilities("alice") == ["ops"]
+    assert t_alice.list_tasks()[0].title == "write docs"
+    assert target.state.retrieve_agent_state("alice", "u1", "k") == {"v": 1}
+    assert target.policy.is_private("alice") and target.group_members("crew") == store.group_members("crew")
+    assert target.import_(path).inserted == 0  # repeatable: nothing duplicated
+    assert len(target.conversation("alice")) == 1
+
+
+def test_export_one_agent(store: SharedMemoryStore, tmp_path: Path) -> None:
+    _populate(store)
+    buffer = io.StringIO()
+    store.export(buffer, agent_id="alice")
+    lines = [json.loads(x) for x in buffer.getvalue().splitlines()]
+    scopes = {(x["scope"]["kind"], x["scope"]["owner"]) for x in lines if x["type"] == "row"}
+    assert scopes == {("agent", "alice"), ("global", "")}
+    assert {x["table"] for x in lines if x["type"] == "row" and x["scope"]["kind"] == "global"} == {"agent_directory"}
+    target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
+    target.import_(io.StringIO(buffer.getvalue()))
+    assert target.conversation("alice")[0].content == "hello from alice"
+
+
+def test_bad_import_file_writes_nothing(store: SharedMemoryStore, tmp_path: Path) -> None:
+    _populate(store)
+    good = tmp_path / "good.jsonl"
+    store.export(good)
+    lines = good.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([*lines[:5], "{not json", *lines[5:]]) + "\n")
+    target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
+    with pytest.raises(ImportFormatError, match="line 6: not JSON"):
+        target.import_(bad)
+    assert not (tmp_path / "copy").exists() or not list((tmp_path / "copy").glob("*.db"))
+    report = target.import_(bad, skip_bad=True)
+    assert report.skipped_bad == ["line 6: not JSON (Expecting property name enclosed in double quotes)"]
+    assert report.inserted == len(lines) - 1
+    other_model = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder(32, "other-model"))
+    with pytest.raises(ImportFormatError, match="other-model"):
+        other_model.import_(good)
+    for text, message in [
+        ("[]", "line 1: expected an object"),
+        ('{"type": "row", "scope": {"kind": "nope"}}', "bad scope"),
+    ]:
+        with pytest.raises(ImportFormatError, match=message):
+            target.import_(io.StringIO(text))
+
+
+# ------------------------------------------------------------------------------------------ automatic
+
+
+async def test_automatic_recording_through_a_team_run(store: SharedMemoryStore) -> None:
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    recorder = store.runtime_handler()
+    recorder.task_id = "k_launch"
+    runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
+    agent = AssistantAgent(
+        "writer", model_client=ReplayChatCompletionClient(["draft ready"]), description="Writes drafts"
+    )
+    team = RoundRobinGroupChat([agent], termination_condition=MaxMessageTermination(2), runtime=runtime)
+    store.attach(team, group_id="crew")
+    runtime.start()
+    await team.run(task="write the draft")
+    await runtime.stop_when_idle()
+    await recorder.aflush()
+    me = store.for_agent("writer", "crew")
+    info = me.get_agent("writer")
+    assert info.description == "Writes drafts" and info.status == "active" and info.last_active_at is not None
+    said = store.conversation("writer")
+    assert said[0].content == "draft ready" and said[0].task_id == "k_launch"
+    assert said[0].session_id == recorder.session_id
+    recorder.close()
