@@ -21,7 +21,6 @@ from autogen_shared_memory import MemoryAccessDenied, SharedMemoryStore
 from autogen_shared_memory.agent_memory import TaskNotFoundError, UnknownAgentError
 from autogen_shared_memory.caselog import CheckpointError
 from autogen_shared_memory.state import (
-    BackendConversationStateStore,
     ConversationStateStore,
     InMemoryConversationStateStore,
 )
