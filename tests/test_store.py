@@ -6,6 +6,7 @@ import asyncio
 import math
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,11 @@ from autogen_shared_memory import (
     SharedMemoryStore,
 )
 from autogen_shared_memory.backends.sqlite import MIGRATIONS, SCHEMA_VERSION
+from autogen_shared_memory.model import ScopeRef
 from autogen_shared_memory.records import TABLES
 from autogen_shared_memory.testing import HashEmbedder
+
+StoreFactory = Callable[..., SharedMemoryStore]
 
 
 def db_rows(path: Path) -> int:
@@ -34,6 +38,7 @@ def test_root_from_env_and_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert SharedMemoryStore(embedder=HashEmbedder()).root == tmp_path / "home/.autogen/shared_memory"
 
 
+@pytest.mark.sqlite_only
 def test_files_are_created_on_first_use(store: SharedMemoryStore) -> None:
     root = store.root
     assert not (root / "global.db").exists()
@@ -80,14 +85,14 @@ def test_exact_duplicate_reinforces(store: SharedMemoryStore) -> None:
     assert b.status == "reinforced" and b.id == a.id and b.duplicate_of == a.id
     f = store.get(a.id)
     assert f.reinforcement == 2 and f.confidence == 0.9 and f.version == 2
-    assert db_rows(store.root / "global.db") == 1
+    assert store.stats()[0].counts["active"] == 1
     # the same text in another scope is a different fact
     c = store.remember("The API uses OAuth2", "agent", agent_id="alice")
     assert c.status == "created"
 
 
-def test_near_duplicate_reinforces_with_threshold(tmp_path: Path) -> None:
-    s = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=0.8)
+def test_near_duplicate_reinforces_with_threshold(make_store: StoreFactory) -> None:
+    s = make_store(near_duplicate_threshold=0.8)
     a = s.remember("user prefers dark mode in the editor", "global")
     b = s.remember("user prefers the dark mode editor", "global")
     assert b.status == "reinforced" and b.duplicate_of == a.id and b.similarity is not None
@@ -96,7 +101,7 @@ def test_near_duplicate_reinforces_with_threshold(tmp_path: Path) -> None:
     assert c.status == "created"
     events = [e.event for e in s.history(a.id)]
     assert events == ["created", "reinforced"]
-    off = SharedMemoryStore(tmp_path / "off", embedder=HashEmbedder(), near_duplicate_threshold=1.01)
+    off = make_store(near_duplicate_threshold=1.01)
     off.remember("user prefers dark mode in the editor", "global")
     assert off.remember("user prefers the dark mode editor", "global").status == "created"
 
@@ -107,6 +112,7 @@ def test_duplicates_inside_one_batch(store: SharedMemoryStore) -> None:
     assert receipts[1].id == receipts[0].id
 
 
+@pytest.mark.sqlite_only
 def test_remember_many_one_embedding_call_one_transaction_per_scope(
     store: SharedMemoryStore, embedder: HashEmbedder
 ) -> None:
@@ -163,7 +169,7 @@ def test_forget_is_a_tombstone(store: SharedMemoryStore) -> None:
     assert (f.status, f.tombstone_by, f.tombstone_reason) == ("forgotten", "alice", "rotated")
     assert f.tombstone_at is not None
     assert store.search("vault credentials", "agent", agent_id="alice") == []
-    assert db_rows(store.root / "agent_alice.db") == 1
+    assert store.stats()[0].counts == {"active": 0, "forgotten": 1, "superseded": 0, "expired": 0}
     assert [e.event for e in store.history(r.id)] == ["created", "forgotten"]
     assert store.forget(r.id, agent_id="alice").status == "forgotten"  # idempotent
     with pytest.raises(FactNotFoundError):
@@ -278,15 +284,16 @@ def test_bad_input_is_rejected_and_nothing_written(
     args = {"content": "valid fact", "scope": "global", **kwargs}
     with pytest.raises(exc, match=match):
         store.remember(**args)
-    assert not (store.root / "global.db").exists()
+    assert not store.backend.exists(ScopeRef("global"))
 
 
 def test_bad_item_in_a_batch_writes_nothing(store: SharedMemoryStore) -> None:
     with pytest.raises(ValueError):
         store.remember_many(["fine", "also fine", ""], "global")
-    assert not (store.root / "global.db").exists()
+    assert not store.backend.exists(ScopeRef("global"))
 
 
+@pytest.mark.sqlite_only
 def test_file_that_is_not_a_database_is_left_untouched(store: SharedMemoryStore) -> None:
     store.root.mkdir(parents=True, exist_ok=True)
     path = store.root / "global.db"
@@ -299,6 +306,7 @@ def test_file_that_is_not_a_database_is_left_untouched(store: SharedMemoryStore)
     assert path.read_bytes() == before
 
 
+@pytest.mark.sqlite_only
 def test_foreign_sqlite_database_is_refused_and_untouched(store: SharedMemoryStore) -> None:
     store.root.mkdir(parents=True, exist_ok=True)
     path = store.root / "global.db"
@@ -310,11 +318,10 @@ def test_foreign_sqlite_database_is_refused_and_untouched(store: SharedMemorySto
     assert path.read_bytes() == before
 
 
-def test_other_embedding_model_is_refused_then_reembed(tmp_path: Path) -> None:
-    first = SharedMemoryStore(tmp_path, embedder=HashEmbedder(64, "model-a"))
+def test_other_embedding_model_is_refused_then_reembed(make_store: StoreFactory) -> None:
+    first = make_store(embedder=HashEmbedder(64, "model-a"))
     r = first.remember("the deploy key rotates monthly", "global")
-    first.close()
-    second = SharedMemoryStore(tmp_path, embedder=HashEmbedder(32, "model-b"))
+    second = make_store(same_as=first, embedder=HashEmbedder(32, "model-b"))
     with pytest.raises(EmbeddingModelMismatchError, match="reembed"):
         second.search("deploy key", "global")
     with pytest.raises(EmbeddingModelMismatchError):
@@ -326,6 +333,7 @@ def test_other_embedding_model_is_refused_then_reembed(tmp_path: Path) -> None:
     assert [e.event for e in second.history(r.id)] == ["created", "reembedded"]
 
 
+@pytest.mark.sqlite_only
 def test_content_is_immutable_in_the_database(store: SharedMemoryStore) -> None:
     r = store.remember("original text", "global")
     with (
@@ -335,6 +343,7 @@ def test_content_is_immutable_in_the_database(store: SharedMemoryStore) -> None:
         conn.execute("UPDATE facts SET content = 'tampered' WHERE id = ?", (r.id,))
 
 
+@pytest.mark.sqlite_only
 def test_other_process_writes_are_seen_incrementally(tmp_path: Path) -> None:
     a = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     b = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
@@ -376,6 +385,7 @@ async def test_async_twins_run_off_the_loop(store: SharedMemoryStore) -> None:
     assert len({x.id for x in results}) == 20
 
 
+@pytest.mark.sqlite_only
 def test_forward_migration_keeps_data(tmp_path: Path) -> None:
     """A file written by schema version 1 is migrated in place on open, its facts intact."""
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
@@ -394,6 +404,7 @@ def test_forward_migration_keeps_data(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0
 
 
+@pytest.mark.sqlite_only
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     store.remember("x", "global")

@@ -72,6 +72,7 @@ R = TypeVar("R")
 S = TypeVar("S")
 
 ENV_ROOT = "AUTOGEN_SHARED_MEMORY_DIR"
+ENV_DSN = "AUTOGEN_SHARED_MEMORY_DSN"
 DEFAULT_ROOT = Path("~/.autogen/shared_memory")
 MAX_QUERY_CHARS = 4096
 _FACT_FIELDS = {
@@ -127,6 +128,7 @@ class SharedMemoryStoreConfig(BaseModel):
     """Declarative config of a :class:`SharedMemoryStore` (``dump_component`` / ``load_component``)."""
 
     root: str | None = None
+    dsn: str | None = None  # a PostgreSQL DSN given explicitly (prefer $AUTOGEN_SHARED_MEMORY_DSN: no password here)
     embedder: ComponentModel | None = None
     global_writers: list[str] = Field(default_factory=list)
     near_duplicate_threshold: float = 0.95
@@ -155,6 +157,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         embedder: any :class:`~.embedding.Embedder`; default all-MiniLM-L6-v2 from the packaged copy,
             loaded lazily, offline, on CPU.
         backend: storage engine; default a :class:`~.backends.sqlite.SQLiteBackend` on ``root``.
+        dsn: a PostgreSQL DSN: use a :class:`~.backends.postgres.PostgresBackend` instead of files (also
+            taken from ``$AUTOGEN_SHARED_MEMORY_DSN`` when neither ``root`` nor ``backend`` is given).
         global_writers: agent ids allowed to write the global scope (``"*"`` for every agent). Trusted code
             (calls without ``agent_id``) may always write.
         near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one
@@ -179,6 +183,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         *,
         embedder: Embedder | None = None,
         backend: Backend | None = None,
+        dsn: str | None = None,
         global_writers: Sequence[str] = (),
         near_duplicate_threshold: float = 0.95,
         rrf_k: float = 60.0,
@@ -202,7 +207,14 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             if name not in SCOPE_KINDS or not weight >= 0:
                 raise ValueError(f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}")
         self.root = Path(root).expanduser() if root is not None else default_root()
+        if dsn is None and backend is None and root is None:
+            dsn = os.environ.get(ENV_DSN) or None
+        if backend is None and dsn is not None:
+            from .backends.postgres import PostgresBackend
+
+            backend = PostgresBackend(dsn)
         self.backend: Backend = backend if backend is not None else SQLiteBackend(self.root)
+        self.dsn = dsn
         self.embedder: Embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
         self.policy = AccessPolicy(self.backend, global_writers)
         self.near_duplicate_threshold = float(near_duplicate_threshold)
@@ -220,7 +232,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self._model: ModelInfo | None = None
         self._closed = False
         self._config = SharedMemoryStoreConfig(
-            root=str(self.root),
+            root=str(self.root) if dsn is None else None,
+            dsn=dsn,
             embedder=self.embedder.dump_component() if isinstance(self.embedder, ComponentBase) else None,
             global_writers=sorted(self.policy.global_writers),
             near_duplicate_threshold=self.near_duplicate_threshold,
@@ -259,6 +272,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 embedder = loaded
             store = cls(
                 config.root,
+                dsn=config.dsn,
                 embedder=embedder,
                 global_writers=config.global_writers,
                 near_duplicate_threshold=config.near_duplicate_threshold,

@@ -1,0 +1,1117 @@
+"""The server backend: every scope of a deployment in one PostgreSQL database (pgvector + full text).
+
+The same contract as the SQLite backend, mapped to rows: every table carries ``(scope_kind, owner)``
+(``owner`` is ``''`` for global) and every key, index and query is prefixed by it, so the scopes stay as
+isolated as separate files are. A row per scope in ``asm_scopes`` is locked (``SELECT ... FOR UPDATE``)
+by every read-then-write, which serialises writers of one scope across hosts exactly like
+``BEGIN IMMEDIATE`` does on a file. Vectors are pgvector columns searched by cosine distance (HNSW);
+lexical search is a ``tsvector`` column (GIN) queried with ``plainto_tsquery`` per term, so user text
+can never be a syntax error. Writes ``NOTIFY asm_changes`` so other hosts learn of them without polling.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..embedding import Vectors
+from ..model import (
+    AuditEvent,
+    Draft,
+    EmbeddingModelMismatchError,
+    Fact,
+    FactNotFoundError,
+    Filters,
+    Receipt,
+    ScopeKind,
+    ScopeRef,
+    ScopeStats,
+    SharedMemoryError,
+)
+from ..records import TABLES, TableSpec, table_spec
+from .base import Backend, ModelInfo, StatusChange
+
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - optional dependency
+    raise ImportError(
+        "the PostgreSQL backend needs psycopg 3 and psycopg-pool: pip install 'autogen-shared-memory[postgres]'"
+    ) from exc
+
+logger = logging.getLogger("autogen_shared_memory")
+
+SCHEMA_VERSION = 1
+CHANNEL = "asm_changes"
+_PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
+_FACT_COLUMNS = (
+    "seq, id, content, created_by, created_at, confidence, tags::text, category, metadata::text, session_id, "
+    "expires_at, supersedes::text, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
+    "reinforcement, content_hash, version, updated_at"
+)
+
+
+class BackendUnavailableError(SharedMemoryError, ConnectionError):
+    """The database server cannot be reached or used; the message names it (without its password)."""
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for error messages."""
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    params.pop("password", None)
+    return make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})
+
+
+def _vec(vector: Any) -> str:
+    # 9 significant digits round-trip a float32 exactly
+    return "[" + ",".join(f"{x:.9g}" for x in np.asarray(vector, dtype=np.float32).reshape(-1)) + "]"
+
+
+def _parse_vec(text: str | None) -> bytes | None:
+    if text is None:
+        return None
+    return np.asarray(json.loads(text), dtype=np.float32).tobytes()
+
+
+class PostgresBackend(Backend):
+    """Facts and records of every scope in one PostgreSQL database (needs the pgvector extension).
+
+    Args:
+        dsn: a libpq connection string or URI.
+        schema: the PostgreSQL schema holding the tables (one deployment per schema).
+        min_size, max_size: connection pool bounds.
+        retries: how often an operation interrupted by a dropped connection is retried (each attempt is a
+            whole transaction, so nothing is ever half-written).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "autogen_shared_memory",
+        min_size: int = 1,
+        max_size: int = 8,
+        retries: int = 2,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        if not isinstance(schema, str) or not schema.replace("_", "").isalnum() or not schema[0].isalpha():
+            raise ValueError(f"schema must be a simple identifier (letters, digits, _), got {schema!r}")
+        self.dsn = dsn
+        self.schema = schema
+        self.retries = retries
+        self._dims: set[int] = set()
+        self._listeners: list[tuple[threading.Event, threading.Thread]] = []
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+                self._ensure_extension(conn)
+                self._migrate(conn)
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".strip()) from exc
+        self.pool: ConnectionPool[Any] = ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            open=True,
+            configure=self._configure,
+            kwargs={"connect_timeout": int(connect_timeout)},
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({redact(self.dsn)!r}, schema={self.schema!r})"
+
+    # ------------------------------------------------------------------ setup
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        conn.execute(f"SET search_path TO {self.schema}, public")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        conn.commit()
+
+    def _ensure_extension(self, conn: psycopg.Connection[Any]) -> None:
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.Error as exc:
+            db = conninfo_to_dict(self.dsn).get("dbname", "the database")
+            raise BackendUnavailableError(
+                f"the pgvector extension is not available in {db} ({redact(self.dsn)}): {exc.diag.message_primary}. "
+                "Install pgvector on the server and run 'CREATE EXTENSION vector;' as a superuser in that database."
+            ) from exc
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        s = self.schema
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"asm-migrate-{s}",))  # one migrator at a time
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.asm_schema (version int NOT NULL)")
+            row = conn.execute(f"SELECT version FROM {s}.asm_schema").fetchone()
+            version = row[0] if row else 0
+            if version > SCHEMA_VERSION:
+                raise SharedMemoryError(
+                    f"schema {s} at {redact(self.dsn)} has version {version}, newer than this package supports "
+                    f"({SCHEMA_VERSION}); upgrade autogen-shared-memory"
+                )
+            if version < 1:
+                self._migrate_v1(conn)
+            if row is None:
+                conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+            else:
+                conn.execute(f"UPDATE {s}.asm_schema SET version = %s", (SCHEMA_VERSION,))
+
+    def _migrate_v1(self, conn: psycopg.Connection[Any]) -> None:
+        s = self.schema
+        conn.execute(f"SET LOCAL search_path TO {s}, public")
+        conn.execute("""
+            CREATE TABLE asm_scopes (
+                scope_kind text NOT NULL, owner text NOT NULL, n_facts bigint NOT NULL DEFAULT 0,
+                last_write double precision, created_at double precision NOT NULL,
+                PRIMARY KEY (scope_kind, owner))""")
+        conn.execute("""
+            CREATE TABLE asm_meta (
+                scope_kind text NOT NULL, owner text NOT NULL, key text NOT NULL, value text NOT NULL,
+                PRIMARY KEY (scope_kind, owner, key))""")
+        conn.execute("""
+            CREATE TABLE asm_facts (
+                seq bigserial PRIMARY KEY, scope_kind text NOT NULL, owner text NOT NULL, id text NOT NULL,
+                content text NOT NULL, created_by text NOT NULL, created_at double precision NOT NULL,
+                confidence double precision NOT NULL DEFAULT 1, tags jsonb NOT NULL DEFAULT '[]',
+                category text, metadata jsonb NOT NULL DEFAULT '{}', session_id text, expires_at double precision,
+                supersedes jsonb NOT NULL DEFAULT '[]', superseded_by text, status text NOT NULL,
+                tombstone_by text, tombstone_at double precision, tombstone_reason text,
+                reinforcement bigint NOT NULL DEFAULT 1, content_hash text NOT NULL, version bigint NOT NULL DEFAULT 1,
+                updated_at double precision, embedding vector NOT NULL,
+                tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+                UNIQUE (scope_kind, owner, id))""")
+        conn.execute("CREATE INDEX asm_facts_hash ON asm_facts (scope_kind, owner, content_hash, status)")
+        conn.execute("CREATE INDEX asm_facts_created ON asm_facts (scope_kind, owner, created_at)")
+        conn.execute("CREATE INDEX asm_facts_tsv ON asm_facts USING gin (tsv)")
+        conn.execute("""
+            CREATE FUNCTION asm_fact_content_immutable() RETURNS trigger AS $$ BEGIN
+              IF NEW.content IS DISTINCT FROM OLD.content THEN
+                RAISE EXCEPTION 'fact content is immutable: supersede the fact instead';
+              END IF; RETURN NEW; END $$ LANGUAGE plpgsql""")
+        conn.execute(
+            "CREATE TRIGGER asm_facts_immutable BEFORE UPDATE ON asm_facts FOR EACH ROW "
+            "EXECUTE FUNCTION asm_fact_content_immutable()"
+        )
+        conn.execute("""
+            CREATE TABLE asm_audit (
+                seq bigserial PRIMARY KEY, scope_kind text NOT NULL, owner text NOT NULL, fact_id text NOT NULL,
+                event text NOT NULL, actor text NOT NULL, at double precision NOT NULL, detail jsonb)""")
+        conn.execute("CREATE INDEX asm_audit_fact ON asm_audit (scope_kind, owner, fact_id)")
+        conn.execute("""
+            CREATE FUNCTION asm_append_only() RETURNS trigger AS $$ BEGIN
+              IF current_setting('asm.allow_purge', true) = 'on' AND TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+              RAISE EXCEPTION '% is append-only: % is not allowed', substr(TG_TABLE_NAME, 5), TG_OP;
+            END $$ LANGUAGE plpgsql""")
+        for spec in TABLES.values():
+            self._create_record_table(conn, spec)
+
+    @staticmethod
+    def _create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:
+        columns = []
+        for name, kind in spec.columns.items():
+            pg_type = "jsonb" if name in spec.json_columns else _PG_TYPES[kind]
+            null = " NOT NULL" if name in spec.not_null else ""
+            columns.append(f'"{name}" {pg_type}{null}')
+        if spec.fts:
+            columns.append(
+                f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', coalesce(\"{spec.fts}\", ''))) STORED"
+            )
+        key = ", ".join(f'"{c}"' for c in spec.key)
+        table = f"asm_{spec.name}"
+        conn.execute(
+            f"CREATE TABLE {table} (seq bigserial PRIMARY KEY, scope_kind text NOT NULL, "
+            f"owner text NOT NULL, {', '.join(columns)}, UNIQUE (scope_kind, owner, {key}))"
+        )
+        for i, index in enumerate(spec.indexes):
+            cols = ", ".join(f'"{c}"' for c in index)
+            conn.execute(f"CREATE INDEX {table}_i{i} ON {table} (scope_kind, owner, {cols})")
+        if spec.fts:
+            conn.execute(f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)")
+        if spec.append_only:
+            conn.execute(
+                f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION asm_append_only()"
+            )
+
+    def _ensure_vector_index(self, conn: psycopg.Connection[Any], dim: int) -> None:
+        """An HNSW cosine index for vectors of this dimension (created once, on first use)."""
+        if dim in self._dims:
+            return
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS asm_facts_hnsw_{dim} ON asm_facts USING hnsw "
+            f"((embedding::vector({dim})) vector_cosine_ops) WHERE vector_dims(embedding) = {dim}"
+        )
+        self._dims.add(dim)
+
+    # ------------------------------------------------------------------ connections and retries
+    def _run(self, fn: Callable[[psycopg.Connection[Any]], Any], *, write: bool) -> Any:
+        """Run ``fn`` in one transaction; retry it whole when the connection drops (never half-written)."""
+        attempt = 0
+        while True:
+            try:
+                with self.pool.connection() as conn, conn.transaction():
+                    return fn(conn)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                attempt += 1
+                if attempt > self.retries or self.pool.closed:
+                    raise BackendUnavailableError(
+                        f"PostgreSQL at {redact(self.dsn)} failed during a {'write' if write else 'read'} "
+                        f"(nothing was half-written): {exc}"
+                    ) from exc
+                logger.warning("retrying after a dropped PostgreSQL connection: %s", exc)
+                self.pool.check()
+                time.sleep(0.05 * attempt)
+
+    @staticmethod
+    def _lock_scope(conn: psycopg.Connection[Any], scope: ScopeRef) -> None:
+        conn.execute(
+            "INSERT INTO asm_scopes (scope_kind, owner, created_at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            (scope.kind, scope.owner, time.time()),
+        )
+        conn.execute(
+            "SELECT 1 FROM asm_scopes WHERE scope_kind = %s AND owner = %s FOR UPDATE", (scope.kind, scope.owner)
+        )
+
+    @staticmethod
+    def _notify(conn: psycopg.Connection[Any], scope: ScopeRef, event: str) -> None:
+        conn.execute(
+            "SELECT pg_notify(%s, %s)",
+            (CHANNEL, json.dumps({"kind": scope.kind, "owner": scope.owner, "event": event})),
+        )
+
+    @staticmethod
+    def _audit(
+        conn: psycopg.Connection[Any], scope: ScopeRef, fact_id: str, event: str, actor: str, at: float, **detail: Any
+    ) -> None:
+        conn.execute(
+            "INSERT INTO asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+            (scope.kind, scope.owner, fact_id, event, actor, at, json.dumps(detail, default=str)),
+        )
+
+    # ------------------------------------------------------------------ writes
+    def write(
+        self,
+        scope: ScopeRef,
+        drafts: Sequence[Draft],
+        vectors: Vectors,
+        model: ModelInfo,
+        near_duplicate_threshold: float,
+    ) -> list[Receipt]:
+        vectors = np.asarray(vectors, dtype=np.float32)
+
+        def tx(conn: psycopg.Connection[Any]) -> list[Receipt]:
+            self._lock_scope(conn, scope)
+            self._claim_model(conn, scope, model)
+            self._ensure_vector_index(conn, model.dimension)
+            now = time.time()
+            receipts = [
+                self._write_one(conn, scope, d, v, model.dimension, near_duplicate_threshold, now)
+                for d, v in zip(drafts, vectors, strict=True)
+            ]
+            created = sum(r.status == "created" for r in receipts)
+            conn.execute(
+                "UPDATE asm_scopes SET n_facts = n_facts + %s, last_write = %s WHERE scope_kind = %s AND owner = %s",
+                (created, now, scope.kind, scope.owner),
+            )
+            self._notify(conn, scope, "write")
+            return receipts
+
+        return list(self._run(tx, write=True))
+
+    def _write_one(
+        self,
+        conn: psycopg.Connection[Any],
+        scope: ScopeRef,
+        draft: Draft,
+        vector: Any,
+        dim: int,
+        threshold: float,
+        now: float,
+    ) -> Receipt:
+        key = (scope.kind, scope.owner)
+        if conn.execute(
+            "SELECT 1 FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = %s", (*key, draft.id)
+        ).fetchone():
+            return Receipt(draft.id, scope, "created")  # a retried transaction that had in fact committed
+        row = conn.execute(
+            "SELECT id FROM asm_facts WHERE scope_kind = %s AND owner = %s AND content_hash = %s "
+            "AND status = 'active' AND (expires_at IS NULL OR expires_at > %s) LIMIT 1",
+            (*key, draft.content_hash, now),
+        ).fetchone()
+        target: str | None = row[0] if row else None
+        similarity: float | None = None
+        literal = _vec(vector)
+        if target is None and threshold <= 1.0:
+            near = conn.execute(
+                f"SELECT id, 1 - (embedding::vector({dim}) <=> %s::vector({dim})) FROM asm_facts "
+                "WHERE scope_kind = %s AND owner = %s AND status = 'active' AND vector_dims(embedding) = %s "
+                f"AND (expires_at IS NULL OR expires_at > %s) ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) "
+                "LIMIT 1",
+                (literal, *key, dim, now, literal),
+            ).fetchone()
+            if near is not None and near[1] >= threshold:
+                target, similarity = near[0], float(near[1])
+        if target is not None:
+            conn.execute(
+                "UPDATE asm_facts SET reinforcement = reinforcement + 1, confidence = greatest(confidence, %s), "
+                "expires_at = CASE WHEN expires_at IS NULL OR %s::double precision IS NULL THEN NULL "
+                "ELSE greatest(expires_at, %s) END, "
+                "tags = tags || (SELECT coalesce(jsonb_agg(t), '[]') FROM jsonb_array_elements(%s::jsonb) t "
+                "WHERE NOT tags @> jsonb_build_array(t)), "
+                "version = version + 1, updated_at = %s WHERE scope_kind = %s AND owner = %s AND id = %s",
+                (draft.confidence, draft.expires_at, draft.expires_at, json.dumps(list(draft.tags)), now, *key, target),
+            )
+            detail: dict[str, Any] = {"confidence": draft.confidence}
+            if similarity is not None:
+                detail.update(similarity=round(similarity, 4), content=draft.content)
+            self._audit(conn, scope, target, "reinforced", draft.created_by, now, **detail)
+            superseded = self._supersede(conn, scope, draft, target, now)
+            return Receipt(
+                target, scope, "reinforced", duplicate_of=target, similarity=similarity, superseded=superseded
+            )
+        conn.execute(
+            "INSERT INTO asm_facts (scope_kind, owner, id, content, created_by, created_at, confidence, tags, "
+            "category, metadata, session_id, expires_at, supersedes, status, reinforcement, content_hash, version, "
+            "updated_at, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s::jsonb, "
+            "'active', 1, %s, 1, %s, %s::vector)",
+            (
+                *key,
+                draft.id,
+                draft.content,
+                draft.created_by,
+                draft.created_at,
+                draft.confidence,
+                json.dumps(list(draft.tags)),
+                draft.category,
+                json.dumps(draft.metadata),
+                draft.session_id,
+                draft.expires_at,
+                json.dumps(list(draft.supersedes)),
+                draft.content_hash,
+                now,
+                literal,
+            ),
+        )
+        self._audit(conn, scope, draft.id, "created", draft.created_by, now, session_id=draft.session_id)
+        superseded = self._supersede(conn, scope, draft, draft.id, now)
+        return Receipt(draft.id, scope, "created", superseded=superseded)
+
+    def _supersede(
+        self, conn: psycopg.Connection[Any], scope: ScopeRef, draft: Draft, new_id: str, now: float
+    ) -> tuple[str, ...]:
+        done = []
+        for old_id in draft.supersedes:
+            if old_id == new_id:
+                continue
+            row = conn.execute(
+                "SELECT status FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = %s",
+                (scope.kind, scope.owner, old_id),
+            ).fetchone()
+            if row is None:
+                raise FactNotFoundError(f"cannot supersede {old_id!r}: no such fact in this scope")
+            if row[0] != "active":
+                raise ValueError(f"cannot supersede {old_id!r}: it is already {row[0]}")
+            conn.execute(
+                "UPDATE asm_facts SET status = 'superseded', superseded_by = %s, tombstone_by = %s, tombstone_at = %s, "
+                "tombstone_reason = %s, version = version + 1, updated_at = %s "
+                "WHERE scope_kind = %s AND owner = %s AND id = %s",
+                (new_id, draft.created_by, now, f"superseded by {new_id}", now, scope.kind, scope.owner, old_id),
+            )
+            self._audit(conn, scope, old_id, "superseded", draft.created_by, now, superseded_by=new_id)
+            done.append(old_id)
+        return tuple(done)
+
+    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
+        def tx(conn: psycopg.Connection[Any]) -> None:
+            self._lock_scope(conn, scope)
+            row = conn.execute(
+                "SELECT status FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = %s",
+                (scope.kind, scope.owner, change.fact_id),
+            ).fetchone()
+            if row is None:
+                raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
+            if row[0] != change.status:
+                conn.execute(
+                    "UPDATE asm_facts SET status = %s, tombstone_by = %s, tombstone_at = %s, tombstone_reason = %s, "
+                    "version = version + 1, updated_at = %s WHERE scope_kind = %s AND owner = %s AND id = %s",
+                    (
+                        change.status,
+                        change.actor,
+                        change.at,
+                        change.reason,
+                        time.time(),
+                        scope.kind,
+                        scope.owner,
+                        change.fact_id,
+                    ),
+                )
+                self._audit(conn, scope, change.fact_id, change.status, change.actor, time.time(), reason=change.reason)
+                self._notify(conn, scope, change.status)
+
+        self._run(tx, write=True)
+        return self.get(scope, [change.fact_id])[0]
+
+    def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
+        def tx(conn: psycopg.Connection[Any]) -> list[str]:
+            self._lock_scope(conn, scope)
+            now = time.time()
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "DELETE FROM asm_facts WHERE scope_kind = %s AND owner = %s AND ("
+                    "(status IN ('forgotten', 'superseded') AND tombstone_at < %s) OR "
+                    "(status = 'active' AND expires_at IS NOT NULL AND expires_at < %s AND expires_at < %s)) "
+                    "RETURNING id",
+                    (scope.kind, scope.owner, before, before, now),
+                )
+            ]
+            for fact_id in ids:
+                self._audit(conn, scope, fact_id, "purged", actor, now, before=before)
+            conn.execute(
+                "UPDATE asm_scopes SET n_facts = n_facts - %s WHERE scope_kind = %s AND owner = %s",
+                (len(ids), scope.kind, scope.owner),
+            )
+            return ids
+
+        return list(self._run(tx, write=True))
+
+    # ------------------------------------------------------------------ reads
+    def _read(self, fn: Callable[[psycopg.Connection[Any]], Any]) -> Any:
+        return self._run(fn, write=False)
+
+    def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
+        if not fact_ids:
+            return []
+        rows = self._read(
+            lambda c: c.execute(
+                f"SELECT {_FACT_COLUMNS} FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = ANY(%s)",
+                (scope.kind, scope.owner, list(fact_ids)),
+            ).fetchall()
+        )
+        now = time.time()
+        by_id = {r[1]: _row_to_fact(scope, r, now) for r in rows}
+        return [by_id[i] for i in fact_ids if i in by_id]
+
+    @staticmethod
+    def _filter_sql(filters: Filters, now: float) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if not filters.include_inactive:
+            clauses.append("status = 'active' AND (expires_at IS NULL OR expires_at > %s)")
+            params.append(now)
+        if filters.tags:
+            clauses.append("tags @> %s::jsonb")
+            params.append(json.dumps(list(filters.tags)))
+        if filters.created_by:
+            clauses.append("created_by = ANY(%s)")
+            params.append(list(filters.created_by))
+        for column, op, value in (
+            ("category", "=", filters.category),
+            ("created_at", ">=", filters.since),
+            ("created_at", "<", filters.until),
+            ("confidence", ">=", filters.min_confidence),
+        ):
+            if value is not None:
+                clauses.append(f"{column} {op} %s")
+                params.append(value)
+        return (" AND ".join(clauses) or "TRUE"), params
+
+    def select_ids(self, scope: ScopeRef, filters: Filters, limit: int) -> list[str]:
+        where, params = self._filter_sql(filters, time.time())
+        return [
+            r[0]
+            for r in self._read(
+                lambda c: c.execute(
+                    f"SELECT id FROM asm_facts WHERE scope_kind = %s AND owner = %s AND {where} ORDER BY seq LIMIT %s",
+                    (scope.kind, scope.owner, *params, limit),
+                ).fetchall()
+            )
+        ]
+
+    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
+        if not terms:
+            return []
+        where, params = self._filter_sql(filters, time.time())
+        query = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
+        return [
+            r[0]
+            for r in self._read(
+                lambda c: c.execute(
+                    f"SELECT id FROM asm_facts, ({'SELECT ' + query}) AS q(query) WHERE scope_kind = %s AND owner = %s "
+                    f"AND tsv @@ q.query AND {where} ORDER BY ts_rank(tsv, q.query) DESC, seq LIMIT %s",
+                    (*terms, scope.kind, scope.owner, *params, limit),
+                ).fetchall()
+            )
+        ]
+
+    def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        dim = int(q.shape[0])
+        where, params = self._filter_sql(filters, time.time())
+        literal = _vec(q)
+
+        def run(conn: psycopg.Connection[Any]) -> list[tuple[str, float]]:
+            stored = conn.execute(
+                "SELECT value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key = 'embedding_dim'",
+                (scope.kind, scope.owner),
+            ).fetchone()
+            if stored is not None and int(stored[0]) != dim:
+                raise EmbeddingModelMismatchError(f"query vector has {dim} dimensions, {scope} holds {stored[0]}-d")
+            rows = conn.execute(
+                f"SELECT id, 1 - (embedding::vector({dim}) <=> %s::vector({dim})) FROM asm_facts "
+                f"WHERE scope_kind = %s AND owner = %s AND vector_dims(embedding) = %s AND {where} "
+                f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
+                (literal, scope.kind, scope.owner, dim, *params, literal, limit),
+            ).fetchall()
+            return [(r[0], float(r[1])) for r in rows]
+
+        return list(self._read(run))
+
+    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
+        rows = self._read(
+            lambda c: c.execute(
+                "SELECT fact_id, event, actor, at, detail::text, seq FROM asm_audit "
+                "WHERE scope_kind = %s AND owner = %s "
+                "AND fact_id = %s ORDER BY seq",
+                (scope.kind, scope.owner, fact_id),
+            ).fetchall()
+        )
+        return [AuditEvent(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}"), r[5]) for r in rows]
+
+    def stats(self, scope: ScopeRef) -> ScopeStats:
+        def run(conn: psycopg.Connection[Any]) -> ScopeStats:
+            counts = dict.fromkeys(("active", "forgotten", "superseded", "expired"), 0)
+            for status, count in conn.execute(
+                "SELECT CASE WHEN status = 'active' AND expires_at IS NOT NULL AND expires_at <= %s THEN 'expired' "
+                "ELSE status END AS s, count(*) FROM asm_facts WHERE scope_kind = %s AND owner = %s GROUP BY s",
+                (time.time(), scope.kind, scope.owner),
+            ):
+                counts[status] = count
+            meta = dict(
+                conn.execute(
+                    "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s", (scope.kind, scope.owner)
+                ).fetchall()
+            )
+            size, last = conn.execute(  # type: ignore[misc]
+                "SELECT coalesce(sum(pg_column_size(f.*)), 0), (SELECT last_write FROM asm_scopes "
+                "WHERE scope_kind = %s AND owner = %s) FROM asm_facts f WHERE scope_kind = %s AND owner = %s",
+                (scope.kind, scope.owner, scope.kind, scope.owner),
+            ).fetchone()
+            dim = meta.get("embedding_dim")
+            return ScopeStats(
+                scope, counts, int(size), meta.get("embedding_model"), int(dim) if dim else None, last, SCHEMA_VERSION
+            )
+
+        result: ScopeStats = self._read(run)
+        return result
+
+    def exists(self, scope: ScopeRef) -> bool:
+        return bool(
+            self._read(
+                lambda c: c.execute(
+                    "SELECT 1 FROM asm_scopes WHERE scope_kind = %s AND owner = %s", (scope.kind, scope.owner)
+                ).fetchone()
+            )
+        )
+
+    def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
+        rows = self._read(
+            lambda c: c.execute(
+                "SELECT scope_kind, owner FROM asm_scopes WHERE %s::text IS NULL OR scope_kind = %s "
+                "ORDER BY scope_kind, owner",
+                (kind, kind),
+            ).fetchall()
+        )
+        return [ScopeRef(r[0], r[1]) for r in rows]
+
+    # ------------------------------------------------------------------ meta and model
+    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
+        row = self._read(
+            lambda c: c.execute(
+                "SELECT value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key = %s",
+                (scope.kind, scope.owner, key),
+            ).fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]:
+        rows = self._read(
+            lambda c: c.execute(
+                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND starts_with(key, %s)",
+                (scope.kind, scope.owner, prefix),
+            ).fetchall()
+        )
+        return {str(k): str(v) for k, v in rows}
+
+    def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None:
+        def tx(conn: psycopg.Connection[Any]) -> None:
+            self._lock_scope(conn, scope)
+            if value is None:
+                conn.execute(
+                    "DELETE FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key = %s",
+                    (scope.kind, scope.owner, key),
+                )
+            else:
+                conn.execute(
+                    "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s) "
+                    "ON CONFLICT (scope_kind, owner, key) DO UPDATE SET value = excluded.value",
+                    (scope.kind, scope.owner, key, value),
+                )
+
+        self._run(tx, write=True)
+
+    def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
+        rows = self._read(
+            lambda c: c.execute(
+                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key IN "
+                "('embedding_model', 'embedding_dim')",
+                (scope.kind, scope.owner),
+            ).fetchall()
+        )
+        _compare_model(scope, dict(rows), model)
+
+    def _claim_model(self, conn: psycopg.Connection[Any], scope: ScopeRef, model: ModelInfo) -> None:
+        meta = dict(
+            conn.execute(
+                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key IN "
+                "('embedding_model', 'embedding_dim')",
+                (scope.kind, scope.owner),
+            ).fetchall()
+        )
+        if meta:
+            _compare_model(scope, meta, model)
+        else:
+            for key, value in (("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))):
+                conn.execute(
+                    "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s)",
+                    (scope.kind, scope.owner, key, value),
+                )
+
+    def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
+        last = 0
+        while True:
+            params = (scope.kind, scope.owner, last, batch_size)
+            rows = self._read(
+                lambda c: c.execute(
+                    "SELECT seq, id, content FROM asm_facts WHERE scope_kind = %s AND owner = %s AND seq > %s "
+                    "ORDER BY seq LIMIT %s",
+                    params,  # noqa: B023 - called before the loop moves on
+                ).fetchall()
+            )
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(r[1], r[2]) for r in rows]
+
+    def replace_vectors(
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool
+    ) -> None:
+        def tx(conn: psycopg.Connection[Any]) -> None:
+            self._lock_scope(conn, scope)
+            now = time.time()
+            for fact_id, vector in zip(ids, vectors, strict=True):
+                conn.execute(
+                    "UPDATE asm_facts SET embedding = %s::vector WHERE scope_kind = %s AND owner = %s AND id = %s",
+                    (_vec(vector), scope.kind, scope.owner, fact_id),
+                )
+                self._audit(conn, scope, fact_id, "reembedded", "system", now, model=model.model_id)
+            if final:
+                for key, value in (("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))):
+                    conn.execute(
+                        "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (scope_kind, owner, key) DO UPDATE SET value = excluded.value",
+                        (scope.kind, scope.owner, key, value),
+                    )
+                self._ensure_vector_index(conn, model.dimension)
+
+        self._run(tx, write=True)
+
+    # ------------------------------------------------------------------ records
+    @staticmethod
+    def _columns(spec: TableSpec, row: Mapping[str, Any]) -> list[str]:
+        return [c for c in row if c in spec.columns]
+
+    @staticmethod
+    def _placeholder(spec: TableSpec, column: str) -> str:
+        return "%s::jsonb" if column in spec.json_columns else "%s"
+
+    @staticmethod
+    def _select(spec: TableSpec) -> str:
+        cols = ", ".join(f'"{c}"::text AS "{c}"' if c in spec.json_columns else f'"{c}"' for c in spec.columns)
+        return f"seq, {cols}"
+
+    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        spec = table_spec(table)
+        if not rows:
+            return []
+
+        def tx(conn: psycopg.Connection[Any]) -> list[int]:
+            self._lock_scope(conn, scope)  # one appender per scope at a time: versions are strictly ordered
+            seqs = []
+            for row in rows:
+                cols = self._columns(spec, row)
+                inserted = conn.execute(
+                    f"INSERT INTO asm_{table} (scope_kind, owner, {', '.join(_q(c) for c in cols)}) "
+                    f"VALUES (%s, %s, {', '.join(self._placeholder(spec, c) for c in cols)}) RETURNING seq",
+                    (scope.kind, scope.owner, *(row[c] for c in cols)),
+                ).fetchone()
+                assert inserted is not None
+                seqs.append(int(inserted[0]))
+            self._notify(conn, scope, f"append:{table}")
+            return seqs
+
+        return list(self._run(tx, write=True))
+
+    def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        spec = table_spec(table)
+        if spec.append_only:
+            raise ValueError(f"{table} is append-only")
+        if not rows:
+            return
+
+        def tx(conn: psycopg.Connection[Any]) -> None:
+            self._lock_scope(conn, scope)
+            for row in rows:
+                cols = self._columns(spec, row)
+                updates = [c for c in cols if c not in spec.key]
+                action = (
+                    f"UPDATE SET {', '.join(f'{_q(c)} = excluded.{_q(c)}' for c in updates)}" if updates else "NOTHING"
+                )
+                conn.execute(
+                    f"INSERT INTO asm_{table} (scope_kind, owner, {', '.join(_q(c) for c in cols)}) VALUES (%s, %s, "
+                    f"{', '.join(self._placeholder(spec, c) for c in cols)}) ON CONFLICT (scope_kind, owner, "
+                    f"{', '.join(_q(c) for c in spec.key)}) DO {action}",
+                    (scope.kind, scope.owner, *(row[c] for c in cols)),
+                )
+
+        self._run(tx, write=True)
+
+    def update_record(
+        self,
+        scope: ScopeRef,
+        table: str,
+        key: Mapping[str, Any],
+        changes: Callable[[dict[str, Any]], Mapping[str, Any]],
+    ) -> dict[str, Any] | None:
+        spec = table_spec(table)
+        if spec.append_only:
+            raise ValueError(f"{table} is append-only")
+        where = " AND ".join(f"{_q(c)} = %s" for c in key)
+
+        def tx(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
+            cur = conn.execute(
+                f"SELECT {self._select(spec)} FROM asm_{table} WHERE scope_kind = %s AND owner = %s "
+                f"AND {where} FOR UPDATE",
+                (scope.kind, scope.owner, *key.values()),
+            )
+            row = cur.fetchone()
+            if row is None:
+                return None
+            assert cur.description is not None
+            current = dict(zip([d.name for d in cur.description], row, strict=True))
+            new = {c: v for c, v in changes(current).items() if c in spec.columns and c not in spec.key}
+            if new:
+                conn.execute(
+                    f"UPDATE asm_{table} SET {', '.join(f'{_q(c)} = {self._placeholder(spec, c)}' for c in new)} "
+                    f"WHERE scope_kind = %s AND owner = %s AND {where}",
+                    (*new.values(), scope.kind, scope.owner, *key.values()),
+                )
+            return {**current, **new}
+
+        result: dict[str, Any] | None = self._run(tx, write=True)
+        return result
+
+    def read_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        after_seq: int | None = None,
+        query_terms: Sequence[str] = (),
+        oldest_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        spec = table_spec(table)
+        clauses = ["scope_kind = %s", "owner = %s"]
+        params: list[Any] = [scope.kind, scope.owner]
+        for column, value in (where or {}).items():
+            if value is None:
+                clauses.append(f"{_q(column)} IS NULL")
+            else:
+                clauses.append(f"{_q(column)} = %s")
+                params.append(value)
+        if after_seq is not None:
+            clauses.append("seq > %s")
+            params.append(after_seq)
+        order = "seq ASC" if oldest_first else "seq DESC"
+        source = f"asm_{table}"
+        if query_terms:
+            if spec.fts is None:
+                raise ValueError(f"{table} has no full-text index")
+            query = " || ".join(["plainto_tsquery('english', %s)"] * len(query_terms))
+            source = f"asm_{table}, (SELECT {query}) AS q(query)"
+            params = [*query_terms, *params]
+            clauses.append("tsv @@ q.query")
+            order = "ts_rank(tsv, q.query) DESC, seq"
+
+        def run(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            cur = conn.execute(
+                f"SELECT {self._select(spec)} FROM {source} WHERE {' AND '.join(clauses)} "
+                f"ORDER BY {order} LIMIT %s OFFSET %s",
+                (*params, limit, offset),
+            )
+            assert cur.description is not None
+            names = [d.name for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+        return list(self._read(run))
+
+    def delete_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        before: float | None = None,
+        time_column: str = "created_at",
+        force: bool = False,
+    ) -> int:
+        spec = table_spec(table)
+        if spec.append_only and not force:
+            raise ValueError(f"{table} is append-only; deleting from it needs an explicit force=True")
+        if before is not None and time_column not in spec.columns:
+            raise ValueError(f"{table} has no column {time_column!r}")
+        clauses = ["scope_kind = %s", "owner = %s", *(f"{_q(c)} = %s" for c in (where or {}))]
+        params: list[Any] = [scope.kind, scope.owner, *(where or {}).values()]
+        if before is not None:
+            clauses.append(f"{_q(time_column)} < %s")
+            params.append(before)
+
+        def tx(conn: psycopg.Connection[Any]) -> int:
+            if spec.append_only:  # the explicit operator purge, only inside this transaction
+                conn.execute("SET LOCAL asm.allow_purge = 'on'")
+            return int(conn.execute(f"DELETE FROM asm_{table} WHERE {' AND '.join(clauses)}", params).rowcount)
+
+        return int(self._run(tx, write=True))
+
+    # ------------------------------------------------------------------ transfer
+    def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
+        key = (scope.kind, scope.owner)
+        for k, v in self._read(
+            lambda c: c.execute(
+                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s ORDER BY key", key
+            ).fetchall()
+        ):
+            yield "meta", {"key": k, "value": v}
+        rows = self._read(
+            lambda c: c.execute(
+                f"SELECT {_FACT_COLUMNS}, embedding::text FROM asm_facts WHERE scope_kind = %s AND owner = %s "
+                "ORDER BY seq",
+                key,
+            ).fetchall()
+        )
+        names = [c.strip().split("::")[0] for c in _FACT_COLUMNS.split(",")] + ["embedding"]
+        for row in rows:
+            record = dict(zip(names, row, strict=True))
+            record.pop("seq")
+            record["embedding"] = _parse_vec(record["embedding"])
+            yield "facts", record
+        for r in self._read(
+            lambda c: c.execute(
+                "SELECT fact_id, event, actor, at, detail::text FROM asm_audit WHERE scope_kind = %s AND owner = %s "
+                "ORDER BY seq",
+                key,
+            ).fetchall()
+        ):
+            yield "audit", {"fact_id": r[0], "event": r[1], "actor": r[2], "at": r[3], "detail": r[4]}
+        for table in TABLES:
+            for record in self.read_records(scope, table, limit=10**9, oldest_first=True):
+                record.pop("seq", None)
+                yield table, record
+
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        key = (scope.kind, scope.owner)
+
+        def tx(conn: psycopg.Connection[Any]) -> int:
+            self._lock_scope(conn, scope)
+            inserted = 0
+            for table, row in items:
+                if table == "meta":
+                    if row["key"] in ("scope_kind", "scope_owner"):
+                        continue
+                    if row["key"] in ("embedding_model", "embedding_dim"):
+                        current = conn.execute(
+                            "SELECT value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key = %s",
+                            (*key, row["key"]),
+                        ).fetchone()
+                        if current is not None and current[0] != row["value"]:
+                            raise EmbeddingModelMismatchError(
+                                f"{scope} holds {row['key']} {current[0]!r}, the import has {row['value']!r}"
+                            )
+                        if row["key"] == "embedding_dim":
+                            self._ensure_vector_index(conn, int(row["value"]))
+                    cur = conn.execute(
+                        "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT DO NOTHING",
+                        (*key, row["key"], row["value"]),
+                    )
+                elif table == "facts":
+                    f = dict(row)
+                    vector = np.frombuffer(f.pop("embedding"), dtype=np.float32)
+                    cols = list(f)
+                    casts = {"tags": "::jsonb", "metadata": "::jsonb", "supersedes": "::jsonb"}
+                    cur = conn.execute(
+                        f"INSERT INTO asm_facts (scope_kind, owner, {', '.join(_q(c) for c in cols)}, embedding) "
+                        f"VALUES (%s, %s, {', '.join('%s' + casts.get(c, '') for c in cols)}, %s::vector) "
+                        "ON CONFLICT DO NOTHING",
+                        (*key, *f.values(), _vec(vector)),
+                    )
+                    conn.execute(
+                        "UPDATE asm_scopes SET n_facts = n_facts + %s WHERE scope_kind = %s AND owner = %s",
+                        (cur.rowcount, *key),
+                    )
+                elif table == "audit":
+                    if conn.execute(
+                        "SELECT 1 FROM asm_audit WHERE scope_kind = %s AND owner = %s AND fact_id = %s "
+                        "AND event = %s AND actor = %s AND at = %s",
+                        (*key, row["fact_id"], row["event"], row["actor"], row["at"]),
+                    ).fetchone():
+                        continue
+                    cur = conn.execute(
+                        "INSERT INTO asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+                        (*key, row["fact_id"], row["event"], row["actor"], row["at"], row.get("detail")),
+                    )
+                else:
+                    spec = table_spec(table)
+                    cols = self._columns(spec, row)
+                    cur = conn.execute(
+                        f"INSERT INTO asm_{table} (scope_kind, owner, {', '.join(_q(c) for c in cols)}) VALUES "
+                        f"(%s, %s, {', '.join(self._placeholder(spec, c) for c in cols)}) ON CONFLICT DO NOTHING",
+                        (*key, *(row[c] for c in cols)),
+                    )
+                inserted += max(cur.rowcount, 0)
+            self._notify(conn, scope, "import")
+            return inserted
+
+        return int(self._run(tx, write=True))
+
+    # ------------------------------------------------------------------ change notification
+    def subscribe(self, callback: Callable[[ScopeRef, str], None]) -> Callable[[], None]:
+        """Call ``callback(scope, event)`` for every write made by any process or host (LISTEN/NOTIFY).
+
+        Runs a listener thread with its own connection; returns a function that stops it.
+        """
+        stop = threading.Event()
+
+        def listen() -> None:
+            while not stop.is_set():
+                try:
+                    with psycopg.connect(self.dsn, autocommit=True) as conn:
+                        conn.execute(f"LISTEN {CHANNEL}")
+                        for note in conn.notifies(timeout=0.5, stop_after=None):
+                            data = json.loads(note.payload)
+                            callback(ScopeRef(data["kind"], data["owner"]), data["event"])
+                            if stop.is_set():
+                                break
+                        else:
+                            continue
+                except psycopg.Error:
+                    if not stop.is_set():
+                        time.sleep(0.5)  # reconnect
+                except Exception:  # a callback error must not kill the listener
+                    logger.warning("shared memory change callback failed", exc_info=True)
+
+        thread = threading.Thread(target=listen, name="shared-memory-listen", daemon=True)
+        thread.start()
+        self._listeners.append((stop, thread))
+
+        def unsubscribe() -> None:
+            stop.set()
+            thread.join(timeout=5)
+
+        return unsubscribe
+
+    def close(self) -> None:
+        for stop, thread in self._listeners:
+            stop.set()
+            thread.join(timeout=5)
+        self._listeners.clear()
+        self.pool.close()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _compare_model(scope: ScopeRef, meta: Mapping[str, str], model: ModelInfo) -> None:
+    stored, dim = meta.get("embedding_model"), meta.get("embedding_dim")
+    if stored is not None and (stored != model.model_id or (dim is not None and int(dim) != model.dimension)):
+        raise EmbeddingModelMismatchError(
+            f"{scope} holds vectors from embedding model {stored!r} ({dim}-d) but this store embeds with "
+            f"{model.model_id!r} ({model.dimension}-d); refusing to mix them. Open it with the original "
+            "model, or call store.reembed() to re-embed every fact with the new one."
+        )
+
+
+def _row_to_fact(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
+    (
+        _,
+        fid,
+        content,
+        created_by,
+        created_at,
+        confidence,
+        tags,
+        category,
+        metadata,
+        session_id,
+        expires_at,
+        supersedes,
+        superseded_by,
+        status,
+        t_by,
+        t_at,
+        t_reason,
+        reinforcement,
+        chash,
+        version,
+        updated_at,
+    ) = row
+    if status == "active" and expires_at is not None and expires_at <= now:
+        status = "expired"
+    return Fact(
+        id=fid,
+        scope=scope,
+        content=content,
+        created_by=created_by,
+        created_at=created_at,
+        confidence=confidence,
+        tags=tuple(json.loads(tags or "[]")),
+        category=category,
+        metadata=json.loads(metadata or "{}"),
+        session_id=session_id,
+        expires_at=expires_at,
+        supersedes=tuple(json.loads(supersedes or "[]")),
+        superseded_by=superseded_by,
+        status=status,
+        tombstone_by=t_by,
+        tombstone_at=t_at,
+        tombstone_reason=t_reason,
+        reinforcement=reinforcement,
+        content_hash=chash,
+        version=version,
+        updated_at=updated_at,
+    )

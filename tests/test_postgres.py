@@ -1,0 +1,203 @@
+"""PostgreSQL-specific behaviour, against a real server (embedded, or $AUTOGEN_SHARED_MEMORY_TEST_DSN)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from autogen_shared_memory import ScopeRef, SharedMemoryStore
+from autogen_shared_memory.backends.postgres import BackendUnavailableError, PostgresBackend, redact
+from autogen_shared_memory.testing import HashEmbedder
+
+pytestmark = pytest.mark.usefixtures("pg_dsn")
+
+
+def schema() -> str:
+    return f"t{uuid.uuid4().hex[:16]}"
+
+
+def test_unreachable_server_names_the_dsn_without_its_password() -> None:
+    dsn = "postgresql://alice:s3cret@127.0.0.1:1/memory"
+    with pytest.raises(BackendUnavailableError) as info:
+        PostgresBackend(dsn, connect_timeout=2)
+    message = str(info.value)
+    assert "127.0.0.1" in message and "alice" in message and "memory" in message and "s3cret" not in message
+    assert "s3cret" not in redact("host=db user=u password=s3cret dbname=x")
+
+
+def test_missing_pgvector_says_how_to_enable_it(pg_dsn: str) -> None:
+    name = f"novec_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw'")
+        admin.execute(f"CREATE DATABASE {name}")
+        admin.execute(f"REVOKE CREATE ON DATABASE {name} FROM PUBLIC")
+    params = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    params.update(user=name, password="pw", dbname=name)
+    dsn = psycopg.conninfo.make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})
+    with pytest.raises(BackendUnavailableError, match="CREATE EXTENSION vector") as info:
+        PostgresBackend(dsn)
+    assert "pw" not in str(info.value).replace("pgvector", "")
+
+
+def test_store_from_dsn_argument_and_env(pg_dsn: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    store = SharedMemoryStore(dsn=pg_dsn, embedder=HashEmbedder())
+    assert isinstance(store.backend, PostgresBackend)
+    store.close()
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DSN", pg_dsn)
+    from_env = SharedMemoryStore(embedder=HashEmbedder())
+    assert isinstance(from_env.backend, PostgresBackend)
+    from_env.close()
+    assert not isinstance(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).backend, PostgresBackend)
+
+
+def _terminate_other_connections(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+            "AND backend_type = 'client backend'"
+        ).fetchall()
+    return len(rows)
+
+
+def test_dropped_connections_are_retried_and_nothing_is_half_written(pg_dsn: str) -> None:
+    backend = PostgresBackend(pg_dsn, schema=schema(), min_size=2, max_size=2)
+    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
+    store.remember("written before the network outage", "global")
+    assert _terminate_other_connections(pg_dsn) >= 1
+    receipt = store.remember("recorded once connections recovered", "global")  # the dead pooled connection is replaced
+    assert receipt.status == "created" and store.stats()[0].counts["active"] == 2
+    no_retry = PostgresBackend(pg_dsn, schema=backend.schema, min_size=1, max_size=1, retries=0)
+    fragile = SharedMemoryStore(backend=no_retry, embedder=HashEmbedder())
+    fragile.search("warm up", "global")
+    _terminate_other_connections(pg_dsn)
+    with pytest.raises(BackendUnavailableError, match="nothing was half-written"):
+        fragile.remember_many(["one of a batch", "two of a batch"], "global")
+    assert [h.content for h in store.search("batch", "global")] == []  # all or nothing
+    fragile.close()
+    store.close()
+
+
+def test_listen_notify_tells_other_hosts_about_writes(pg_dsn: str) -> None:
+    name = schema()
+    listener = PostgresBackend(pg_dsn, schema=name)
+    seen: list[tuple[ScopeRef, str]] = []
+    event = threading.Event()
+
+    def on_change(scope: ScopeRef, what: str) -> None:
+        seen.append((scope, what))
+        event.set()
+
+    stop = listener.subscribe(on_change)
+    time.sleep(0.3)  # LISTEN is in place
+    writer = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    writer.remember("a fact from another host", "group", group_id="crew")
+    assert event.wait(10)
+    assert seen[0] == (ScopeRef("group", "crew"), "write")
+    stop()
+    writer.close()
+    listener.close()
+
+
+def _pg_worker(dsn: str, name: str, proc: int, out: Any) -> None:
+    store = SharedMemoryStore(
+        backend=PostgresBackend(dsn, schema=name, max_size=3), embedder=HashEmbedder(), global_writers=["*"]
+    )
+    errors, created = [], []
+    for i in range(25):
+        try:
+            r = store.remember(
+                f"host{proc} fact{i} token{proc * 100 + i}",
+                "global" if i % 2 else "group",
+                agent_id=f"h{proc}",
+                group_id="crew",
+            )
+            created.append(r.id)
+            if i % 5 == 0:
+                store.forget(r.id, agent_id=f"h{proc}", group_id="crew")
+            store.search(f"fact{i}", agent_id=f"h{proc}", group_id="crew")
+        except Exception as exc:
+            errors.append(repr(exc))
+    seen = sum(1 for other in range(4) if store.search(f"token{other * 100 + 1}", "global", top_k=1))
+    store.close()
+    out.put((proc, errors, created, seen))
+
+
+def test_several_processes_write_and_read_through_postgres(pg_dsn: str) -> None:
+    name = schema()
+    setup = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    for p in range(4):
+        setup.add_group_member("crew", f"h{p}")
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_pg_worker, args=(pg_dsn, name, p, out)) for p in range(4)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=240) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert [r[1] for r in results] == [[], [], [], []]
+    created = {i for r in results for i in r[2]}
+    assert len(created) == 100
+    stats = {st.scope.kind: st.counts for st in setup.stats()}
+    assert stats["global"]["active"] + stats["group"]["active"] == 80
+    assert stats["global"]["forgotten"] + stats["group"]["forgotten"] == 20
+    assert all(r[3] == 4 for r in results)  # every host sees the others' facts
+    setup.close()
+
+
+def _migrate_worker(dsn: str, name: str, out: Any) -> None:
+    try:
+        PostgresBackend(dsn, schema=name).close()
+        out.put("ok")
+    except Exception as exc:
+        out.put(repr(exc))
+
+
+def test_schema_creation_is_safe_when_processes_start_at_once(pg_dsn: str) -> None:
+    name = schema()
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_migrate_worker, args=(pg_dsn, name, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    assert sorted(out.get(timeout=120) for _ in procs) == ["ok"] * 4
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchall() == [(1,)]
+
+
+def test_sqlite_to_postgres_and_back_is_lossless(pg_dsn: str, tmp_path: Path) -> None:
+    source = SharedMemoryStore(tmp_path / "a", embedder=HashEmbedder())
+    source.add_group_member("crew", "alice")
+    old = source.remember("Freeze starts Monday", "global")
+    source.remember("Freeze starts Wednesday", "global", supersedes=[old.id])
+    source.remember("deploy on thursdays", "group", agent_id="alice", group_id="crew", tags=["ops"], ttl_days=3)
+    source.for_agent("alice", "crew").case_log.append("case opened")
+    source.for_agent("alice").log_conversation("assistant", "hello")
+    source.state.store_agent_state("alice", "u1", "k", {"v": [1, 2]})
+    first = tmp_path / "a.jsonl"
+    source.export(first)
+    pg = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=schema()), embedder=HashEmbedder())
+    progress: list[int] = []
+    pg.import_(first, progress=progress.append)
+    assert sum(progress) == len(first.read_text().splitlines()) - 1
+    middle = tmp_path / "b.jsonl"
+    pg.export(middle)
+    back = SharedMemoryStore(tmp_path / "c", embedder=HashEmbedder())
+    back.import_(middle)
+    last = tmp_path / "c.jsonl"
+    back.export(last)
+
+    def rows(path: Path) -> list[str]:
+        return sorted(line for line in path.read_text().splitlines() if '"type": "header"' not in line)
+
+    assert rows(first) == rows(middle) == rows(last)
+    assert pg.search("freeze", "global")[0].content == "Freeze starts Wednesday"
+    pg.close()
