@@ -68,9 +68,7 @@ def report(store: SharedMemoryStore) -> None:
     for stats in store.stats():
         path = store.root / stats.scope.file_name
         with sqlite3.connect(path) as conn:
-            rows = conn.execute(
-                "SELECT id, created_by, status, reinforcement, content FROM facts ORDER BY seq"
-            )
+            rows = conn.execute("SELECT id, created_by, status, reinforcement, content FROM facts ORDER BY seq")
             facts = rows.fetchall()
         print(f"{path.name}  ({stats.scope}, {sum(stats.counts.values())} facts)")
         for fact_id, by, status, reinforcement, content in facts:

@@ -103,9 +103,7 @@ class Analyst(RoutedAgent):
             history.append(AssistantMessage(content=result.content, source="analyst"))
             outputs = []
             for call in result.content:
-                output = await self._tools[call.name].run_json(
-                    json.loads(call.arguments), CancellationToken()
-                )
+                output = await self._tools[call.name].run_json(json.loads(call.arguments), CancellationToken())
                 print(f"[analyst] {call.name}({call.arguments}) ->\n    {output}")
                 outputs.append(FunctionExecutionResult(content=str(output), name=call.name, call_id=call.id))
             history.append(FunctionExecutionResultMessage(content=outputs))
@@ -113,9 +111,7 @@ class Analyst(RoutedAgent):
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     args = parser.parse_args()
     store = SharedMemoryStore(args.root or tempfile.mkdtemp(prefix="core-"))

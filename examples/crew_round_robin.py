@@ -26,12 +26,8 @@ from autogen_shared_memory import SharedMemoryStore
 # Three rounds; each agent speaks once per round (one scripted model turn each).
 SCRIPTS = {
     "researcher": [
-        tool_call(
-            "memory_remember", fact="The product launch is on March 3, 2027.", scope="group", tags=["launch"]
-        ),
-        tool_call(
-            "memory_remember", fact="My source for launch dates is the PM's roadmap doc.", scope="agent"
-        ),
+        tool_call("memory_remember", fact="The product launch is on March 3, 2027.", scope="group", tags=["launch"]),
+        tool_call("memory_remember", fact="My source for launch dates is the PM's roadmap doc.", scope="agent"),
         "Research done.",
     ],
     "writer": [
@@ -40,9 +36,7 @@ SCRIPTS = {
         "Draft: 'On March 3, 2027 we launch...' (legal sign-off requested for March 1).",
     ],
     "reviewer": [
-        tool_call(
-            "memory_remember", fact="Press releases need legal sign-off two days ahead.", scope="group"
-        ),
+        tool_call("memory_remember", fact="Press releases need legal sign-off two days ahead.", scope="group"),
         tool_call(
             "memory_remember",
             fact="Every announcement must avoid forward-looking revenue claims.",
@@ -54,9 +48,7 @@ SCRIPTS = {
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     args = parser.parse_args()
     store = SharedMemoryStore(args.root or tempfile.mkdtemp(prefix="crew-"))  # no agent may write global

@@ -24,16 +24,12 @@ def main() -> None:
     store.remember("Answers to the user are formatted as markdown tables.", "global")
     store.remember("The Q3 report is due on October 14.", "group", agent_id="researcher", group_id="crew")
     store.remember("The sales API paginates with a cursor, not page numbers.", "agent", agent_id="researcher")
-    receipt = store.remember(
-        "the q3 report is due on october 14", "group", agent_id="writer", group_id="crew"
-    )
+    receipt = store.remember("the q3 report is due on october 14", "group", agent_id="writer", group_id="crew")
     print(f"duplicate -> {receipt.status} {receipt.id}")
 
     hits = store.search("When is the quarterly report deadline?", agent_id="writer", group_id="crew")
     for hit in hits:
-        print(
-            f"{hit.score:.4f} lex={hit.lexical_rank} sem={hit.semantic_rank} [{hit.fact.scope}] {hit.content}"
-        )
+        print(f"{hit.score:.4f} lex={hit.lexical_rank} sem={hit.semantic_rank} [{hit.fact.scope}] {hit.content}")
     print(store.capsule(hits, max_bytes=400))
     print("files:", sorted(p.name for p in store.root.glob("*.db")))
 
