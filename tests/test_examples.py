@@ -48,3 +48,14 @@ def test_core_runtime(tmp_path: Path) -> None:
     out = run("core_runtime.py", tmp_path)
     assert "answer: The Q3 cloud budget is 11,500 EUR." in out
     assert "tool convert_currency" in out and "tool memory_remember" in out
+
+
+@pytest.mark.model
+def test_multi_host_postgres(pg_dsn: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "multi_host_postgres.py"), "--dsn", pg_dsn],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[host b] notified of 2 writes by another host" in proc.stdout
+    assert "by oncall" in proc.stdout and "by sre_lead" in proc.stdout
