@@ -15,14 +15,16 @@ doctor check), 2 for usage errors. Commands that do not embed never load the emb
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
 import json
 import os
 import sqlite3
+import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -52,13 +54,12 @@ from .model import (
     kind_of_fact_id,
     validate_owner_id,
 )
-from .store import ENV_ROOT, SharedMemoryStore, default_root
+from .store import ENV_DSN, ENV_ROOT, SharedMemoryStore, default_root
 from .transfer import export_lines
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
-ENV_DSN = "AUTOGEN_SHARED_MEMORY_DSN"
 ENV_OPERATOR = "AUTOGEN_SHARED_MEMORY_OPERATOR"
 ENV_GLOBAL_WRITERS = "AUTOGEN_SHARED_MEMORY_GLOBAL_WRITERS"
 ENV_TEST_EMBEDDER = "AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER"  # "hash": HashEmbedder, for tests only
@@ -72,8 +73,8 @@ class CliError(Exception):
 
 
 # ------------------------------------------------------------------------------------------- settings
-def make_backend(dsn: str) -> Backend:
-    """The storage backend behind ``--dsn``: the PostgreSQL backend, when this version has one."""
+def make_backend(dsn: str, schema: str | None = None) -> Backend:
+    """The storage backend behind ``--dsn``: the PostgreSQL backend, when this installation has it."""
     try:
         module = importlib.import_module("autogen_shared_memory.backends.postgres")
     except ModuleNotFoundError as exc:
@@ -82,10 +83,14 @@ def make_backend(dsn: str) -> Backend:
                 "the PostgreSQL backend is not available in this version of autogen-shared-memory; "
                 "use --root DIR (SQLite files) instead of --dsn"
             ) from exc
-        raise CliError(f"the PostgreSQL backend needs the missing package {exc.name!r}") from exc
+        raise CliError(
+            f"the PostgreSQL backend needs {exc.name!r}: pip install 'autogen-shared-memory[postgres]'"
+        ) from exc
     try:
-        backend = module.PostgresBackend(dsn)
-    except Exception as exc:  # a driver's connection error: report it, never the DSN (it may hold a password)
+        backend = module.PostgresBackend(dsn) if schema is None else module.PostgresBackend(dsn, schema=schema)
+    except (SharedMemoryError, ValueError):
+        raise  # its messages name the server without the password
+    except Exception as exc:  # a driver error: report it, never the DSN (it may hold a password)
         raise CliError(f"cannot open the PostgreSQL store: {type(exc).__name__}: {exc}") from exc
     if not isinstance(backend, Backend):
         raise CliError("autogen_shared_memory.backends.postgres.PostgresBackend is not a Backend")
@@ -98,6 +103,7 @@ class Settings:
 
     root: Path
     dsn: str | None
+    pg_schema: str | None
     model_dir: Path | None
     operator: str
     global_writers: tuple[str, ...]
@@ -136,7 +142,7 @@ class Settings:
         embedder = self.embedder(model_dir)
         if self.dsn:
             store = SharedMemoryStore(
-                backend=make_backend(self.dsn),
+                backend=make_backend(self.dsn, self.pg_schema),
                 embedder=embedder,
                 global_writers=self.global_writers,
                 operator_id=self.operator,
@@ -163,8 +169,10 @@ def _settings(ctx: typer.Context) -> Settings:
 
 # ------------------------------------------------------------------------------------------ output
 def _out() -> Console:
-    # Plain text: fact contents are data, never Rich markup; no highlighting of numbers in tables.
-    return Console(markup=False, highlight=False, emoji=False)
+    # Plain text: fact contents are data, never Rich markup; no highlighting of numbers in tables. Piped
+    # output (not a terminal, no $COLUMNS) gets 140 columns instead of Rich's 80, so rows rarely wrap.
+    width = None if os.environ.get("COLUMNS") or Console().is_terminal else 140
+    return Console(markup=False, highlight=False, emoji=False, width=width)
 
 
 def _err() -> Console:
@@ -202,14 +210,58 @@ def _size(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def _table(title: str | None = None) -> Table:
-    return Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+class Rows:
+    """Rows printed as a table when the fixed columns leave room for the free-text (``wide``) columns,
+    else one key/value block per row, so nothing is squeezed to a few letters in a narrow terminal."""
+
+    def __init__(
+        self, columns: Sequence[str], *, wide: Sequence[str] = (), right: Sequence[str] = (), title: str | None = None
+    ) -> None:
+        self.columns, self.wide, self.right, self.title = list(columns), set(wide), set(right), title
+        self.rows: list[list[str | Text]] = []
+
+    def add(self, *cells: str | Text) -> None:
+        self.rows.append(list(cells))
+
+    def print(self, console: Console | None = None) -> None:
+        console = console or _out()
+        fixed = sum(
+            max(len(column), *(len(str(row[i])) for row in self.rows)) + 3
+            for i, column in enumerate(self.columns)
+            if column not in self.wide
+        )
+        if fixed + 20 * len(self.wide) <= console.width:
+            console.print(self._table())
+            return
+        if self.title:
+            console.print(self.title)
+        for n, row in enumerate(self.rows, start=1):
+            card = Table(box=None, show_header=False, pad_edge=False, title=f"── {n} ──", title_justify="left")
+            card.add_column(no_wrap=True, style="bold")
+            card.add_column(overflow="fold")
+            for column, cell in zip(self.columns, row, strict=True):
+                card.add_row(column or " ", cell)
+            console.print(card)
+
+    def _table(self) -> Table:
+        table = Table(title=self.title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title_justify="left")
+        for column in self.columns:
+            wide = column in self.wide
+            justify: Literal["left", "right"] = "right" if column in self.right else "left"
+            table.add_column(column, justify=justify, no_wrap=not wide, overflow="fold", min_width=20 if wide else None)
+        for row in self.rows:
+            table.add_row(*row)
+        return table
 
 
 def fact_json(fact: Fact) -> dict[str, Any]:
     data = dataclasses.asdict(fact)
     data["scope"] = str(fact.scope)
     return data
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -226,7 +278,11 @@ def _progress(label: str, total: float | None, enabled: bool) -> Iterator[Callab
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=_err(), transient=False) as progress:
         task = progress.add_task(label, total=total)
-        yield lambda n: progress.advance(task, n)
+        try:
+            yield lambda n: progress.advance(task, n)
+        except BaseException:
+            progress.update(task, visible=False)  # the error message says what happened, not a stuck bar
+            raise
         if total is None:
             progress.update(task, total=progress.tasks[0].completed)
 
@@ -322,6 +378,10 @@ def command(name: str | None = None, **options: Any) -> Callable[[Callable[P, T]
         def run(*args: P.args, **kwargs: P.kwargs) -> T:
             try:
                 return fn(*args, **kwargs)
+            except BrokenPipeError:  # stdout closed early (`... | head`): stop quietly
+                with contextlib.suppress(OSError, ValueError):
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise typer.Exit(EXIT_FAILED) from None
             except _HANDLED as exc:
                 typer.echo(f"error: {_message(exc)}", err=True)
                 raise typer.Exit(EXIT_FAILED) from exc
@@ -354,6 +414,10 @@ def main_options(
     dsn: Annotated[
         str | None,
         typer.Option(help=f"PostgreSQL DSN instead of --root (or ${ENV_DSN}).", show_default=False),
+    ] = None,
+    pg_schema: Annotated[
+        str | None,
+        typer.Option("--pg-schema", help="The PostgreSQL schema of the store (with --dsn).", show_default=False),
     ] = None,
     model: Annotated[
         Path | None,
@@ -397,8 +461,10 @@ def main_options(
         if writer != "*":
             _owner("global writer id")(writer)
     settings = Settings(
-        root=(root if root is not None else default_root()).expanduser(),
+        # absolute: the SQLite backend cannot list the scopes of a relative root (Path.as_uri)
+        root=(root if root is not None else default_root()).expanduser().absolute(),
         dsn=dsn,
+        pg_schema=pg_schema,
         model_dir=model,
         operator=operator,
         global_writers=tuple(writers),
@@ -456,20 +522,22 @@ def scopes_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     if not stats:
         _out().print(f"no scopes yet in {settings.where}")
         return
-    table = _table(f"{len(stats)} scopes in {settings.where}")
-    for column in ("scope", "active", "forgotten", "superseded", "expired", "size", "model", "last write"):
-        justify: Literal["left", "right"] = "right" if column in (*_STALE, "active", "size") else "left"
-        table.add_column(column, justify=justify, overflow="fold")
+    table = Rows(
+        ("scope", "active", *_STALE, "size", "model", "last write"),
+        wide=("scope",),
+        right=("active", *_STALE, "size"),
+        title=f"{len(stats)} scopes in {settings.where}",
+    )
     for s in stats:
         model = "-" if s.embedding_model is None else f"{s.embedding_model} ({s.embedding_dim}-d)"
-        table.add_row(
+        table.add(
             str(s.scope),
             *(str(s.counts.get(k, 0)) for k in ("active", *_STALE)),
             _size(s.size_bytes),
             model,
             _when(s.last_write),
         )
-    _out().print(table)
+    table.print()
 
 
 # ------------------------------------------------------------------------------------------ search
@@ -532,16 +600,8 @@ def search_cmd(
     if not hits:
         _out().print("no hits")
         return
-    table = _table()
-    table.add_column("#", justify="right")
-    table.add_column("id", no_wrap=True)
-    table.add_column("scope", overflow="fold")
-    if explain:
-        for column in ("lex", "sem", "cosine"):
-            table.add_column(column, justify="right")
-    table.add_column("score", justify="right")
-    table.add_column("by", overflow="fold")
-    table.add_column("content", ratio=1, overflow="fold")
+    numbers = ("#", *(("lex", "sem", "cosine") if explain else ()), "score")
+    table = Rows(("#", "id", "scope", *numbers[1:], "by", "content"), wide=("content",), right=numbers)
     for n, h in enumerate(hits, start=1):
         why = (
             [
@@ -553,7 +613,7 @@ def search_cmd(
             else []
         )
         status = "" if h.fact.status == "active" else f"[{h.fact.status}] "
-        table.add_row(
+        table.add(
             str(n),
             h.id,
             str(h.fact.scope),
@@ -562,7 +622,7 @@ def search_cmd(
             h.fact.created_by,
             status + h.content,
         )
-    _out().print(table)
+    table.print()
 
 
 # ----------------------------------------------------------------------------------- show, history
@@ -653,23 +713,20 @@ def history_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False
         return
     out = _out()
     if len(chain) > 1:
-        links = _table("supersede chain (oldest first)")
-        for column in ("", "id", "status", "created", "by", "content"):
-            links.add_column(column, overflow="fold", ratio=1 if column == "content" else None)
+        links = Rows(("", "id", "status", "created", "by", "content"), wide=("content",), title="supersede chain")
         for f in chain:
             if isinstance(f, str):
-                links.add_row("", f, "purged", "-", "-", "-")
+                links.add("", f, "purged", "-", "-", "-")
             else:
                 marker = "→" if f.id == fact_id else ""
-                links.add_row(marker, f.id, f.status, _when(f.created_at), f.created_by, _short(f.content))
-        out.print(links)
-    trail = _table(f"audit trail of {fact_id}" + (" and its chain" if len(chain) > 1 else ""))
-    for column in ("at", "fact", "event", "actor", "detail"):
-        trail.add_column(column, overflow="fold", ratio=1 if column == "detail" else None)
+                links.add(marker, f.id, f.status, _when(f.created_at), f.created_by, _short(f.content))
+        links.print(out)
+    title = f"audit trail of {fact_id}" + (" and its chain" if len(chain) > 1 else "")
+    trail = Rows(("at", "fact", "event", "actor", "detail"), wide=("detail",), title=title)
     for e in events:
         detail = ", ".join(f"{k}={v}" for k, v in e.detail.items() if v is not None) or "-"
-        trail.add_row(_when(e.at), e.fact_id, e.event, e.actor, detail)
-    out.print(trail)
+        trail.add(_when(e.at), e.fact_id, e.event, e.actor, detail)
+    trail.print(out)
 
 
 # ------------------------------------------------------------------------------------------ writes
@@ -794,11 +851,9 @@ def agents_cmd(
     if not agents:
         _out().print("no agents in the directory")
         return
-    table = _table()
-    for column in ("agent", "name", "status", "capabilities", "model", "tools", "last active"):
-        table.add_column(column, overflow="fold")
+    table = Rows(("agent", "name", "status", "capabilities", "model", "tools", "last active"), wide=("capabilities",))
     for a in agents:
-        table.add_row(
+        table.add(
             a.agent_id,
             a.display_name or "-",
             a.status or "-",
@@ -807,7 +862,7 @@ def agents_cmd(
             ", ".join(a.tools) or "-",
             _when(a.last_active_at),
         )
-    _out().print(table)
+    table.print()
 
 
 @command("conversations")
@@ -829,12 +884,10 @@ def conversations_cmd(
     if not records:
         _out().print(f"no messages recorded for {agent}" + (" match" if search else ""))
         return
-    table = _table()
-    for column in ("time", "role", "source", "session", "content"):
-        table.add_column(column, overflow="fold", ratio=1 if column == "content" else None)
+    table = Rows(("time", "role", "source", "session", "content"), wide=("content",))
     for r in records:
-        table.add_row(_when(r.created_at), r.role, r.source or "-", (r.session_id or "-")[:12], r.content)
-    _out().print(table)
+        table.add(_when(r.created_at), r.role, r.source or "-", (r.session_id or "-")[:12], r.content)
+    table.print()
 
 
 @command("tools")
@@ -855,11 +908,9 @@ def tools_cmd(
     if not calls:
         _out().print(f"no tool calls recorded for {agent}")
         return
-    table = _table()
-    for column in ("time", "tool", "ok", "ms", "args", "result / error"):
-        table.add_column(column, overflow="fold", justify="right" if column == "ms" else "left")
+    table = Rows(("time", "tool", "ok", "ms", "args", "result / error"), wide=("result / error",), right=("ms",))
     for c in calls:
-        table.add_row(
+        table.add(
             _when(c.created_at),
             c.tool_name,
             "yes" if c.success else "NO",
@@ -867,7 +918,7 @@ def tools_cmd(
             _short(json.dumps(c.tool_args, ensure_ascii=False), 80),
             _short(c.error or c.result or "-", 120),
         )
-    _out().print(table)
+    table.print()
 
 
 class _OperatorTasks(AgentMemory):
@@ -912,12 +963,10 @@ def tasks_cmd(
     if not rows:
         _out().print("no tasks")
         return
-    table = _table()
-    for column in ("task", "scope", "assignee", "status", "title", "by", "updated"):
-        table.add_column(column, overflow="fold", ratio=1 if column == "title" else None)
+    table = Rows(("task", "scope", "assignee", "status", "title", "by", "updated"), wide=("title",))
     for ref, t in rows:
-        table.add_row(t.id, str(ref), t.agent_id, t.status, t.title, t.created_by, _when(t.updated_at))
-    _out().print(table)
+        table.add(t.id, str(ref), t.agent_id, t.status, t.title, t.created_by, _when(t.updated_at))
+    table.print()
 
 
 class _OperatorCaseLog(CaseLog):
@@ -946,12 +995,10 @@ def caselog_cmd(
     if not entries:
         _out().print(f"no case log entries in {group}" + (f" after {after}" if after else ""))
         return
-    table = _table()
-    for column in ("v", "id", "time", "author", "summary", "supersedes"):
-        table.add_column(column, overflow="fold", ratio=1 if column == "summary" else None)
+    table = Rows(("v", "id", "time", "author", "summary", "supersedes"), wide=("summary",), right=("v",))
     for e in entries:
-        table.add_row(str(e.version), e.id, _when(e.created_at), e.author, e.summary, ", ".join(e.supersedes) or "-")
-    _out().print(table)
+        table.add(str(e.version), e.id, _when(e.created_at), e.author, e.summary, ", ".join(e.supersedes) or "-")
+    table.print()
 
 
 # -------------------------------------------------------------------------------- export, import
@@ -1006,7 +1053,8 @@ def export_cmd(
                     for line in lines:
                         out.write(line + "\n")
                         rows += 1
-                        advance(1)
+                        if rows:
+                            advance(1)
                 os.replace(tmp, path)
             finally:
                 tmp.unlink(missing_ok=True)
@@ -1014,7 +1062,7 @@ def export_cmd(
     if as_json and not to_stdout:
         emit_json(summary)
     elif not to_stdout:
-        _out().print(f"exported {rows} rows from {len(targets)} scopes to {path}")
+        _out().print(f"exported {_n(rows, 'row')} from {_n(len(targets), 'scope')} to {path}")
 
 
 def _import_model_conflicts(store: SharedMemoryStore, path: Path) -> list[str]:
@@ -1072,8 +1120,9 @@ def import_cmd(
             }
         )
         return
-    line = f"imported {report.inserted} new rows into {len(report.scopes)} scopes from {file} ({report.lines} lines"
-    line += f", {len(report.skipped_bad)} bad lines skipped)" if report.skipped_bad else ")"
+    line = f"imported {_n(report.inserted, 'new row')} into {_n(len(report.scopes), 'scope')} from {file}"
+    skipped = f", {_n(len(report.skipped_bad), 'bad line')} skipped" if report.skipped_bad else ""
+    line += f" ({_n(report.lines, 'line')}{skipped})"
     _out().print(line)
 
 
@@ -1135,12 +1184,10 @@ def purge_cmd(
         return
     out = _out()
     if due:
-        table = _table()
-        for column in ("scope", *_STALE, "total"):
-            table.add_column(column, justify="left" if column == "scope" else "right")
+        table = Rows(("scope", *_STALE, "total"), wide=("scope",), right=(*_STALE, "total"))
         for ref, counts in due.items():
-            table.add_row(str(ref), *(str(counts[k]) for k in _STALE), str(sum(counts.values())))
-        out.print(table)
+            table.add(str(ref), *(str(counts[k]) for k in _STALE), str(sum(counts.values())))
+        table.print(out)
     if dry_run:
         out.print(f"dry run: {total} facts would be purged (older than {older_than:g} days); nothing was deleted")
     else:
@@ -1191,12 +1238,10 @@ def reembed_cmd(
     if not stats:
         out.print("nothing to re-embed: the store has no scopes")
         return
-    table = _table()
-    for column in ("scope", "facts", "recorded model", "new model"):
-        table.add_column(column, overflow="fold", justify="right" if column == "facts" else "left")
+    table = Rows(("scope", "facts", "recorded model", "new model"), wide=("scope",), right=("facts",))
     for row in plan:
-        table.add_row(str(row["scope"]), str(row["facts"]), str(row["from"] or "-"), str(row["to"]))
-    out.print(table)
+        table.add(str(row["scope"]), str(row["facts"]), str(row["from"] or "-"), str(row["to"]))
+    table.print(out)
     if dry_run:
         out.print(f"dry run: {total} facts in {len(stats)} scopes would be re-embedded with {target.model_id}")
     else:
@@ -1204,7 +1249,7 @@ def reembed_cmd(
 
 
 # ------------------------------------------------------------------------------------------ doctor
-Status = Literal["ok", "warn", "fail"]
+Status = Literal["ok", "skip", "warn", "fail"]
 
 
 @dataclass
@@ -1243,9 +1288,7 @@ def check_model(settings: Settings, load: bool) -> tuple[Check, ModelInfo | None
     if not isinstance(embedder, SentenceTransformerEmbedder):
         return Check("embedding model", "ok", f"{info.model_id} ({info.dimension}-d; test embedder)"), info
     if not load:
-        return Check(
-            "embedding model", "warn", f"{info.model_id} ({info.dimension}-d): load not tried (--no-model)"
-        ), info
+        return Check("embedding model", "skip", f"{info.model_id} ({info.dimension}-d): not loaded (--no-model)"), info
     start = time.perf_counter()
     try:
         embedder.load()
@@ -1455,15 +1498,13 @@ def doctor_cmd(
     if as_json:
         emit_json({"ok": not failed, "checks": [dataclasses.asdict(c) for c in checks]})
     else:
-        table = _table()
-        for column in ("check", "status", "detail", "what to do"):
-            table.add_column(column, overflow="fold", ratio=None if column in ("check", "status") else 1)
+        table = Rows(("check", "status", "detail", "what to do"), wide=("detail", "what to do"))
         for c in checks:
-            style = {"ok": "green", "warn": "yellow", "fail": "bold red"}[c.status]
-            table.add_row(c.name, Text(c.status, style=style), c.detail, c.fix or "-")
+            style = {"ok": "green", "skip": "dim", "warn": "yellow", "fail": "bold red"}[c.status]
+            table.add(c.name, Text(c.status, style=style), c.detail, c.fix or "-")
         out = _out()
-        out.print(table)
-        out.print(f"{len(failed)} problems found" if failed else "all checks passed")
+        table.print(out)
+        out.print(f"{_n(len(failed), 'problem')} found" if failed else "all checks passed")
     if failed:
         raise typer.Exit(EXIT_FAILED)
 

@@ -130,6 +130,17 @@ class TableSpec:
     append_only: bool = False  # the database itself refuses UPDATE and DELETE
     json_columns: tuple[str, ...] = ()
 
+    def check_mutable(self) -> None:
+        if self.append_only:
+            raise ValueError(f"{self.name} is append-only")
+
+    def check_delete(self, force: bool, before: float | None, time_column: str) -> None:
+        """The rules every backend applies before deleting records."""
+        if self.append_only and not force:
+            raise ValueError(f"{self.name} is append-only; deleting from it needs an explicit force=True")
+        if before is not None and time_column not in self.columns:
+            raise ValueError(f"{self.name} has no column {time_column!r}")
+
 
 TABLES: dict[str, TableSpec] = {
     spec.name: spec

@@ -8,6 +8,7 @@ and semantic candidate lists. SQLite is the embedded implementation; a server da
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,17 @@ from typing import Any
 import numpy as np
 
 from ..embedding import Vectors
-from ..model import AuditEvent, Draft, Fact, Filters, Receipt, ScopeKind, ScopeRef, ScopeStats
+from ..model import (
+    AuditEvent,
+    Draft,
+    EmbeddingModelMismatchError,
+    Fact,
+    Filters,
+    Receipt,
+    ScopeKind,
+    ScopeRef,
+    ScopeStats,
+)
 
 
 @dataclass(frozen=True)
@@ -217,3 +228,68 @@ def reembed_scope(
     if not batches:
         backend.replace_vectors(scope, [], np.zeros((0, model.dimension), np.float32), model, final=True)
     return done
+
+
+def compare_model(scope: ScopeRef, meta: Mapping[str, str], model: ModelInfo) -> None:
+    """Raise EmbeddingModelMismatchError if a scope's recorded model (``meta``) is not ``model``."""
+    stored, dim = meta.get("embedding_model"), meta.get("embedding_dim")
+    if stored is None:
+        return
+    if stored != model.model_id or (dim is not None and int(dim) != model.dimension):
+        raise EmbeddingModelMismatchError(
+            f"{scope} holds vectors from embedding model {stored!r} ({dim}-d) but this store embeds with "
+            f"{model.model_id!r} ({model.dimension}-d); refusing to mix them. Open it with the original "
+            f"model, or call store.reembed() to re-embed every fact with the new one."
+        )
+
+
+def fact_from_row(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
+    """A Fact from a row of the fact columns in their canonical order (JSON fields as text)."""
+    (
+        _,
+        fid,
+        content,
+        created_by,
+        created_at,
+        confidence,
+        tags,
+        category,
+        metadata,
+        session_id,
+        expires_at,
+        supersedes,
+        superseded_by,
+        status,
+        t_by,
+        t_at,
+        t_reason,
+        reinforcement,
+        chash,
+        version,
+        updated_at,
+    ) = row
+    if status == "active" and expires_at is not None and expires_at <= now:
+        status = "expired"
+    return Fact(
+        id=fid,
+        scope=scope,
+        content=content,
+        created_by=created_by,
+        created_at=created_at,
+        confidence=confidence,
+        tags=tuple(json.loads(tags or "[]")),
+        category=category,
+        metadata=json.loads(metadata or "{}"),
+        session_id=session_id,
+        expires_at=expires_at,
+        supersedes=tuple(json.loads(supersedes or "[]")),
+        superseded_by=superseded_by,
+        status=status,
+        tombstone_by=t_by,
+        tombstone_at=t_at,
+        tombstone_reason=t_reason,
+        reinforcement=reinforcement,
+        content_hash=chash,
+        version=version,
+        updated_at=updated_at,
+    )

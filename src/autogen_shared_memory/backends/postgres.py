@@ -35,7 +35,7 @@ from ..model import (
     SharedMemoryError,
 )
 from ..records import TABLES, TableSpec, table_spec
-from .base import Backend, ModelInfo, StatusChange
+from .base import Backend, ModelInfo, StatusChange, compare_model, fact_from_row
 
 try:
     import psycopg
@@ -499,7 +499,7 @@ class PostgresBackend(Backend):
             ).fetchall()
         )
         now = time.time()
-        by_id = {r[1]: _row_to_fact(scope, r, now) for r in rows}
+        by_id = {r[1]: fact_from_row(scope, r, now) for r in rows}
         return [by_id[i] for i in fact_ids if i in by_id]
 
     @staticmethod
@@ -678,7 +678,7 @@ class PostgresBackend(Backend):
                 (scope.kind, scope.owner),
             ).fetchall()
         )
-        _compare_model(scope, dict(rows), model)
+        compare_model(scope, dict(rows), model)
 
     def _claim_model(self, conn: psycopg.Connection[Any], scope: ScopeRef, model: ModelInfo) -> None:
         meta = dict(
@@ -689,7 +689,7 @@ class PostgresBackend(Backend):
             ).fetchall()
         )
         if meta:
-            _compare_model(scope, meta, model)
+            compare_model(scope, meta, model)
         else:
             for key, value in (("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))):
                 conn.execute(
@@ -774,8 +774,7 @@ class PostgresBackend(Backend):
 
     def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         spec = table_spec(table)
-        if spec.append_only:
-            raise ValueError(f"{table} is append-only")
+        spec.check_mutable()
         if not rows:
             return
 
@@ -804,8 +803,7 @@ class PostgresBackend(Backend):
         changes: Callable[[dict[str, Any]], Mapping[str, Any]],
     ) -> dict[str, Any] | None:
         spec = table_spec(table)
-        if spec.append_only:
-            raise ValueError(f"{table} is append-only")
+        spec.check_mutable()
         where = " AND ".join(f"{_q(c)} = %s" for c in key)
 
         def tx(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
@@ -889,10 +887,7 @@ class PostgresBackend(Backend):
         force: bool = False,
     ) -> int:
         spec = table_spec(table)
-        if spec.append_only and not force:
-            raise ValueError(f"{table} is append-only; deleting from it needs an explicit force=True")
-        if before is not None and time_column not in spec.columns:
-            raise ValueError(f"{table} has no column {time_column!r}")
+        spec.check_delete(force, before, time_column)
         clauses = ["scope_kind = %s", "owner = %s", *(f"{_q(c)} = %s" for c in (where or {}))]
         params: list[Any] = [scope.kind, scope.owner, *(where or {}).values()]
         if before is not None:
@@ -1054,64 +1049,3 @@ class PostgresBackend(Backend):
 
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _compare_model(scope: ScopeRef, meta: Mapping[str, str], model: ModelInfo) -> None:
-    stored, dim = meta.get("embedding_model"), meta.get("embedding_dim")
-    if stored is not None and (stored != model.model_id or (dim is not None and int(dim) != model.dimension)):
-        raise EmbeddingModelMismatchError(
-            f"{scope} holds vectors from embedding model {stored!r} ({dim}-d) but this store embeds with "
-            f"{model.model_id!r} ({model.dimension}-d); refusing to mix them. Open it with the original "
-            "model, or call store.reembed() to re-embed every fact with the new one."
-        )
-
-
-def _row_to_fact(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
-    (
-        _,
-        fid,
-        content,
-        created_by,
-        created_at,
-        confidence,
-        tags,
-        category,
-        metadata,
-        session_id,
-        expires_at,
-        supersedes,
-        superseded_by,
-        status,
-        t_by,
-        t_at,
-        t_reason,
-        reinforcement,
-        chash,
-        version,
-        updated_at,
-    ) = row
-    if status == "active" and expires_at is not None and expires_at <= now:
-        status = "expired"
-    return Fact(
-        id=fid,
-        scope=scope,
-        content=content,
-        created_by=created_by,
-        created_at=created_at,
-        confidence=confidence,
-        tags=tuple(json.loads(tags or "[]")),
-        category=category,
-        metadata=json.loads(metadata or "{}"),
-        session_id=session_id,
-        expires_at=expires_at,
-        supersedes=tuple(json.loads(supersedes or "[]")),
-        superseded_by=superseded_by,
-        status=status,
-        tombstone_by=t_by,
-        tombstone_at=t_at,
-        tombstone_reason=t_reason,
-        reinforcement=reinforcement,
-        content_hash=chash,
-        version=version,
-        updated_at=updated_at,
-    )

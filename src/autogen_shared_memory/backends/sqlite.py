@@ -47,7 +47,7 @@ from ..model import (
 )
 from ..recall import fts5_expression, stem
 from ..records import TABLES, TableSpec, table_spec
-from .base import Backend, ModelInfo, StatusChange
+from .base import Backend, ModelInfo, StatusChange, compare_model, fact_from_row
 
 SCHEMA_VERSION = 2
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -686,7 +686,7 @@ class SQLiteBackend(Backend):
         marks = ",".join("?" * len(fact_ids))
         rows = conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE id IN ({marks})", list(fact_ids))
         now = time.time()
-        by_id = {row[1]: _row_to_fact(scope, row, now) for row in rows}
+        by_id = {row[1]: fact_from_row(scope, row, now) for row in rows}
         return [by_id[i] for i in fact_ids if i in by_id]
 
     def _filter_sql(self, filters: Filters, now: float) -> tuple[str, list[Any]]:
@@ -877,7 +877,7 @@ class SQLiteBackend(Backend):
     def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
         conn = self._conn(scope, create=False)
         if conn is not None:
-            _compare_model(
+            compare_model(
                 scope,
                 dict(
                     conn.execute(
@@ -892,7 +892,7 @@ class SQLiteBackend(Backend):
             conn.execute("SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall()
         )
         if meta:
-            _compare_model(scope, meta, model)
+            compare_model(scope, meta, model)
         else:
             conn.executemany(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
@@ -951,8 +951,7 @@ class SQLiteBackend(Backend):
 
     def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         spec = table_spec(table)
-        if spec.append_only:
-            raise ValueError(f"{table} is append-only")
+        spec.check_mutable()
         if not rows:
             return
         conn = self._conn(scope, create=True)
@@ -976,8 +975,7 @@ class SQLiteBackend(Backend):
         changes: Callable[[dict[str, Any]], Mapping[str, Any]],
     ) -> dict[str, Any] | None:
         spec = table_spec(table)
-        if spec.append_only:
-            raise ValueError(f"{table} is append-only")
+        spec.check_mutable()
         conn = self._conn(scope, create=False)
         if conn is None:
             return None
@@ -1042,10 +1040,7 @@ class SQLiteBackend(Backend):
         force: bool = False,
     ) -> int:
         spec = table_spec(table)
-        if spec.append_only and not force:
-            raise ValueError(f"{table} is append-only; deleting from it needs an explicit force=True")
-        if before is not None and time_column not in spec.columns:
-            raise ValueError(f"{table} has no column {time_column!r}")
+        spec.check_delete(force, before, time_column)
         conn = self._conn(scope, create=False)
         if conn is None:
             return 0
@@ -1151,66 +1146,3 @@ def _check_sqlite_file(path: Path) -> None:
         header = fh.read(16)
     if header and header != SQLITE_HEADER:
         raise NotAStoreError(f"{path} is not a SQLite database; the file was left untouched")
-
-
-def _compare_model(scope: ScopeRef, meta: dict[str, str], model: ModelInfo) -> None:
-    stored, dim = meta.get("embedding_model"), meta.get("embedding_dim")
-    if stored is None:
-        return
-    if stored != model.model_id or (dim is not None and int(dim) != model.dimension):
-        raise EmbeddingModelMismatchError(
-            f"{scope} holds vectors from embedding model {stored!r} ({dim}-d) but this store embeds with "
-            f"{model.model_id!r} ({model.dimension}-d); refusing to mix them. Open it with the original "
-            f"model, or call store.reembed() to re-embed every fact with the new one."
-        )
-
-
-def _row_to_fact(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
-    (
-        _,
-        fid,
-        content,
-        created_by,
-        created_at,
-        confidence,
-        tags,
-        category,
-        metadata,
-        session_id,
-        expires_at,
-        supersedes,
-        superseded_by,
-        status,
-        t_by,
-        t_at,
-        t_reason,
-        reinforcement,
-        chash,
-        version,
-        updated_at,
-    ) = row
-    if status == "active" and expires_at is not None and expires_at <= now:
-        status = "expired"
-    return Fact(
-        id=fid,
-        scope=scope,
-        content=content,
-        created_by=created_by,
-        created_at=created_at,
-        confidence=confidence,
-        tags=tuple(json.loads(tags or "[]")),
-        category=category,
-        metadata=json.loads(metadata or "{}"),
-        session_id=session_id,
-        expires_at=expires_at,
-        supersedes=tuple(json.loads(supersedes or "[]")),
-        superseded_by=superseded_by,
-        status=status,
-        tombstone_by=t_by,
-        tombstone_at=t_at,
-        tombstone_reason=t_reason,
-        reinforcement=reinforcement,
-        content_hash=chash,
-        version=version,
-        updated_at=updated_at,
-    )
