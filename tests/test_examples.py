@@ -54,7 +54,10 @@ def test_core_runtime(tmp_path: Path) -> None:
 def test_multi_host_postgres(pg_dsn: str) -> None:
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / "multi_host_postgres.py"), "--dsn", pg_dsn],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[host b] notified of 2 writes by another host" in proc.stdout

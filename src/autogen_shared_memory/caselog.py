@@ -79,12 +79,14 @@ def _entry(row: Mapping[str, Any]) -> CaseEntry:
 
 
 class CaseLog:
-    """The case log of ``group_id`` as seen by ``agent_id`` (a group member)."""
+    """The case log of ``group_id`` as seen by ``agent_id`` (a group member), or by trusted code when
+    ``agent_id`` is None (entries and checkpoints are then attributed to the store's ``operator_id``)."""
 
-    def __init__(self, store: SharedMemoryStore, group_id: str, agent_id: str) -> None:
+    def __init__(self, store: SharedMemoryStore, group_id: str, agent_id: str | None = None) -> None:
         self.store = store
         self.group_id = validate_owner_id(group_id, "group_id")
-        self.agent_id = validate_owner_id(agent_id, "agent_id")
+        self.agent_id = None if agent_id is None else validate_owner_id(agent_id, "agent_id")
+        self.author = self.agent_id if self.agent_id is not None else store.operator_id
         self.scope = ScopeRef("group", group_id)
 
     def _check(self, action: str) -> None:
@@ -125,7 +127,7 @@ class CaseLog:
             {
                 "id": f"c_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(4)}",
                 "session_id": self.store.session_id,
-                "author": self.agent_id,
+                "author": self.author,
                 "summary": summary,
                 "supersedes": json.dumps(list(supersedes)),
                 "created_at": now,
@@ -192,7 +194,7 @@ class CaseLog:
             "case_checkpoints",
             [
                 {
-                    "agent_id": self.agent_id,
+                    "agent_id": self.author,
                     "entry_id": entry.id,
                     "version": entry.version,
                     "updated_at": time.time(),
@@ -202,7 +204,7 @@ class CaseLog:
         return entry
 
     def last_checkpoint(self) -> str | None:
-        rows = self.store.backend.read_records(self.scope, "case_checkpoints", {"agent_id": self.agent_id}, limit=1)
+        rows = self.store.backend.read_records(self.scope, "case_checkpoints", {"agent_id": self.author}, limit=1)
         return str(rows[0]["entry_id"]) if rows else None
 
     def resume(self, *, current: bool = False) -> list[CaseEntry]:

@@ -1,9 +1,10 @@
 """``autogen-shared-memory``: inspect and manage a memory store from the command line (Typer + Rich).
 
 Every command works on one store: the SQLite files under ``--root`` (default ``$AUTOGEN_SHARED_MEMORY_DIR``,
-else ``~/.autogen/shared_memory``), or a server database named by ``--dsn`` / ``$AUTOGEN_SHARED_MEMORY_DSN``
-once such a backend exists. The CLI is trusted code: without ``--as`` (writes) or ``--agent`` (search) it
-acts as the operator identity; with an agent identity the library's access policy applies unchanged.
+else ``~/.autogen/shared_memory``), or a PostgreSQL database named by ``--dsn`` /
+``$AUTOGEN_SHARED_MEMORY_DSN`` (:func:`make_backend` is the one place that knows that backend). The CLI is
+trusted code: without ``--as`` (writes) or ``--agent`` (search) it acts as the operator identity; with an
+agent identity the library's access policy applies unchanged.
 
 Conventions: ``--json`` prints machine-readable JSON on stdout and nothing else there; errors go to stderr
 as one line; exit code 0 on success, 1 when an operation fails (unknown id, denied write, bad file, failed
@@ -41,7 +42,6 @@ from rich.text import Text
 from .agent_memory import TASK_STATUSES, AgentMemory, agent_known
 from .backends.base import Backend, ModelInfo
 from .backends.sqlite import SCHEMA_VERSION, SQLITE_HEADER
-from .caselog import CaseLog
 from .embedding import Embedder, SentenceTransformerEmbedder
 from .model import (
     SCOPE_KINDS,
@@ -276,15 +276,23 @@ def _progress(label: str, total: float | None, enabled: bool) -> Iterator[Callab
         yield lambda _n: None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=_err(), transient=False) as progress:
-        task = progress.add_task(label, total=total)
-        try:
-            yield lambda n: progress.advance(task, n)
-        except BaseException:
-            progress.update(task, visible=False)  # the error message says what happened, not a stuck bar
-            raise
-        if total is None:
-            progress.update(task, total=progress.tasks[0].completed)
+    console = _err()
+    # Output of other code (a model's load warnings) goes above the bar on a terminal; elsewhere it is left
+    # alone (redirecting it would print the bar again). Never redirect stdout: it belongs to the command.
+    progress = Progress(
+        *columns, console=console, transient=False, redirect_stdout=False, redirect_stderr=console.is_terminal
+    )
+    task = progress.add_task(label, total=total)
+    progress.start()
+    try:
+        yield lambda n: progress.advance(task, n)
+    except BaseException:
+        progress.live.transient = True  # the error message says what happened, not a stuck bar
+        progress.live.stop()  # (Progress.stop would add a blank line on a non-terminal)
+        raise
+    if total is None:
+        progress.update(task, total=progress.tasks[0].completed)
+    progress.stop()
 
 
 # ------------------------------------------------------------------------------------ parameters
@@ -355,8 +363,9 @@ def _message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-_HANDLED: tuple[type[BaseException], ...] = (CliError, SharedMemoryError, MemoryAccessDenied, ValueError, OSError)
-_HANDLED += (sqlite3.Error,)
+# Failures the user can act on (the library's own errors, its validation, files, SQLite); anything else is
+# a bug and keeps its traceback.
+_HANDLED = (CliError, SharedMemoryError, MemoryAccessDenied, ValueError, OSError, sqlite3.Error)
 
 
 app = typer.Typer(
@@ -408,7 +417,6 @@ def main_options(
         typer.Option(
             help=f"Store directory. Default: ${ENV_ROOT}, else ~/.autogen/shared_memory.",
             show_default=False,
-            file_okay=True,
         ),
     ] = None,
     dsn: Annotated[
@@ -440,6 +448,7 @@ def main_options(
         list[str] | None,
         typer.Option(
             "--global-writer",
+            metavar="AGENT",
             help=f"An agent allowed to write the global scope (repeatable; or ${ENV_GLOBAL_WRITERS}=a,b; '*' = all).",
             show_default=False,
         ),
@@ -524,12 +533,12 @@ def scopes_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         return
     table = Rows(
         ("scope", "active", *_STALE, "size", "model", "last write"),
-        wide=("scope",),
+        wide=("model",),
         right=("active", *_STALE, "size"),
         title=f"{len(stats)} scopes in {settings.where}",
     )
     for s in stats:
-        model = "-" if s.embedding_model is None else f"{s.embedding_model} ({s.embedding_dim}-d)"
+        model = s.embedding_model or "-"
         table.add(
             str(s.scope),
             *(str(s.counts.get(k, 0)) for k in ("active", *_STALE)),
@@ -558,7 +567,7 @@ def search_cmd(
     ] = None,
     group: Annotated[str | None, typer.Option(help="The group scope to include.", callback=_owner("group id"))] = None,
     top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many hits.")] = 5,
-    tag: Annotated[list[str] | None, typer.Option(help="Only facts with this tag (repeatable).")] = None,
+    tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="Only facts with this tag (repeatable).")] = None,
     include_inactive: Annotated[
         bool, typer.Option("--include-inactive", help="Also forgotten, superseded and expired facts.")
     ] = False,
@@ -746,7 +755,7 @@ def remember_cmd(
     group: Annotated[
         str | None, typer.Option(help="The group (with --scope group).", callback=_owner("group id"))
     ] = None,
-    tag: Annotated[list[str] | None, typer.Option(help="A tag (repeatable).")] = None,
+    tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="A tag (repeatable).")] = None,
     category: Annotated[str | None, typer.Option(help="A category, e.g. preference.")] = None,
     ttl_days: Annotated[
         float | None, typer.Option("--ttl-days", help="Expire after this many days.", callback=_positive)
@@ -755,7 +764,10 @@ def remember_cmd(
     supersedes: Annotated[
         list[str] | None,
         typer.Option(
-            "--supersedes", help="A fact of the same scope this one corrects (repeatable).", callback=_fact_ids
+            "--supersedes",
+            metavar="ID",
+            help="A fact of the same scope this one corrects (repeatable).",
+            callback=_fact_ids,
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -921,13 +933,6 @@ def tools_cmd(
     table.print()
 
 
-class _OperatorTasks(AgentMemory):
-    """Tasks read by trusted code (AgentMemory lets only group members list a group's tasks)."""
-
-    def _check_task_access(self) -> None:
-        return None
-
-
 @command("tasks")
 def tasks_cmd(
     ctx: typer.Context,
@@ -950,13 +955,12 @@ def tasks_cmd(
     else:
         refs = [r for r in store.backend.scopes() if r.kind != "global"]
     rows: list[tuple[ScopeRef, Any]] = []
-    for ref in refs:
-        view = (
-            _OperatorTasks(store, store.operator_id, ref.owner)
+    for ref in refs:  # as trusted code: no membership needed to read
+        rows += (
+            [(ref, t) for t in store.list_tasks(ref.owner, status=status, assigned_to=agent)]
             if ref.kind == "group"
-            else AgentMemory(store, ref.owner)
+            else [(ref, t) for t in AgentMemory(store, ref.owner).list_tasks(status, assigned_to=agent)]
         )
-        rows += [(ref, t) for t in view.list_tasks(status, assigned_to=agent)]
     if as_json:
         emit_json([dataclasses.asdict(t) | {"scope": str(ref)} for ref, t in rows])
         return
@@ -967,14 +971,6 @@ def tasks_cmd(
     for ref, t in rows:
         table.add(t.id, str(ref), t.agent_id, t.status, t.title, t.created_by, _when(t.updated_at))
     table.print()
-
-
-class _OperatorCaseLog(CaseLog):
-    """The case log read by trusted code (CaseLog itself is a member's view)."""
-
-    def _check(self, action: str) -> None:
-        if action != "read":
-            super()._check(action)
 
 
 @command("caselog")
@@ -988,7 +984,7 @@ def caselog_cmd(
     """A group's append-only case log, oldest first."""
     store = _settings(ctx).open_store()
     _require_group(store, group)
-    entries = _OperatorCaseLog(store, group, store.operator_id).entries(after, current=current)
+    entries = store.case_log(group).entries(after, current=current)
     if as_json:
         emit_json([dataclasses.asdict(e) for e in entries])
         return
@@ -1008,7 +1004,9 @@ def export_cmd(
     file: Annotated[str, typer.Argument(help="The JSON Lines file to write ('-' for stdout).", metavar="FILE.jsonl")],
     scope: Annotated[
         list[str] | None,
-        typer.Option(help="Only this scope: global, group:ID or agent:ID (repeatable).", callback=_scopes),
+        typer.Option(
+            metavar="SCOPE", help="Only this scope: global, group:ID or agent:ID (repeatable).", callback=_scopes
+        ),
     ] = None,
     agent: Annotated[
         str | None,

@@ -59,7 +59,7 @@ from .records import ConversationRecord, Record, ToolCallRecord, bounded_text
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool
 
-    from .agent_memory import AgentMemory
+    from .agent_memory import AgentMemory, Task
     from .caselog import CaseLog
     from .integration.attach import Attacher, Attachment
     from .integration.memory import SharedMemory
@@ -206,7 +206,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         for name, weight in weights.items():
             if name not in SCOPE_KINDS or not weight >= 0:
                 raise ValueError(f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}")
-        self.root = Path(root).expanduser() if root is not None else default_root()
+        self.root = (Path(root).expanduser() if root is not None else default_root()).absolute()
         if dsn is None and backend is None and root is None:
             dsn = os.environ.get(ENV_DSN) or None
         if backend is None and dsn is not None:
@@ -770,11 +770,26 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
 
         return AgentMemory(self, agent_id, group_id)
 
-    def case_log(self, group_id: str, agent_id: str) -> CaseLog:
-        """The append-only case log of ``group_id``, used as ``agent_id`` (a member)."""
+    def case_log(self, group_id: str, agent_id: str | None = None) -> CaseLog:
+        """The append-only case log of ``group_id``, used as ``agent_id`` (a member) or, without one, by
+        trusted code."""
         from .caselog import CaseLog
 
         return CaseLog(self, group_id, agent_id)
+
+    def list_tasks(
+        self, group_id: str | None = None, *, status: str | None = None, assigned_to: str | None = None
+    ) -> list[Task]:
+        """Tasks as trusted code sees them: one group's, or those of every group and agent file."""
+        from .agent_memory import task_from_row
+
+        refs = [ScopeRef("group", group_id)] if group_id else [r for r in self.backend.scopes() if r.kind != "global"]
+        where = {k: v for k, v in (("status", status), ("agent_id", assigned_to)) if v is not None}
+        return [
+            task_from_row(row)
+            for ref in refs
+            for row in self.backend.read_records(ref, "tasks", where, limit=1_000_000, oldest_first=True)
+        ]
 
     @property
     def state(self) -> BackendConversationStateStore:

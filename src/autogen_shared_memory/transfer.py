@@ -194,6 +194,16 @@ def import_jsonl(
             f"the export's vectors come from {header.get('model')!r} ({header.get('dimension')}-d); this store embeds "
             f"with {store.model.model_id!r}: import with a store that uses that model, then reembed() if needed"
         )
+    for ref, items in per_scope.items():  # every model conflict is found before anything is written
+        for table, row in items:
+            if table == "meta" and row["key"] == "embedding_model":
+                current = store.backend.get_meta(ref, "embedding_model") if store.backend.exists(ref) else None
+                if row["value"] != store.model.model_id or (current is not None and current != row["value"]):
+                    raise ImportFormatError(
+                        f"{ref} in the export holds vectors of {row['value']!r}; this store embeds with "
+                        f"{store.model.model_id!r}" + (f" and {ref} here holds {current!r}" if current else "")
+                        + ": import with a store using the same model, then reembed() if needed"
+                    )
     for ref, items in per_scope.items():
         report.inserted += store.backend.import_scope(ref, items)
         report.scopes.add(ref)

@@ -337,7 +337,7 @@ class SQLiteBackend(Backend):
         busy_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
     ) -> None:
-        self.root = Path(root).expanduser()
+        self.root = Path(root).expanduser().absolute()
         self.busy_timeout = busy_timeout
         self.max_common_term_ratio = max_common_term_ratio
         self._local = threading.local()

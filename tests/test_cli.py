@@ -1,0 +1,665 @@
+"""The ``autogen-shared-memory`` command-line tool, driven in-process with Typer's CliRunner.
+
+Most tests use the fast HashEmbedder through ``AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER=hash``; the real model is
+used once in-process (search + doctor) and once through a real ``python -m autogen_shared_memory`` process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory.cli import Settings, app
+from autogen_shared_memory.embedding import DEFAULT_MODEL_ID
+from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.transfer import export_lines
+
+COMMANDS = [
+    "scopes",
+    "search",
+    "show",
+    "history",
+    "remember",
+    "forget",
+    "agents",
+    "conversations",
+    "tools",
+    "tasks",
+    "caselog",
+    "export",
+    "import",
+    "purge",
+    "reembed",
+    "doctor",
+]
+Run = Callable[..., Result]
+
+
+def seed(root: Path, embedder: Any = None) -> dict[str, str]:
+    """A small store: global facts with a supersede chain, a group with a forgotten fact, an agent fact,
+    directory entries, messages, tool calls, a task and a case log with a correction."""
+    s = SharedMemoryStore(root, embedder=embedder or HashEmbedder(), global_writers=["lead"])
+    for agent in ("alice", "bob", "lead"):
+        s.add_group_member("crew", agent)
+    old = s.remember("Release freeze starts Monday", "global", tags=["release"])
+    new = s.remember("Release freeze moved to Wednesday", "global", supersedes=[old.id])
+    style = s.remember("Answers are formatted as markdown tables.", "global")
+    q3 = s.remember("The Q3 report is due on October 14.", "group", agent_id="alice", group_id="crew")
+    down = s.remember("The staging server is down until noon.", "group", agent_id="bob", group_id="crew")
+    s.forget(down.id, "back up", agent_id="bob")
+    private = s.remember("The sales API paginates with a cursor.", "agent", agent_id="alice")
+    alice = s.for_agent("alice", "crew")
+    alice.register(display_name="Alice", capabilities=["research"], model="gpt-4o", tools=["web_search"])
+    s.for_agent("bob", "crew").register(display_name="Bob", status="idle")
+    alice.log_conversation("user", "please index the Q3 sales report")
+    alice.log_conversation("assistant", "Indexed q3.pdf into 45 chunks")
+    alice.log_tool_call("index_pdf", {"path": "q3.pdf"}, "45 chunks", True, 812.5)
+    alice.log_tool_call("index_pdf", {"path": "bad.pdf"}, None, False, 3.0, error="OCR failed")
+    task = s.for_agent("lead", "crew").create_task("Summarise the Q3 report", assignee="alice")
+    alice.update_task_status(task.id, "in_progress")
+    first = alice.case_log.append("Customer reported login failures since Monday").ids[0]
+    fix = alice.case_log.append([{"summary": "Login failures come from an expired certificate", "supersedes": [first]}])
+    s.close()
+    return {
+        "old": old.id,
+        "new": new.id,
+        "style": style.id,
+        "q3": q3.id,
+        "down": down.id,
+        "private": private.id,
+        "task": task.id,
+        "entry": first,
+        "fix": fix.ids[0],
+    }
+
+
+def dump(root: Path, embedder: Any = None) -> list[str]:
+    """Everything in a store (facts, audit, meta, records) as export lines, for "nothing changed" checks."""
+    if not root.exists():
+        return []
+    with SharedMemoryStore(root, embedder=embedder or HashEmbedder()) as s:
+        return sorted(list(export_lines(s))[1:])  # without the header (it holds the export time)
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER", "hash")
+    for name in (
+        "AUTOGEN_SHARED_MEMORY_DIR",
+        "AUTOGEN_SHARED_MEMORY_DSN",
+        "AUTOGEN_SHARED_MEMORY_OPERATOR",
+        "AUTOGEN_SHARED_MEMORY_GLOBAL_WRITERS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "mem"
+
+
+@pytest.fixture
+def ids(root: Path) -> dict[str, str]:
+    return seed(root)
+
+
+def invoke(args: list[str], code: int = 0, env: dict[str, str] | None = None) -> Result:
+    result = CliRunner().invoke(app, args, env=env)
+    if result.exit_code != code or (result.exception is not None and not isinstance(result.exception, SystemExit)):
+        raise AssertionError(
+            f"{args} exited {result.exit_code} (expected {code})\nstdout: {result.stdout}\nstderr: {result.stderr}",
+        ) from result.exception
+    return result
+
+
+@pytest.fixture
+def run(root: Path) -> Run:
+    """Run the CLI on ``root``: ``run("scopes", "--json", code=0)``."""
+
+    def call(*args: str, code: int = 0, env: dict[str, str] | None = None) -> Result:
+        return invoke(["--root", str(root), *args], code, env)
+
+    return call
+
+
+def as_json(result: Result) -> Any:
+    return json.loads(result.stdout)
+
+
+def one_line_error(result: Result, *fragments: str) -> None:
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# ------------------------------------------------------------------------------------------ conventions
+def test_help_for_the_app_and_every_command() -> None:
+    result = invoke(["--help"])
+    for name in COMMANDS:
+        assert name in result.stdout
+    assert "Exit codes" in result.stdout
+    for name in COMMANDS:
+        assert "Usage" in invoke([name, "--help"]).stdout
+    assert invoke(["--version"]).stdout.startswith("autogen-shared-memory ")
+    assert invoke([], code=2).exit_code == 2  # no command: help, usage exit code
+
+
+def test_missing_root_needs_create(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    for args in (["scopes"], ["remember", "x", "--scope", "global"], ["import", __file__]):
+        result = invoke(["--root", str(missing), *args], code=1)
+        one_line_error(result, "no memory store at", "--create")
+        assert not missing.exists()
+    assert as_json(invoke(["--root", str(missing), "--create", "scopes", "--json"])) == []
+    assert missing.is_dir()
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    one_line_error(invoke(["--root", str(a_file), "scopes"], code=1), "is a file")
+
+
+def test_relative_root_and_env_root(ids: dict[str, str], root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(root.parent)
+    assert len(as_json(invoke(["--root", root.name, "scopes", "--json"]))) == 3
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DIR", str(root))
+    assert len(as_json(invoke(["scopes", "--json"]))) == 3
+
+
+def test_usage_errors_exit_2(run: Run, ids: dict[str, str]) -> None:
+    for args in (
+        ["search", "x", "--scope", "agent"],  # needs --agent
+        ["search", "x", "--scope", "group"],  # needs --group
+        ["search", "x", "--top-k", "0"],
+        ["search", "x", "--agent", "../etc"],
+        ["show", "not-an-id"],
+        ["remember", "x"],  # --scope is required
+        ["remember", "x", "--scope", "agent"],  # needs --as
+        ["remember", "x", "--scope", "global", "--confidence", "2"],
+        ["remember", "x", "--scope", "global", "--ttl-days", "0"],
+        ["forget", ids["style"]],  # --reason is required
+        ["tasks", "--status", "bogus"],
+        ["export", "--scope", "planet:x", "out.jsonl"],
+        ["nosuchcommand"],
+    ):
+        result = run(*args, code=2)
+        assert result.stdout == ""
+    assert invoke(["--root", "a", "--dsn", "b", "scopes"], code=2).stdout == ""
+
+
+# ---------------------------------------------------------------------------------------------- scopes
+def test_scopes_table_and_json(run: Run, ids: dict[str, str]) -> None:
+    table = run("scopes").stdout
+    for text in ("global", "group:crew", "agent:alice", "test-hash-embedder", "superseded"):
+        assert text in table
+    data = {row["scope"]: row for row in as_json(run("scopes", "--json"))}
+    assert set(data) == {"global", "group:crew", "agent:alice"}
+    assert data["global"]["counts"] == {"active": 2, "forgotten": 0, "superseded": 1, "expired": 0}
+    assert data["group:crew"]["counts"]["forgotten"] == 1
+    assert data["global"]["size_bytes"] > 0 and data["global"]["embedding_dim"] == 256
+    assert data["group:crew"]["file"] == "group_crew.db" and data["global"]["last_write"] > 0
+
+
+def test_scopes_warns_about_files_that_are_not_stores(run: Run, ids: dict[str, str], root: Path) -> None:
+    (root / "agent_zed.db").write_bytes(b"not a database at all")
+    result = run("scopes", "--json")
+    assert len(as_json(result)) == 3  # stdout stays pure JSON
+    assert "agent_zed.db is not a memory store" in result.stderr
+
+
+def test_empty_store(run: Run, root: Path) -> None:
+    root.mkdir()
+    assert "no scopes yet" in run("scopes").stdout
+    assert as_json(run("search", "anything", "--json")) == []
+    assert "no agents" in run("agents").stdout
+    assert as_json(run("tasks", "--json")) == []
+    assert "nothing to re-embed" in run("reembed").stdout
+
+
+# ---------------------------------------------------------------------------------------------- search
+def test_search_table_explain_and_json(run: Run, ids: dict[str, str]) -> None:
+    table = run("search", "release freeze").stdout
+    assert ids["new"] in table and ids["old"] not in table  # superseded facts are left out
+    explained = run("search", "release freeze", "--explain").stdout
+    for column in ("lex", "sem", "cosine", "score"):
+        assert column in explained
+    hits = as_json(run("search", "release freeze", "--json", "--include-inactive"))
+    assert {h["fact"]["id"] for h in hits} >= {ids["new"], ids["old"]}
+    top = hits[0]
+    assert top["rank"] == 1 and top["lexical_rank"] == 1 and top["score"] > 0 and top["cosine"] is not None
+    assert top["fact"]["scope"] == "global" and top["fact"]["created_by"] == "system"
+    assert as_json(run("search", "release", "--tag", "nope", "--json")) == []
+    assert "no hits" in run("search", "zebra quantum").stdout
+
+
+def test_search_scopes_and_policy(run: Run, ids: dict[str, str]) -> None:
+    hits = as_json(run("search", "Q3 report due", "--group", "crew", "--json"))  # trusted: group + global
+    assert hits[0]["fact"]["id"] == ids["q3"]
+    assert as_json(run("search", "Q3 report", "--json"))[:1] != [ids["q3"]]  # global only without --group
+    mine = as_json(run("search", "sales API cursor", "--scope", "agent", "--agent", "alice", "--json"))
+    assert [h["fact"]["id"] for h in mine] == [ids["private"]]
+    assert as_json(run("search", "Q3", "--agent", "bob", "--group", "crew", "--json"))  # bob is a member
+    denied = run("search", "Q3", "--agent", "mallory", "--group", "crew", code=1)
+    one_line_error(denied, "'mallory' may not read group 'crew'")
+
+
+# ---------------------------------------------------------------------------------------- show, history
+def test_show(run: Run, ids: dict[str, str]) -> None:
+    fact = as_json(run("show", ids["old"], "--json"))
+    assert fact["id"] == ids["old"] and fact["status"] == "superseded" and fact["superseded_by"] == ids["new"]
+    assert fact["scope"] == "global" and fact["tags"] == ["release"]
+    text = run("show", ids["down"]).stdout
+    assert "forgotten" in text and "back up" in text and "bob" in text
+    one_line_error(run("show", "w_0000000000000000ffff", code=1), "no fact with id 'w_0000000000000000ffff'")
+
+
+def test_history_shows_the_supersede_chain(run: Run, ids: dict[str, str]) -> None:
+    data = as_json(run("history", ids["new"], "--json"))
+    assert [f["id"] for f in data["chain"]] == [ids["old"], ids["new"]]
+    events = [(e["fact_id"], e["event"]) for e in data["events"]]
+    assert (ids["old"], "created") in events and (ids["old"], "superseded") in events
+    assert (ids["new"], "created") in events
+    text = run("history", ids["old"]).stdout
+    assert "supersede chain" in text and "audit trail" in text
+    one_line_error(run("history", "g_0000000000000000ffff", code=1), "no fact")
+
+
+# ---------------------------------------------------------------------------------------------- writes
+def test_remember_as_operator_and_reinforce(run: Run, ids: dict[str, str]) -> None:
+    env = {"AUTOGEN_SHARED_MEMORY_OPERATOR": "ops-team"}
+    args = ("remember", "Deploys happen on Tuesdays", "--scope", "global", "--tag", "ops", "--ttl-days", "30")
+    receipt = as_json(run(*args, "--confidence", "0.8", "--category", "process", "--json", env=env))
+    assert receipt["status"] == "created" and receipt["scope"] == "global"
+    fact = as_json(run("show", receipt["id"], "--json"))
+    assert (fact["created_by"], fact["tags"], fact["confidence"], fact["category"]) == (
+        "ops-team",
+        ["ops"],
+        0.8,
+        "process",
+    )
+    assert fact["expires_at"] is not None
+    again = run("remember", "deploys happen on TUESDAYS", "--scope", "global")
+    assert f"reinforced {receipt['id']}" in again.stdout
+    corrected = as_json(run("remember", "Deploys moved to Thursdays", "--scope", "global",
+                            "--supersedes", receipt["id"], "--json"))  # fmt: skip
+    assert corrected["superseded"] == [receipt["id"]]
+    group = as_json(run("remember", "Stand-up at 9", "--scope", "group", "--group", "crew", "--as", "bob", "--json"))
+    assert as_json(run("show", group["id"], "--json"))["created_by"] == "bob"
+    own = as_json(run("remember", "My own note", "--scope", "agent", "--as", "carol", "--json"))
+    assert own["scope"] == "agent:carol"
+
+
+def test_denied_and_invalid_writes_change_nothing(run: Run, ids: dict[str, str], root: Path) -> None:
+    before = dump(root)
+    one_line_error(
+        run("remember", "No PII in logs", "--scope", "global", "--as", "intern", code=1),
+        "'intern' may not write to the global scope",
+    )
+    one_line_error(
+        run("remember", "sneaky", "--scope", "group", "--group", "crew", "--as", "mallory", code=1),
+        "not a member",
+    )
+    one_line_error(run("remember", "x" * 9000, "--scope", "global", code=1), "limit")
+    one_line_error(run("remember", "x", "--scope", "global", "--supersedes", ids["q3"], code=1), "same scope")
+    one_line_error(run("forget", ids["style"], "--reason", "mine now", "--as", "bob", code=1), "'bob' may not forget")
+    one_line_error(run("forget", ids["private"], "--reason", "x", "--as", "bob", code=1), "agent scope of 'alice'")
+    assert dump(root) == before
+    # the same agent is allowed once it is a global writer (flag or environment)
+    run("--global-writer", "intern", "remember", "No PII in logs", "--scope", "global", "--as", "intern")
+    run("remember", "Use UTC", "--scope", "global", "--as", "intern",
+        env={"AUTOGEN_SHARED_MEMORY_GLOBAL_WRITERS": "lead, intern"})  # fmt: skip
+    assert dump(root) != before
+
+
+def test_global_writer_option_goes_before_the_command(run: Run, ids: dict[str, str]) -> None:
+    result = run("remember", "x", "--scope", "global", "--global-writer", "intern", code=2)
+    assert "--global-writer" in result.stderr
+
+
+def test_forget(run: Run, ids: dict[str, str]) -> None:
+    fact = as_json(run("forget", ids["style"], "--reason", "no longer true", "--json"))
+    assert (fact["status"], fact["tombstone_by"], fact["tombstone_reason"], fact["changed"]) == (
+        "forgotten",
+        "system",
+        "no longer true",
+        True,
+    )
+    again = run("forget", ids["style"], "--reason", "twice")
+    assert "already forgotten" in again.stdout
+    assert as_json(run("show", ids["style"], "--json"))["tombstone_reason"] == "no longer true"
+    assert ids["style"] not in run("search", "markdown tables").stdout
+    mine = run("forget", ids["q3"], "--reason", "done", "--as", "bob")  # a member may forget group facts
+    assert f"forgot {ids['q3']}" in mine.stdout
+    one_line_error(run("forget", "a_0000000000000000ffff", "--reason", "x", code=1), "no fact")
+
+
+# --------------------------------------------------------------------------------------------- records
+def test_agents(run: Run, ids: dict[str, str]) -> None:
+    agents = as_json(run("agents", "--json"))
+    assert [a["agent_id"] for a in agents] == ["alice", "bob"]
+    assert agents[0]["capabilities"] == ["research"] and agents[0]["tools"] == ["web_search"]
+    assert [a["agent_id"] for a in as_json(run("agents", "--status", "idle", "--json"))] == ["bob"]
+    assert "Alice" in run("agents").stdout
+    run("agents", "--status", "asleep", code=2)
+
+
+def test_conversations_and_tools(run: Run, ids: dict[str, str]) -> None:
+    messages = as_json(run("conversations", "alice", "--json"))
+    assert [m["role"] for m in messages] == ["assistant", "user"]  # newest first
+    found = as_json(run("conversations", "alice", "--search", "sales report", "--json"))
+    assert [m["content"] for m in found] == ["please index the Q3 sales report"]
+    assert len(as_json(run("conversations", "alice", "--limit", "1", "--json"))) == 1
+    assert "45 chunks" in run("conversations", "alice").stdout
+    calls = as_json(run("tools", "alice", "--json"))
+    assert [(c["tool_name"], c["success"], c["error"]) for c in calls] == [
+        ("index_pdf", False, "OCR failed"),
+        ("index_pdf", True, None),
+    ]
+    assert "OCR failed" in run("tools", "alice").stdout
+    assert as_json(run("tools", "alice", "--tool", "nope", "--json")) == []
+    assert "no messages" in run("conversations", "bob").stdout  # known (directory), nothing recorded
+    for command in ("conversations", "tools"):
+        one_line_error(run(command, "ghost", code=1), "unknown agent 'ghost'")
+
+
+def test_tasks(run: Run, ids: dict[str, str]) -> None:
+    tasks = as_json(run("tasks", "--json"))
+    assert [(t["id"], t["status"], t["agent_id"], t["scope"]) for t in tasks] == [
+        (ids["task"], "in_progress", "alice", "group:crew")
+    ]
+    assert as_json(run("tasks", "--group", "crew", "--status", "in_progress", "--json"))[0]["id"] == ids["task"]
+    assert as_json(run("tasks", "--status", "completed", "--json")) == []
+    assert as_json(run("tasks", "--agent", "bob", "--json")) == []
+    assert "Summarise the Q3 report" in run("tasks").stdout
+    one_line_error(run("tasks", "--group", "nope", code=1), "no group 'nope'")
+
+
+def test_caselog(run: Run, ids: dict[str, str]) -> None:
+    entries = as_json(run("caselog", "crew", "--json"))
+    assert [e["id"] for e in entries] == [ids["entry"], ids["fix"]]
+    assert entries[1]["supersedes"] == [ids["entry"]] and entries[0]["version"] < entries[1]["version"]
+    assert [e["id"] for e in as_json(run("caselog", "crew", "--current", "--json"))] == [ids["fix"]]
+    assert [e["id"] for e in as_json(run("caselog", "crew", "--after", ids["entry"], "--json"))] == [ids["fix"]]
+    assert "expired certificate" in run("caselog", "crew").stdout
+    one_line_error(run("caselog", "crew", "--after", "c_nope", code=1), "no entry 'c_nope'")
+    one_line_error(run("caselog", "nope", code=1), "no group 'nope'")
+
+
+# ------------------------------------------------------------------------------------- export, import
+def test_export_import_round_trip(run: Run, ids: dict[str, str], root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "all.jsonl"
+    summary = as_json(run("export", str(out), "--json"))
+    assert summary["rows"] == len(out.read_text().splitlines()) - 1
+    assert sorted(summary["scopes"]) == ["agent:alice", "global", "group:crew"]
+    assert "exported" in run("export", str(out), "--force").stdout
+    one_line_error(run("export", str(out), code=1), "exists", "--force")
+    copy = tmp_path / "copy"
+    one_line_error(invoke(["--root", str(copy), "import", str(out)], code=1), "--create")
+    report = as_json(invoke(["--root", str(copy), "--create", "import", str(out), "--json"]))
+    assert report["inserted"] == summary["rows"] and report["skipped_bad"] == []
+    assert dump(copy) == dump(root)  # lossless
+    again = invoke(["--root", str(copy), "import", str(out)])
+    assert "imported 0 new rows" in again.stdout  # repeatable
+    assert dump(copy) == dump(root)
+
+
+def test_export_some_scopes_or_one_agent(run: Run, ids: dict[str, str], tmp_path: Path) -> None:
+    crew = tmp_path / "crew.jsonl"
+    run("export", "--scope", "group:crew", "--scope", "global", str(crew))
+    scopes = {json.dumps(json.loads(line)["scope"]) for line in crew.read_text().splitlines()[1:]}
+    assert scopes == {json.dumps({"kind": "group", "owner": "crew"}), json.dumps({"kind": "global", "owner": ""})}
+    lines = run("export", "--agent", "alice", "-").stdout.splitlines()  # '-' is stdout
+    assert json.loads(lines[0])["agent_id"] == "alice"
+    tables = {json.loads(line)["table"] for line in lines[1:]}
+    assert {"facts", "conversations", "tool_calls", "agent_directory"} <= tables
+    one_line_error(run("export", "--scope", "group:nope", str(tmp_path / "x.jsonl"), code=1), "no scope group:nope")
+    one_line_error(run("export", "--agent", "ghost", str(tmp_path / "x.jsonl"), code=1), "unknown agent")
+    run("export", "--agent", "alice", "--scope", "global", str(tmp_path / "x.jsonl"), code=2)
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_import_malformed_file_imports_nothing(run: Run, ids: dict[str, str], tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    run("export", str(good))
+    lines = good.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([*lines[:2], "{not json", *lines[2:]]) + "\n")
+    target = tmp_path / "target"
+    target.mkdir()
+    failed = invoke(["--root", str(target), "import", str(bad)], code=1)
+    one_line_error(failed, "line 3", "not JSON")
+    assert list(target.iterdir()) == []  # nothing written
+    report = as_json(invoke(["--root", str(target), "import", str(bad), "--skip-bad", "--json"]))
+    assert report["skipped_bad"] == ["line 3: not JSON (Expecting property name enclosed in double quotes)"]
+    assert report["inserted"] == len(lines) - 1
+    warned = invoke(["--root", str(target), "import", str(bad), "--skip-bad"])
+    assert "warning: skipped line 3" in warned.stderr
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    one_line_error(invoke(["--root", str(target), "import", str(binary)], code=1), "UTF-8")
+    run("import", str(tmp_path / "missing.jsonl"), code=2)
+
+
+def test_import_refuses_a_model_conflict_before_writing(run: Run, ids: dict[str, str], tmp_path: Path) -> None:
+    exported = tmp_path / "all.jsonl"
+    run("export", str(exported))
+    other = tmp_path / "other"
+    with SharedMemoryStore(other, embedder=HashEmbedder(model_id="another-model")) as s:
+        s.remember("a fact embedded by another model", "group", group_id="crew")
+    before = dump(other, HashEmbedder(model_id="another-model"))
+    result = invoke(["--root", str(other), "import", str(exported)], code=1)
+    one_line_error(result, "nothing imported", "group:crew holds embedding_model 'another-model'")
+    assert dump(other, HashEmbedder(model_id="another-model")) == before
+    assert not (other / "global.db").exists()
+
+
+# ---------------------------------------------------------------------------------------------- purge
+def test_purge_dry_run_then_purge(run: Run, ids: dict[str, str], root: Path) -> None:
+    before = dump(root)
+    assert as_json(run("purge", "--older-than", "1", "--dry-run", "--json"))["total"] == 0  # tombstones are new
+    plan = as_json(run("purge", "--older-than", "0", "--dry-run", "--json"))
+    assert plan["dry_run"] and plan["total"] == 2 and plan["purged"] == 0
+    assert plan["scopes"]["global"]["superseded"] == 1 and plan["scopes"]["group:crew"]["forgotten"] == 1
+    assert "nothing was deleted" in run("purge", "--older-than", "0", "--dry-run").stdout
+    assert dump(root) == before
+    done = as_json(run("purge", "--older-than", "0", "--json"))
+    assert done["purged"] == 2 and not done["dry_run"]
+    one_line_error(run("show", ids["old"], code=1), "no fact")
+    assert "purged" in {e["event"] for e in as_json(run("history", ids["new"], "--json"))["events"]}
+    counts = {row["scope"]: row["counts"] for row in as_json(run("scopes", "--json"))}
+    assert counts["global"]["superseded"] == 0 and counts["group:crew"]["forgotten"] == 0
+    assert "purged 0 facts" in run("purge", "--older-than", "0").stdout
+    run("purge", "--older-than", "-1", code=2)
+    run("purge", code=2)
+
+
+def test_purge_counts_expired_facts(run: Run, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    with SharedMemoryStore(root, embedder=HashEmbedder()) as s:
+        s.remember("a short-lived fact", "global", ttl_days=1)
+    monkeypatch.setattr(time, "time", lambda: 2e9)  # long after it expired (the CLI and library use time.time)
+    plan = as_json(run("purge", "--older-than", "1", "--dry-run", "--json"))
+    assert plan["scopes"]["global"]["expired"] == 1
+
+
+# -------------------------------------------------------------------------------------------- reembed
+def test_reembed(run: Run, ids: dict[str, str], root: Path, tmp_path: Path) -> None:
+    model_dir = tmp_path / "my-model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text('{"hidden_size": 384}')  # enough to know the id and dimension
+    before = dump(root)
+    plan = as_json(run("reembed", "--model", str(model_dir), "--dry-run", "--json"))
+    assert plan["model"] == "my-model" and plan["dimension"] == 384 and plan["reembedded"] == 0
+    assert plan["facts"] == 6 and {p["from"] for p in plan["scopes"]} == {"test-hash-embedder"}
+    assert "would be re-embedded with my-model" in run("reembed", "--model", str(model_dir), "--dry-run").stdout
+    assert dump(root) == before
+    done = as_json(run("reembed", "--json"))
+    assert done["reembedded"] == 6 and not done["dry_run"]
+    assert "reembedded" in {e["event"] for e in as_json(run("history", ids["style"], "--json"))["events"]}
+    run("reembed", "--model", str(tmp_path / "missing"), code=2)
+
+
+# --------------------------------------------------------------------------------------------- doctor
+def test_doctor_healthy(run: Run, ids: dict[str, str]) -> None:
+    report = as_json(run("doctor", "--json"))
+    assert report["ok"] is True
+    names = {c["name"] for c in report["checks"]}
+    assert {"store directory", "sqlite fts5", "embedding model", "wal", "schema", "permissions", "model match"} <= names
+    assert all(c["status"] == "ok" for c in report["checks"])
+    assert "all checks passed" in run("doctor").stdout
+
+
+def test_doctor_finds_problems(run: Run, ids: dict[str, str], root: Path) -> None:
+    (root / "agent_zed.db").write_bytes(b"garbage, not SQLite")
+    with sqlite3.connect(root / "group_other.db") as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    with sqlite3.connect(root / "agent_alice.db") as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+    with sqlite3.connect(root / "group_crew.db") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    before = {p.name: p.read_bytes() for p in root.glob("*.db")}
+    result = run("doctor", "--json", code=1)
+    report = as_json(result)
+    failed = {(c["name"], c["detail"].split(":")[0].split(" ")[0]) for c in report["checks"] if c["status"] == "fail"}
+    assert ("scope files", "agent_zed.db") in failed
+    assert ("scope files", "group_other.db") in failed
+    assert ("wal", "agent_alice.db") in failed
+    assert ("schema", "group_crew.db") in failed
+    assert all(c["fix"] for c in report["checks"] if c["status"] == "fail")
+    assert {p.name: p.read_bytes() for p in root.glob("*.db")} == before  # doctor changes nothing
+    assert "problems found" in run("doctor", code=1).stdout
+
+
+def test_doctor_model_mismatch_and_missing_root(
+    run: Run, ids: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER")  # configured: MiniLM; the files hold hash vectors
+    report = as_json(run("doctor", "--no-model", "--json", code=1))
+    mismatches = [c for c in report["checks"] if c["name"] == "model match"]
+    assert len(mismatches) == 3 and all("reembed" in c["fix"] for c in mismatches)
+    assert [c["status"] for c in report["checks"] if c["name"] == "embedding model"] == ["skip"]
+    missing = as_json(invoke(["--root", str(tmp_path / "none"), "doctor", "--no-model", "--json"], code=1))
+    assert next(c for c in missing["checks"] if c["status"] == "fail")["fix"].startswith("pass --create")
+    assert not (tmp_path / "none").exists()
+
+
+# ----------------------------------------------------------------------------------- bad store files
+def test_a_file_that_is_not_a_store(run: Run, root: Path) -> None:
+    root.mkdir()
+    junk = root / "global.db"
+    junk.write_bytes(b"this is not a database, just text" * 10)
+    one_line_error(run("show", "w_0000000000000000ffff", code=1), "global.db is not a SQLite database")
+    one_line_error(run("search", "anything", code=1), "not a SQLite database")
+    one_line_error(run("remember", "x", "--scope", "global", code=1), "not a SQLite database")
+    assert junk.read_bytes() == b"this is not a database, just text" * 10
+
+
+# ------------------------------------------------------------------------------------------- backends
+def test_dsn_when_the_postgres_backend_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "autogen_shared_memory.backends.postgres", None)  # as if not installed
+    result = invoke(["--dsn", "postgresql://user:secret@db.example/memory", "scopes"], code=1)
+    one_line_error(result, "the PostgreSQL backend is not available in this version")
+    assert "secret" not in result.stderr
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DSN", "postgresql://db.example/memory")
+    one_line_error(invoke(["scopes"], code=1), "not available")
+    (tmp_path / "mem").mkdir()
+    assert invoke(["--root", str(tmp_path / "mem"), "scopes", "--json"]).stdout.strip() == "[]"  # --root wins
+
+
+def test_dsn_with_a_real_postgres(pg_dsn: str) -> None:
+    base = ["--dsn", pg_dsn, "--pg-schema", f"cli{uuid.uuid4().hex[:12]}"]
+    receipt = json.loads(
+        invoke([*base, "remember", "The VPN needs a hardware key", "--scope", "global", "--json"]).stdout
+    )
+    scopes = json.loads(invoke([*base, "scopes", "--json"]).stdout)
+    assert [(s["scope"], s["counts"]["active"]) for s in scopes] == [("global", 1)]
+    hits = json.loads(invoke([*base, "search", "VPN hardware key", "--json"]).stdout)
+    assert [h["fact"]["id"] for h in hits] == [receipt["id"]]
+    doctor = json.loads(invoke([*base, "doctor", "--json"]).stdout)
+    assert doctor["ok"] and doctor["checks"][0]["name"] == "backend"
+
+
+# ------------------------------------------------------------------------------------- the real model
+@pytest.fixture
+def no_model_load(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    def refuse(self: SentenceTransformerEmbedder) -> None:
+        raise AssertionError("the embedding model was loaded")
+
+    monkeypatch.setattr(SentenceTransformerEmbedder, "load", refuse)
+    monkeypatch.delenv("AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER")
+    yield
+
+
+def test_commands_that_do_not_embed_never_load_the_model(root: Path, tmp_path: Path, no_model_load: None) -> None:
+    # vectors recorded under the real model's id and dimension, so the configured model matches the files
+    ids = seed(root, HashEmbedder(384, DEFAULT_MODEL_ID))
+
+    def call(*args: str, code: int = 0) -> Result:
+        return invoke(["--root", str(root), *args], code)
+
+    for args in (
+        ["scopes"],
+        ["show", ids["old"]],
+        ["history", ids["new"]],
+        ["agents"],
+        ["conversations", "alice", "--search", "sales"],
+        ["tools", "alice"],
+        ["tasks"],
+        ["caselog", "crew", "--current"],
+        ["export", str(tmp_path / "out.jsonl")],
+        ["purge", "--older-than", "0", "--dry-run"],
+        ["reembed", "--dry-run"],
+        ["doctor", "--no-model"],
+        ["forget", ids["style"], "--reason", "no embedding needed"],
+    ):
+        call(*args)
+    invoke(["--root", str(tmp_path / "copy"), "--create", "import", str(tmp_path / "out.jsonl")])
+    with pytest.raises(AssertionError, match="exited 1"):  # search does embed: it reaches the refusal
+        call("search", "release")
+
+
+@pytest.mark.model
+def test_real_model_subprocess_then_search(
+    tmp_path: Path, minilm: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "mem"
+    with SharedMemoryStore(root, embedder=minilm) as s:
+        s.remember_many(
+            [
+                "The customer's preferred contact channel is email, never phone calls.",
+                "Error code E1042 means the payment gateway rejected the card.",
+            ],
+            "global",
+        )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOGEN_SHARED_MEMORY_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "autogen_shared_memory", "--root", str(root), "remember",
+         "Invoices are sent on the first business day of the month.", "--scope", "global", "--json"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    receipt = json.loads(proc.stdout)  # the model load printed nothing on stdout
+    assert receipt["status"] == "created"
+    # in-process, the real model again: the session's copy, already loaded (the subprocess built its own)
+    monkeypatch.setattr(Settings, "embedder", lambda self, model_dir=None: minilm)
+    hits = json.loads(invoke(["--root", str(root), "search", "when do we bill clients?", "--json"]).stdout)
+    assert hits[0]["fact"]["id"] == receipt["id"]  # no shared keyword: found by meaning
+    assert hits[0]["lexical_rank"] is None and hits[0]["semantic_rank"] == 1
+    doctor = json.loads(invoke(["--root", str(root), "doctor", "--json"]).stdout)
+    model = next(c for c in doctor["checks"] if c["name"] == "embedding model")
+    assert doctor["ok"] and model["status"] == "ok" and "loaded offline" in model["detail"]
