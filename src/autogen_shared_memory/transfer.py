@@ -201,7 +201,8 @@ def import_jsonl(
                 if row["value"] != store.model.model_id or (current is not None and current != row["value"]):
                     raise ImportFormatError(
                         f"{ref} in the export holds vectors of {row['value']!r}; this store embeds with "
-                        f"{store.model.model_id!r}" + (f" and {ref} here holds {current!r}" if current else "")
+                        f"{store.model.model_id!r}"
+                        + (f" and {ref} here holds {current!r}" if current else "")
                         + ": import with a store using the same model, then reembed() if needed"
                     )
     for ref, items in per_scope.items():
