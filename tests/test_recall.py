@@ -140,3 +140,10 @@ def test_search_with_nasty_queries_through_the_store(store: SharedMemoryStore) -
     for text in NASTY:
         store.search(text, "global")
     assert store.search('"alpha" NOT beta', "global")[0].content == "alpha beta gamma"
+
+
+def test_query_words_sharing_a_stem_on_a_large_scope(store: SharedMemoryStore) -> None:
+    """'reported' and 'reports' share the stem 'report': the common-term check must not trip on it."""
+    store.remember_many([f"weekly report {i} for team {i % 40}" for i in range(1100)], "global")
+    hits = store.search("reported reports teams team 7", "global")
+    assert hits and "report" in hits[0].content

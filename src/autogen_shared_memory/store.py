@@ -17,6 +17,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -98,6 +99,17 @@ def _off_loop(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P],
 
     run.__doc__ = f"Async version of :meth:`{fn.__name__}` (runs in a worker thread)."
     return run
+
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _helper_pool() -> ThreadPoolExecutor:
+    """A small per-process thread pool for work that overlaps inside one call (never shared across a fork)."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="shared-memory"))
+    return _POOL[1]
 
 
 def default_root() -> Path:
@@ -606,12 +618,18 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             return []
         depth = max(self.search_depth, top_k)
         terms = query_terms(query)
-        vector = self.embedder.embed([query])[0]
+        # The model embeds the query while the full-text leg runs: both release the GIL, so on two cores
+        # a search costs about max(embed, lexical) + the vector scan instead of their sum.
+        embedding = _helper_pool().submit(self.embedder.embed, [query])
         lexical: list[tuple[float, int, str, ScopeRef]] = []
+        try:
+            for ref in refs:
+                for rank, fid in enumerate(self.backend.lexical(ref, terms, depth, filters)):
+                    lexical.append((rank, len(lexical), fid, ref))
+        finally:
+            vector = embedding.result()[0]
         semantic: list[tuple[float, str, ScopeRef]] = []
         for ref in refs:
-            for rank, fid in enumerate(self.backend.lexical(ref, terms, depth, filters)):
-                lexical.append((rank, len(lexical), fid, ref))
             semantic.extend(
                 (cos, fid, ref)
                 for fid, cos in self.backend.semantic(ref, vector, depth, filters)
