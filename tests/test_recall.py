@@ -125,7 +125,7 @@ def test_common_terms_are_pruned_from_large_scopes(tmp_path: Path) -> None:
 
 
 def test_rrf() -> None:
-    scores = rrf([(["a", "b", "c"], 1.0), (["c", "a"], 1.0)], k=60)
+    scores = rrf([(["a", "b", "c"], 1.0), (["c", "a"], 1.0)], k=60)  # the textbook constant
     assert scores["a"] == pytest.approx(1 / 61 + 1 / 62)
     assert scores["c"] == pytest.approx(1 / 63 + 1 / 61)
     assert scores["b"] == pytest.approx(1 / 62)

@@ -242,7 +242,7 @@ def test_hits_carry_provenance_and_reasons(store: SharedMemoryStore) -> None:
     store.remember("kafka retention is seven days", "global")
     hit = store.search("kafka retention", "global")[0]
     assert hit.lexical_rank == 1 and hit.semantic_rank == 1 and hit.cosine is not None
-    assert hit.score == pytest.approx(2 / 61)
+    assert hit.score == pytest.approx(1 / 6 + 0.5 / 6)  # rrf_k=5, weights 1 and 0.5
     assert hit.fact.scope.kind == "global" and hit.fact.created_by == "system"
 
 

@@ -73,7 +73,7 @@ def fts5_expression(terms: Iterable[str]) -> str:
     return " OR ".join(quoted)
 
 
-def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 60.0) -> dict[K, float]:
+def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 5.0) -> dict[K, float]:
     """Reciprocal Rank Fusion: ``sum(weight / (k + rank))`` over the lists an item is in (ranks from 1)."""
     if k < 0:
         raise ValueError(f"rrf k must be >= 0, got {k}")
