@@ -413,3 +413,21 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(NotAStoreError, match="newer than this package supports"):
         SharedMemoryStore(tmp_path, embedder=HashEmbedder()).search("x", "global")
+
+
+def test_neighbour_context_pulls_in_the_turn_next_to_a_match(make_store: StoreFactory) -> None:
+    store = make_store()
+    turns = ["Caroline: what is your favourite sport?", "Melanie: swimming, every morning since I was six",
+             "Caroline: nice, I prefer chess", "Melanie: unrelated note about groceries"]
+    receipts = store.remember_many(turns, "global", session_id="s1")
+    store.remember("Other session: sport talk elsewhere", "global", session_id="s2")
+    plain = store.search("favourite sport", "global", top_k=3)
+    assert receipts[1].id not in [h.id for h in plain]  # the answer shares no word with the question
+    hits = store.search("favourite sport", "global", top_k=3, context_weights=(0.3, 0.1))
+    by_id = {h.id: h for h in hits}
+    assert receipts[1].id in by_id and by_id[receipts[1].id].context_of == receipts[0].id
+    assert by_id[receipts[0].id].context_of is None
+    with pytest.raises(ValueError, match="context_weights"):
+        make_store(context_weights=(2.0, 0.1))
+    on = make_store(context_weights=(0.3, 0.1), same_as=store)
+    assert receipts[1].id in [h.id for h in on.search("favourite sport", "global", top_k=3)]

@@ -265,6 +265,7 @@ class Hit:
     lexical_rank: int | None
     semantic_rank: int | None
     cosine: float | None = None
+    context_of: str | None = None  # neighbour context: the recalled fact this one was written next to
 
     @property
     def id(self) -> str:

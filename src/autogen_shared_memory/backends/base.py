@@ -96,6 +96,11 @@ class Backend(ABC):
         """``(id, cosine)`` ranked by cosine similarity to ``vector`` (best first)."""
 
     @abstractmethod
+    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        """For each fact, the active facts written just before and after it in the same session (by write
+        order), for neighbour-context recall."""
+
+    @abstractmethod
     def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
         """The audit trail of one fact, oldest first (it survives purge)."""
 

@@ -191,6 +191,7 @@ class PostgresBackend(Backend):
                 UNIQUE (scope_kind, owner, id))""")
         conn.execute("CREATE INDEX asm_facts_hash ON asm_facts (scope_kind, owner, content_hash, status)")
         conn.execute("CREATE INDEX asm_facts_created ON asm_facts (scope_kind, owner, created_at)")
+        conn.execute("CREATE INDEX asm_facts_session ON asm_facts (scope_kind, owner, session_id, seq)")
         conn.execute("CREATE INDEX asm_facts_tsv ON asm_facts USING gin (tsv)")
         conn.execute("""
             CREATE FUNCTION asm_fact_content_immutable() RETURNS trigger AS $$ BEGIN
@@ -576,6 +577,21 @@ class PostgresBackend(Backend):
             return [(r[0], float(r[1])) for r in rows]
 
         return list(self._read(run))
+
+    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        if not fact_ids:
+            return {}
+        live = "{a}.status = 'active' AND ({a}.expires_at IS NULL OR {a}.expires_at > %(now)s)"
+        same = "{a}.scope_kind = f.scope_kind AND {a}.owner = f.owner AND {a}.session_id = f.session_id"
+        sql = (
+            f"SELECT f.id, (SELECT p.id FROM asm_facts p WHERE {same.format(a='p')} AND p.seq < f.seq AND "
+            f"{live.format(a='p')} ORDER BY p.seq DESC LIMIT 1), (SELECT n.id FROM asm_facts n WHERE "
+            f"{same.format(a='n')} AND n.seq > f.seq AND {live.format(a='n')} ORDER BY n.seq LIMIT 1) FROM asm_facts f "
+            "WHERE f.scope_kind = %(kind)s AND f.owner = %(owner)s AND f.id = ANY(%(ids)s) AND f.session_id IS NOT NULL"
+        )
+        params = {"now": time.time(), "kind": scope.kind, "owner": scope.owner, "ids": list(fact_ids)}
+        rows = self._read(lambda c: c.execute(sql, params).fetchall())
+        return {r[0]: (r[1], r[2]) for r in rows}
 
     def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
         rows = self._read(

@@ -104,6 +104,7 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
     facts.create_index(["rev"])
     facts.create_index(["created_at"])
     facts.create_index(["created_by"])
+    facts.create_index(["session_id", "seq"])
     db["audit"].create(  # type: ignore[union-attr]
         {"seq": int, "fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
         pk="seq",
@@ -803,6 +804,20 @@ class SQLiteBackend(Backend):
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         top = top[np.argsort(-scores[top], kind="stable")][:k]
         return [(ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        conn = self._conn(scope, create=False)
+        if conn is None or not fact_ids:
+            return {}
+        live = "{a}.status = 'active' AND ({a}.expires_at IS NULL OR {a}.expires_at > ?)"
+        sql = (
+            f"SELECT f.id, (SELECT p.id FROM facts p WHERE p.session_id = f.session_id AND p.seq < f.seq AND "
+            f"{live.format(a='p')} ORDER BY p.seq DESC LIMIT 1), (SELECT n.id FROM facts n WHERE n.session_id = "
+            f"f.session_id AND n.seq > f.seq AND {live.format(a='n')} ORDER BY n.seq LIMIT 1) "
+            f"FROM facts f WHERE f.id IN ({','.join('?' * len(fact_ids))}) AND f.session_id IS NOT NULL"
+        )
+        now = time.time()
+        return {r[0]: (r[1], r[2]) for r in conn.execute(sql, [now, now, *fact_ids])}
 
     def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
         conn = self._conn(scope, create=False)
