@@ -38,7 +38,7 @@ SCRIPTS = {
                                scope="global")],
     },
     "b": {  # host B: the communications team writes the customer update
-        "comms": [tool_call("memory_search", query="what happened in incident 7 and how often do we update customers?")],
+        "comms": [tool_call("memory_search", query="what happened in incident 7? how often do we update customers?")],
         "editor": ["Update: the EU database failed over at 03:10; next update in 30 minutes."],
     },
 }
