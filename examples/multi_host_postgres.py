@@ -32,10 +32,19 @@ from autogen_shared_memory.backends.postgres import PostgresBackend
 GROUP = "incident-crew"  # the same crew, spread over two hosts
 SCRIPTS = {
     "a": {  # host A: the on-call engineer records what it found
-        "oncall": [tool_call("memory_remember", fact="Incident 7: the EU database failed over to replica-2 at 03:10.",
-                             scope="group", tags=["incident-7"])],
-        "sre_lead": [tool_call("memory_remember", fact="Customer updates go out every 30 minutes during incidents.",
-                               scope="global")],
+        "oncall": [
+            tool_call(
+                "memory_remember",
+                fact="Incident 7: the EU database failed over to replica-2 at 03:10.",
+                scope="group",
+                tags=["incident-7"],
+            )
+        ],
+        "sre_lead": [
+            tool_call(
+                "memory_remember", fact="Customer updates go out every 30 minutes during incidents.", scope="global"
+            )
+        ],
     },
     "b": {  # host B: the communications team writes the customer update
         "comms": [tool_call("memory_search", query="what happened in incident 7? how often do we update customers?")],

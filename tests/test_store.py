@@ -417,8 +417,12 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
 def test_neighbour_context_pulls_in_the_turn_next_to_a_match(make_store: StoreFactory) -> None:
     store = make_store()
-    turns = ["Caroline: what is your favourite sport?", "Melanie: swimming, every morning since I was six",
-             "Caroline: nice, I prefer chess", "Melanie: unrelated note about groceries"]
+    turns = [
+        "Caroline: what is your favourite sport?",
+        "Melanie: swimming, every morning since I was six",
+        "Caroline: nice, I prefer chess",
+        "Melanie: unrelated note about groceries",
+    ]
     receipts = store.remember_many(turns, "global", session_id="s1")
     store.remember("Other session: sport talk elsewhere", "global", session_id="s2")
     plain = store.search("favourite sport", "global", top_k=3)
