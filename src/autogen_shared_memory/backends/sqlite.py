@@ -412,9 +412,8 @@ class SQLiteBackend(Backend):
             finally:
                 conn.close()  # checkpoints: the file alone holds everything
             try:
-                os.link(tmp, path)
-            except FileExistsError:
-                pass  # another thread or process published it first: use theirs
+                with contextlib.suppress(FileExistsError):  # another thread or process published it first
+                    os.link(tmp, path)
             except OSError:  # pragma: no cover - file systems without hard links
                 if not path.exists():
                     os.replace(tmp, path)
