@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.recall import fts5_expression, query_terms, rrf, stem
 from autogen_shared_memory.testing import HashEmbedder
+
+StoreFactory = Callable[..., SharedMemoryStore]
 
 NASTY = [
     '"',
@@ -147,3 +149,29 @@ def test_query_words_sharing_a_stem_on_a_large_scope(store: SharedMemoryStore) -
     store.remember_many([f"weekly report {i} for team {i % 40}" for i in range(1100)], "global")
     hits = store.search("reported reports teams team 7", "global")
     assert hits and "report" in hits[0].content
+
+
+def test_all_scopes_merge_lexical_matches_by_score_not_by_rank(make_store: StoreFactory) -> None:
+    """A small scope's best keyword match (one weak term) must not outrank a big scope's strong match."""
+    store = make_store(semantic_weight=0.0)  # the lexical leg alone decides
+    store.add_group_member("crew", "alice")
+    store.remember_many(["Lisbon is sunny in May", *(f"alice note {i} on tea" for i in range(5))], "agent", agent_id="alice")
+    filler = [f"sprint {i} retro notes for squad {i % 7}" for i in range(50)]
+    store.remember_many([*filler, "the Lisbon office deploys the billing service on Fridays"], "group", group_id="crew")
+    hits = store.search("when does the Lisbon office deploy billing", agent_id="alice", group_id="crew", top_k=2)
+    assert [h.content for h in hits] == ["the Lisbon office deploys the billing service on Fridays", "Lisbon is sunny in May"]
+    assert [h.lexical_rank for h in hits] == [1, 2]
+
+
+def test_lexical_postings_budget_keeps_the_rarest_terms(tmp_path: Path) -> None:
+    from autogen_shared_memory.backends.sqlite import SQLiteBackend
+
+    backend = SQLiteBackend(tmp_path, max_common_term_ratio=1.0, max_lexical_postings=2000)
+    store = SharedMemoryStore(tmp_path, backend=backend, embedder=HashEmbedder(), near_duplicate_threshold=1.01)
+    facts = [f"note {i} {'apple' if i % 2 else 'berry'} {'cedar' if i % 5 == 0 else ''}" for i in range(2400)]
+    store.remember_many(facts, "global")  # apple: 1200 facts, berry: 1200, cedar: 480
+    conn = backend._conn(store.scope_ref("global"), create=False)  # type: ignore[attr-defined]
+    kept = backend._prune_common_terms(conn, ["apple", "berry", "cedar"])  # type: ignore[attr-defined]
+    assert kept in (["apple", "cedar"], ["berry", "cedar"])  # 480 + 1200 postings fit in 2000, + 1200 do not
+    backend.max_lexical_postings = 100
+    assert backend._prune_common_terms(conn, ["apple", "berries", "cedar"]) == ["cedar"]  # type: ignore[attr-defined]

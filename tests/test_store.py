@@ -321,7 +321,7 @@ def test_foreign_sqlite_database_is_refused_and_untouched(store: SharedMemorySto
 def test_other_embedding_model_is_refused_then_reembed(make_store: StoreFactory) -> None:
     first = make_store(embedder=HashEmbedder(64, "model-a"))
     r = first.remember("the deploy key rotates monthly", "global")
-    second = make_store(same_as=first, embedder=HashEmbedder(32, "model-b"))
+    second = make_store(same_as=first, embedder=HashEmbedder(32, "model-b"), operator_id="migrator")
     with pytest.raises(EmbeddingModelMismatchError, match="reembed"):
         second.search("deploy key", "global")
     with pytest.raises(EmbeddingModelMismatchError):
@@ -330,7 +330,7 @@ def test_other_embedding_model_is_refused_then_reembed(make_store: StoreFactory)
     assert second.search("deploy key", "global")[0].id == r.id
     assert second.stats()[0].embedding_model == "model-b"
     assert second.remember("another", "global").status == "created"
-    assert [e.event for e in second.history(r.id)] == ["created", "reembedded"]
+    assert [(e.event, e.actor) for e in second.history(r.id)] == [("created", "system"), ("reembedded", "migrator")]
 
 
 @pytest.mark.sqlite_only

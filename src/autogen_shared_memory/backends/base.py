@@ -88,8 +88,12 @@ class Backend(ABC):
         """Ids of the facts matching ``filters``, oldest first."""
 
     @abstractmethod
-    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
-        """Ids ranked by full-text relevance (best first) for the OR of ``terms`` (plain words)."""
+    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[tuple[str, float]]:
+        """``(id, relevance)`` for the OR of ``terms`` (plain words), best first.
+
+        Relevance is the engine's own score, higher is better (BM25 for SQLite, ``ts_rank`` for PostgreSQL): it
+        must be comparable across the scopes of one backend, because ``scope="all"`` merges them by it.
+        """
 
     @abstractmethod
     def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
@@ -140,9 +144,9 @@ class Backend(ABC):
 
     @abstractmethod
     def replace_vectors(
-        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
     ) -> None:
-        """Store new vectors for ``ids``; when ``final``, record ``model`` as the scope's model."""
+        """Store new vectors for ``ids`` (audited as ``actor``); when ``final``, record the scope's ``model``."""
 
     # --------------------------------------------------------------- records
     # Record tables are described once in :data:`autogen_shared_memory.records.TABLES`.
@@ -216,6 +220,7 @@ def reembed_scope(
     model: ModelInfo,
     batch_size: int = 256,
     progress: Callable[[int], None] | None = None,
+    actor: str = "system",
 ) -> int:
     """Re-embed every fact of a scope with ``embed``; the model switch is recorded only at the end.
 
@@ -226,12 +231,14 @@ def reembed_scope(
     for i, batch in enumerate(batches):
         ids = [fid for fid, _ in batch]
         vectors = embed([content for _, content in batch]) if batch else np.zeros((0, model.dimension))
-        backend.replace_vectors(scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1)
+        backend.replace_vectors(
+            scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1, actor=actor
+        )
         done += len(ids)
         if progress is not None:
             progress(len(ids))
     if not batches:
-        backend.replace_vectors(scope, [], np.zeros((0, model.dimension), np.float32), model, final=True)
+        backend.replace_vectors(scope, [], np.zeros((0, model.dimension), np.float32), model, final=True, actor=actor)
     return done
 
 

@@ -539,17 +539,18 @@ class PostgresBackend(Backend):
             )
         ]
 
-    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
+    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[tuple[str, float]]:
         if not terms:
             return []
         where, params = self._filter_sql(filters, time.time())
         query = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
         return [
-            r[0]
+            (r[0], float(r[1]))
             for r in self._read(
                 lambda c: c.execute(
-                    f"SELECT id FROM asm_facts, ({'SELECT ' + query}) AS q(query) WHERE scope_kind = %s AND owner = %s "
-                    f"AND tsv @@ q.query AND {where} ORDER BY ts_rank(tsv, q.query) DESC, seq LIMIT %s",
+                    f"SELECT id, ts_rank(tsv, q.query) AS score FROM asm_facts, ({'SELECT ' + query}) AS q(query) "
+                    f"WHERE scope_kind = %s AND owner = %s "
+                    f"AND tsv @@ q.query AND {where} ORDER BY score DESC, seq LIMIT %s",
                     (*terms, scope.kind, scope.owner, *params, limit),
                 ).fetchall()
             )
@@ -730,7 +731,7 @@ class PostgresBackend(Backend):
             yield [(r[1], r[2]) for r in rows]
 
     def replace_vectors(
-        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
     ) -> None:
         def tx(conn: psycopg.Connection[Any]) -> None:
             self._lock_scope(conn, scope)
@@ -740,7 +741,7 @@ class PostgresBackend(Backend):
                     "UPDATE asm_facts SET embedding = %s::vector WHERE scope_kind = %s AND owner = %s AND id = %s",
                     (_vec(vector), scope.kind, scope.owner, fact_id),
                 )
-                self._audit(conn, scope, fact_id, "reembedded", "system", now, model=model.model_id)
+                self._audit(conn, scope, fact_id, "reembedded", actor, now, model=model.model_id)
             if final:
                 for key, value in (("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))):
                     conn.execute(

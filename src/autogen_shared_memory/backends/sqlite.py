@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -197,6 +197,8 @@ def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
 
 _BLAS: Any = None
 
+VectorIndexKind = Literal["exact", "hnsw"]
+
 
 @contextmanager
 def _one_blas_thread() -> Iterator[None]:
@@ -220,6 +222,9 @@ class _VectorIndex:
 
     def reset(self) -> None:
         """Forget everything (the next refresh reloads the scope); the lock is kept."""
+        self.generation = getattr(self, "generation", 0) + 1  # a graph built for an older one is dropped
+        self.ann: _Ann | None = None
+        self.ann_building = False
         self.rev = -1
         self.epoch = -1
         self.n = 0
@@ -285,6 +290,46 @@ class _VectorIndex:
         return self.active[: self.n] & (self.expires[: self.n] > now)
 
 
+class _Ann:
+    """An HNSW graph (hnswlib) over the rows of one scope's vector matrix: approximate top-k in ~1 ms at any
+    size, where the exact scan reads every vector (1M facts: 1.5 GB per query). Labels are matrix positions;
+    status, expiry and filters are applied to its candidates afterwards, as for the exact scan."""
+
+    M = 16
+    EF_CONSTRUCTION = 64
+
+    def __init__(self, matrix: npt.NDArray[np.float32], n: int, threads: int) -> None:
+        import hnswlib
+
+        self.graph = hnswlib.Index(space="ip", dim=int(matrix.shape[1]))
+        self.graph.init_index(max_elements=max(1024, n + n // 4), ef_construction=self.EF_CONSTRUCTION, M=self.M)
+        self.threads = threads
+        self.n = 0
+        self.add(matrix, n)
+
+    def add(self, matrix: npt.NDArray[np.float32], n: int) -> None:
+        """Insert rows ``self.n .. n-1`` of ``matrix`` (rows are append-only within an index generation)."""
+        if n <= self.n:
+            return
+        capacity = self.graph.get_max_elements()
+        if n > capacity:
+            self.graph.resize_index(max(n, capacity + capacity // 2))
+        self.graph.add_items(matrix[self.n : n], np.arange(self.n, n), num_threads=self.threads)
+        self.n = n
+
+    def query(
+        self, q: npt.NDArray[np.float32], k: int, ef: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """Positions and cosines of (about) the ``k`` nearest rows, best first."""
+        self.graph.set_ef(max(ef, k))
+        found, sims = self.query_many(q.reshape(1, -1), k)
+        return found[0], sims[0]
+
+    def query_many(self, vectors: Vectors, k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        labels, distances = self.graph.knn_query(vectors, k=min(k, self.n), num_threads=1)
+        return labels.astype(np.int64), (1.0 - distances).astype(np.float32)
+
+
 class _NearestExisting:
     """Near-duplicate lookup for one write batch: one matrix product against the scope, up front.
 
@@ -302,6 +347,14 @@ class _NearestExisting:
             return
         live = index.live_mask(now, include_inactive=False)
         if not live.any():
+            return
+        if index.ann is not None:  # a big scope with a graph: ask it instead of scanning every vector
+            index.ann.add(index.matrix, index.n)
+            found, sims = index.ann.query_many(vectors, 8)
+            sims[~live[found]] = -np.inf
+            arg = sims.argmax(axis=1)
+            self.best_pos = found[np.arange(b), arg]
+            self.best_sim = sims[np.arange(b), arg]
             return
         for lo in range(0, b, 256):  # bound the n x chunk score matrix
             with _one_blas_thread():
@@ -354,10 +407,27 @@ class SQLiteBackend(Backend):
         *,
         busy_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
+        max_lexical_postings: int = 10_000,
+        vector_index: VectorIndexKind = "exact",
+        ann_min_facts: int = 20_000,
+        ann_ef: int = 128,
     ) -> None:
+        if vector_index not in ("exact", "hnsw"):
+            raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
+        if vector_index == "hnsw":
+            try:
+                import hnswlib  # noqa: F401
+            except ImportError as exc:
+                raise ImportError(
+                    "vector_index='hnsw' needs hnswlib: pip install 'autogen-shared-memory[ann]'"
+                ) from exc
+        self.vector_index = vector_index
+        self.ann_min_facts = ann_min_facts
+        self.ann_ef = ann_ef
         self.root = Path(root).expanduser().absolute()
         self.busy_timeout = busy_timeout
         self.max_common_term_ratio = max_common_term_ratio
+        self.max_lexical_postings = max_lexical_postings
         self._local = threading.local()
         self._all_conns: list[sqlite3.Connection] = []
         self._indexes: dict[ScopeRef, _VectorIndex] = {}
@@ -740,23 +810,27 @@ class SQLiteBackend(Backend):
         sql = f"SELECT f.id FROM facts f WHERE {where} ORDER BY f.seq LIMIT ?"
         return [r[0] for r in conn.execute(sql, [*params, limit])]
 
-    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[str]:
+    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[tuple[str, float]]:
         conn = self._conn(scope, create=False)
         if conn is None or not terms:
             return []
         terms = self._prune_common_terms(conn, terms)
         where, params = self._filter_sql(filters, time.time())
         sql = (
-            "SELECT f.id FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
+            "SELECT f.id, -facts_fts.rank FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
             f"WHERE facts_fts MATCH ? AND {where} ORDER BY facts_fts.rank LIMIT ?"
         )
-        return [r[0] for r in conn.execute(sql, [fts5_expression(terms), *params, limit])]
+        return [(r[0], float(r[1])) for r in conn.execute(sql, [fts5_expression(terms), *params, limit])]
 
     def _prune_common_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
-        """Drop terms present in more than ``max_common_term_ratio`` of the facts (keep the rarest one).
+        """The terms worth scoring: rarest first, while each is in at most ``max_common_term_ratio`` of the
+        facts and their posting lists together hold at most ``max_lexical_postings`` rows (the rarest term
+        is always kept).
 
-        An OR over a term that is in most rows makes FTS5 score every one of them; such a term barely
-        changes the ranking anyway (its IDF is near zero).
+        FTS5 computes BM25 for every row matching the OR of the terms, so the lexical leg costs about one
+        microsecond per posting: without a bound, a 100k-fact scope spends 20 ms on terms like "team" or
+        "deploy" that barely move the ranking (low IDF) while the rare terms decide it. The budget makes
+        the leg's cost independent of the scope size; the semantic leg still sees every fact.
         """
         n_facts = conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0]
         if n_facts < 1000 or len(terms) < 2:
@@ -765,9 +839,16 @@ class SQLiteBackend(Backend):
         distinct = sorted(set(stems.values()))  # "report" and "reports" share one stem
         marks = ",".join("?" * len(distinct))
         df = dict(conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", distinct).fetchall())
-        limit = self.max_common_term_ratio * n_facts
-        kept = [t for t in terms if df.get(stems[t], 0) <= limit]
-        return kept or [min(terms, key=lambda t: df.get(stems[t], 0))]
+        common = self.max_common_term_ratio * n_facts
+        kept: set[str] = set()
+        postings = 0
+        for term in sorted(distinct, key=lambda t: df.get(t, 0)):
+            count = df.get(term, 0)
+            if kept and (count > common or postings + count > self.max_lexical_postings):
+                break
+            kept.add(term)
+            postings += count
+        return [t for t in terms if stems[t] in kept]
 
     def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
         conn = self._conn(scope, create=False)
@@ -775,13 +856,25 @@ class SQLiteBackend(Backend):
             return []
         index = self._index(scope)
         now = time.time()
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
         with index.lock:
             self._refresh(conn, index)
             n = index.n
             if n == 0:
                 return []
+            if q.shape[0] != index.dim:
+                raise EmbeddingModelMismatchError(
+                    f"query vector has {q.shape[0]} dimensions, {scope} holds {index.dim}-d vectors"
+                )
             matrix, ids, seqs = index.matrix[:n], index.ids, index.seq[:n]
             mask = index.live_mask(now, filters.include_inactive)
+            ann = None if filters.narrows else self._ann(index)
+            if ann is not None:
+                # Over-fetch so that inactive rows among the candidates still leave ``limit`` live ones.
+                found, sims = ann.query(q, 2 * limit, self.ann_ef)
+                live = mask[found]
+                if live.sum() >= min(limit, int(mask.sum())):
+                    return [(ids[i], float(c)) for i, c in zip(found[live][:limit], sims[live][:limit], strict=True)]
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
             allowed = np.fromiter(
@@ -791,11 +884,6 @@ class SQLiteBackend(Backend):
         candidates = int(mask.sum())
         if candidates == 0:
             return []
-        q = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if q.shape[0] != matrix.shape[1]:
-            raise EmbeddingModelMismatchError(
-                f"query vector has {q.shape[0]} dimensions, {scope} holds {matrix.shape[1]}-d vectors"
-            )
         with _one_blas_thread():
             scores = matrix @ q
         scores[~mask] = -np.inf
@@ -803,6 +891,57 @@ class SQLiteBackend(Backend):
         top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
         top = top[np.argsort(-scores[top], kind="stable")][:k]
         return [(ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    def _ann(self, index: _VectorIndex) -> _Ann | None:
+        """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet.
+
+        The first search of a scope with ``ann_min_facts`` or more facts starts building the graph on a
+        background thread and is answered exactly, as are the searches that follow until the graph is
+        ready; rows written since are added before each query. Caller holds ``index.lock``.
+        """
+        if self.vector_index != "hnsw" or index.n < self.ann_min_facts:
+            return None
+        if index.ann is not None:
+            index.ann.add(index.matrix, index.n)
+            return index.ann
+        if not index.ann_building:
+            index.ann_building = True
+            threading.Thread(
+                target=self._build_ann,
+                args=(index, index.generation, index.matrix, index.n),
+                name="asm-hnsw-build",
+                daemon=True,
+            ).start()
+        return None
+
+    def _build_ann(self, index: _VectorIndex, generation: int, matrix: npt.NDArray[np.float32], n: int) -> None:
+        ann: _Ann | None = None
+        try:
+            ann = _Ann(matrix, n, threads=max(1, (os.cpu_count() or 2) // 2))
+        finally:  # a failed build is retried by a later search
+            with index.lock:
+                if index.generation == generation:
+                    index.ann_building = False
+                    index.ann = ann
+
+    def build_ann(self, scope: ScopeRef) -> bool:
+        """Build the scope's HNSW graph now, in this thread (e.g. at start-up, before the first search).
+
+        Returns False when there is nothing to build (``vector_index='exact'``, or fewer than
+        ``ann_min_facts`` facts).
+        """
+        conn = self._conn(scope, create=False)
+        if conn is None or self.vector_index != "hnsw":
+            return False
+        index = self._index(scope)
+        with index.lock:
+            self._refresh(conn, index)
+            if index.n < self.ann_min_facts:
+                return False
+            if index.ann is None:
+                index.ann = _Ann(index.matrix, index.n, threads=os.cpu_count() or 1)
+            index.ann.add(index.matrix, index.n)
+        return True
 
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         conn = self._conn(scope, create=False)
@@ -943,7 +1082,7 @@ class SQLiteBackend(Backend):
             yield [(r[1], r[2]) for r in rows]
 
     def replace_vectors(
-        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
     ) -> None:
         if self._conn(scope, create=False) is None:
             return
@@ -953,7 +1092,7 @@ class SQLiteBackend(Backend):
                 [(np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i) for i, v in zip(ids, vectors, strict=True)],
             )
             for fact_id in ids:
-                tx.audit(fact_id, "reembedded", "system", model=model.model_id)
+                tx.audit(fact_id, "reembedded", actor, model=model.model_id)
             if final:
                 tx.conn.executemany(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",

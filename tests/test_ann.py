@@ -1,0 +1,120 @@
+"""The optional HNSW vector index (``vector_index="hnsw"``): same answers as the exact scan on small scopes,
+kept current by writes of this and other processes, never returning inactive facts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.model import Filters
+from autogen_shared_memory.testing import HashEmbedder
+
+pytest.importorskip("hnswlib")
+
+WORDS = "amber birch cobalt delta ember fjord garnet harbor indigo jasper kelp lumen mesa nectar onyx prism".split()
+
+
+def fact(i: int) -> str:
+    return f"{WORDS[i % 16]} {WORDS[(i // 16) % 16]} {WORDS[(i // 256) % 16]} note {i}"
+
+
+def open_store(root: Path, min_facts: int = 100) -> SharedMemoryStore:
+    backend = SQLiteBackend(root, vector_index="hnsw", ann_min_facts=min_facts)
+    return SharedMemoryStore(root, backend=backend, embedder=HashEmbedder(), near_duplicate_threshold=1.01)
+
+
+def semantic(store: SharedMemoryStore, query: str, k: int = 10) -> list[tuple[str, float]]:
+    vector = store.embedder.embed([query])[0]
+    return store.backend.semantic(store.scope_ref("global"), vector, k, Filters())
+
+
+def semantic_ids(store: SharedMemoryStore, query: str, k: int = 10) -> list[str]:
+    return [fid for fid, _ in semantic(store, query, k)]
+
+
+def test_hnsw_agrees_with_the_exact_scan(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.remember_many([fact(i) for i in range(600)], "global")
+    exact = SharedMemoryStore(tmp_path, embedder=HashEmbedder())  # a second backend on the same files
+    assert store.backend.build_ann(store.scope_ref("global"))  # type: ignore[attr-defined]
+    same = 0
+    for i in range(0, 600, 20):
+        query = f"{WORDS[i % 16]} {WORDS[(i // 16) % 16]} note"
+        approx, truth = semantic(store, query), semantic(exact, query)
+        assert approx[0][1] == pytest.approx(truth[0][1], abs=1e-5)  # ties may swap ids, not scores
+        same += [round(c, 5) for _, c in approx] == [round(c, 5) for _, c in truth]
+    assert same >= 28  # of 30 queries, the whole top 10 as good as the exact scan's
+
+
+def test_hnsw_skips_forgotten_facts_and_sees_new_ones_from_other_writers(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    receipts = store.remember_many([fact(i) for i in range(300)], "global")
+    assert store.backend.build_ann(store.scope_ref("global"))  # type: ignore[attr-defined]
+    top = store.search(fact(7), "global", top_k=1)[0]
+    assert top.id == receipts[7].id
+    store.forget(top.id, reason="wrong")
+    assert top.id not in [h.id for h in store.search(fact(7), "global", top_k=20)]
+    other = SharedMemoryStore(tmp_path, embedder=HashEmbedder())  # another process, in effect
+    new = other.remember("zephyr quartz lagoon", "global")
+    assert store.search("zephyr quartz lagoon", "global", top_k=1)[0].id == new.id
+    assert new.id in semantic_ids(store, "zephyr quartz lagoon", 3)  # through the graph, not only lexically
+
+
+def test_first_search_builds_the_graph_in_the_background(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    receipts = store.remember_many([fact(i) for i in range(300)], "global")
+    index = store.backend._index(store.scope_ref("global"))  # type: ignore[attr-defined]
+    assert index.ann is None
+    assert store.search(fact(3), "global", top_k=1)[0].id == receipts[3].id  # answered by the exact scan
+    deadline = time.monotonic() + 30
+    while index.ann is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert index.ann is not None and not index.ann_building
+    assert store.search(fact(5), "global", top_k=1)[0].id == receipts[5].id
+
+
+def test_purge_rebuilds_the_graph_without_stale_rows(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    receipts = store.remember_many([fact(i) for i in range(300)], "global")
+    ref = store.scope_ref("global")
+    assert store.backend.build_ann(ref)  # type: ignore[attr-defined]
+    for r in receipts[:150]:
+        store.forget(r.id)
+    store.purge(older_than=0)
+    assert store.backend.build_ann(ref)  # type: ignore[attr-defined]
+    live = {r.id for r in receipts[150:]}
+    assert set(semantic_ids(store, fact(200), 20)) <= live
+
+
+def test_small_scopes_and_exact_stores_have_no_graph(tmp_path: Path) -> None:
+    store = open_store(tmp_path, min_facts=1000)
+    store.remember_many([fact(i) for i in range(50)], "global")
+    assert not store.backend.build_ann(store.scope_ref("global"))  # type: ignore[attr-defined]
+    exact = SharedMemoryStore(tmp_path / "exact", embedder=HashEmbedder())
+    exact.remember("one fact", "global")
+    assert not exact.backend.build_ann(exact.scope_ref("global"))  # type: ignore[attr-defined]
+
+
+def test_vector_index_is_validated_and_part_of_the_config(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="vector_index"):
+        SQLiteBackend(tmp_path, vector_index="faiss")  # type: ignore[arg-type]
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), vector_index="hnsw")
+    loaded = SharedMemoryStore.load_component(store.dump_component())
+    assert loaded.backend.vector_index == "hnsw"  # type: ignore[attr-defined]
+
+
+def test_near_duplicates_are_found_through_the_graph(tmp_path: Path) -> None:
+    backend = SQLiteBackend(tmp_path, vector_index="hnsw", ann_min_facts=100)
+    store = SharedMemoryStore(tmp_path, backend=backend, embedder=HashEmbedder(), near_duplicate_threshold=0.95)
+    receipts = store.remember_many([fact(i) for i in range(400)], "global")
+    assert backend.build_ann(store.scope_ref("global"))
+    again = store.remember_many([fact(123).upper() + "!", fact(321) + " ."], "global")
+    assert [(r.status, r.duplicate_of) for r in again] == [
+        ("reinforced", receipts[123].id),
+        ("reinforced", receipts[321].id),
+    ]
+    assert store.remember("a brand new fact about quartz", "global").status == "created"
