@@ -70,7 +70,6 @@ import numpy as np
 
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
-from autogen_shared_memory.recall import stem
 from autogen_shared_memory.store import SharedMemoryStore
 
 TOP_K = 20
@@ -290,26 +289,18 @@ class BenchBackend(SQLiteBackend):
 
     prune: tuple[float, int] | None = None
 
-    def _prune_common_terms(self, conn: Any, terms: Sequence[str]) -> list[str]:
+    def _choose_terms(self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int]) -> list[str]:
         if self.prune is None:
-            return list(super()._prune_common_terms(conn, terms))
+            return super()._choose_terms(terms, stems, n, df)
         ratio, min_facts = self.prune
-        n_facts = conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0]
-        if n_facts < min_facts or len(terms) < 2:
+        if n < min_facts or len(terms) < 2:
             return list(terms)
-        stems = {t: stem(t) for t in terms}
-        unique = sorted(set(stems.values()))
-        df = dict(
-            conn.execute(
-                f"SELECT term, doc FROM facts_vocab WHERE term IN ({','.join('?' * len(unique))})", unique
-            ).fetchall()
-        )
-        kept = [t for t in terms if df.get(stems[t], 0) <= ratio * n_facts]
+        kept = [t for t in terms if df.get(stems[t], 0) <= ratio * n]
         return kept or [min(terms, key=lambda t: df.get(stems[t], 0))]
 
 
-if not callable(getattr(SQLiteBackend, "_prune_common_terms", None)):  # pragma: no cover
-    raise RuntimeError("SQLiteBackend._prune_common_terms is gone: update BenchBackend in bench/locomo.py")
+if not callable(getattr(SQLiteBackend, "_choose_terms", None)):  # pragma: no cover
+    raise RuntimeError("SQLiteBackend._choose_terms is gone: update BenchBackend in bench/locomo.py")
 
 
 @dataclass

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.recall import fts5_expression, query_terms, rrf, stem
+from autogen_shared_memory.recall import fts5_expression, query_terms, rrf, stem, stems_of
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
@@ -155,12 +155,29 @@ def test_all_scopes_merge_lexical_matches_by_score_not_by_rank(make_store: Store
     """A small scope's best keyword match (one weak term) must not outrank a big scope's strong match."""
     store = make_store(semantic_weight=0.0)  # the lexical leg alone decides
     store.add_group_member("crew", "alice")
-    store.remember_many(["Lisbon is sunny in May", *(f"alice note {i} on tea" for i in range(5))], "agent", agent_id="alice")
+    store.remember_many(
+        ["Lisbon is sunny in May", *(f"alice note {i} on tea" for i in range(5))], "agent", agent_id="alice"
+    )
     filler = [f"sprint {i} retro notes for squad {i % 7}" for i in range(50)]
     store.remember_many([*filler, "the Lisbon office deploys the billing service on Fridays"], "group", group_id="crew")
     hits = store.search("when does the Lisbon office deploy billing", agent_id="alice", group_id="crew", top_k=2)
-    assert [h.content for h in hits] == ["the Lisbon office deploys the billing service on Fridays", "Lisbon is sunny in May"]
+    assert [h.content for h in hits] == [
+        "the Lisbon office deploys the billing service on Fridays",
+        "Lisbon is sunny in May",
+    ]
     assert [h.lexical_rank for h in hits] == [1, 2]
+
+
+def test_a_small_scopes_full_match_outranks_a_big_scopes_one_word_match(make_store: StoreFactory) -> None:
+    """Raw BM25 grows with a scope's size (IDF): scores are normalised by the query's IDF mass per scope."""
+    store = make_store(semantic_weight=0.0)
+    store.add_group_member("crew", "alice")
+    mine = ["alice drinks oolong tea at noon", *(f"alice note {i} about weather" for i in range(5))]
+    store.remember_many(mine, "agent", agent_id="alice")
+    theirs = [f"sprint {i} retro notes for squad {i % 7}" for i in range(300)]
+    store.remember_many([*theirs, "the oolong shipment arrived late"], "group", group_id="crew")
+    hits = store.search("oolong tea at noon", agent_id="alice", group_id="crew", top_k=2)
+    assert [h.content for h in hits] == ["alice drinks oolong tea at noon", "the oolong shipment arrived late"]
 
 
 def test_lexical_postings_budget_keeps_the_rarest_terms(tmp_path: Path) -> None:
@@ -175,3 +192,12 @@ def test_lexical_postings_budget_keeps_the_rarest_terms(tmp_path: Path) -> None:
     assert kept in (["apple", "cedar"], ["berry", "cedar"])  # 480 + 1200 postings fit in 2000, + 1200 do not
     backend.max_lexical_postings = 100
     assert backend._prune_common_terms(conn, ["apple", "berries", "cedar"]) == ["cedar"]  # type: ignore[attr-defined]
+
+
+def test_stems_of_matches_the_fts5_index() -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(c, tokenize='porter unicode61 remove_diacritics 2')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'row')")
+    text = "Café_owners deployed eu-central-1 on Mondays; naïve reports (x2) 🚀 don't"
+    conn.execute("INSERT INTO t VALUES (?)", (text,))
+    assert stems_of(text) == {r[0] for r in conn.execute("SELECT term FROM v")}

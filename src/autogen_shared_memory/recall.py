@@ -20,6 +20,7 @@ K = TypeVar("K", bound=Hashable)
 
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits: what FTS5's unicode61 tokenizer keeps
 
 # A compact English stop-word list: these occur in most facts, so an OR over them would rank by noise and
 # scan every posting list. Kept only when a query has nothing else.
@@ -65,6 +66,11 @@ def stem(term: str) -> str:
     if stemmer is None:
         stemmer = _local.stemmer = snowballstemmer.stemmer("porter")
     return str(stemmer.stemWord(term))
+
+
+def stems_of(text: str) -> set[str]:
+    """The Porter stems of the words of ``text``: the index terms FTS5 stores for it."""
+    return {stem(w) for w in _TOKEN.findall(fold(text))}
 
 
 def fts5_expression(terms: Iterable[str]) -> str:

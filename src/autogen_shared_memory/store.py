@@ -646,10 +646,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         # The model embeds the query while the full-text leg runs: both release the GIL, so on two cores
         # a search costs about max(embed, lexical) + the vector scan instead of their sum.
         embedding = _helper_pool().submit(self.embedder.embed, [query])
-        lexical: list[tuple[float, ScopeRef, str]] = []
         try:
-            for ref in refs:
-                lexical.extend((score, ref, fid) for fid, score in self.backend.lexical(ref, terms, depth, filters))
+            lex_list = [(ref, fid) for ref, fid, _ in self.backend.lexical(refs, terms, depth, filters)]
         finally:
             vector = embedding.result()[0]
         semantic: list[tuple[float, str, ScopeRef]] = []
@@ -659,9 +657,9 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 for fid, cos in self.backend.semantic(ref, vector, depth, filters)
                 if cos >= self.min_similarity
             )
-        # Per leg, one list across scopes, merged by the leg's own score (BM25, cosine), not by per-scope
-        # rank: interleaving ranks would put a small scope's weak keyword match level with a big scope's best.
-        lex_list = [(ref, fid) for _, ref, fid in sorted(lexical, key=lambda t: -t[0])]
+        # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
+        # small scope's weak keyword match level with a big scope's best): the backend ranks the lexical
+        # hits of all scopes together, semantic hits are merged by cosine (one model, comparable).
         sem_sorted = sorted(semantic, key=lambda t: -t[0])
         sem_list = [(ref, fid) for _, fid, ref in sem_sorted]
         cosine = {(ref, fid): cos for cos, fid, ref in sem_sorted}

@@ -88,11 +88,13 @@ class Backend(ABC):
         """Ids of the facts matching ``filters``, oldest first."""
 
     @abstractmethod
-    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[tuple[str, float]]:
-        """``(id, relevance)`` for the OR of ``terms`` (plain words), best first.
-
-        Relevance is the engine's own score, higher is better (BM25 for SQLite, ``ts_rank`` for PostgreSQL): it
-        must be comparable across the scopes of one backend, because ``scope="all"`` merges them by it.
+    def lexical(
+        self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """``(scope, id, relevance)`` for the OR of ``terms`` (plain words): up to ``limit`` per scope, ranked
+        together, best first. Relevance must be comparable across the scopes, because ``scope="all"``
+        searches several at once (SQLite: BM25 with the IDF of the searched files together; PostgreSQL:
+        ``ts_rank``, which has no collection statistics).
         """
 
     @abstractmethod

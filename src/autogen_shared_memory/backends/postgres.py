@@ -539,22 +539,26 @@ class PostgresBackend(Backend):
             )
         ]
 
-    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[tuple[str, float]]:
+    def lexical(
+        self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
         if not terms:
             return []
         where, params = self._filter_sql(filters, time.time())
         query = " || ".join(["plainto_tsquery('english', %s)"] * len(terms))
-        return [
-            (r[0], float(r[1]))
-            for r in self._read(
-                lambda c: c.execute(
-                    f"SELECT id, ts_rank(tsv, q.query) AS score FROM asm_facts, ({'SELECT ' + query}) AS q(query) "
-                    f"WHERE scope_kind = %s AND owner = %s "
-                    f"AND tsv @@ q.query AND {where} ORDER BY score DESC, seq LIMIT %s",
-                    (*terms, scope.kind, scope.owner, *params, limit),
-                ).fetchall()
-            )
-        ]
+        sql = (
+            f"SELECT id, ts_rank(tsv, q.query) AS score FROM asm_facts, ({'SELECT ' + query}) AS q(query) "
+            f"WHERE scope_kind = %s AND owner = %s AND tsv @@ q.query AND {where} ORDER BY score DESC, seq LIMIT %s"
+        )
+
+        def run(conn: psycopg.Connection[Any]) -> list[tuple[ScopeRef, str, float]]:
+            hits: list[tuple[ScopeRef, str, float]] = []
+            for scope in scopes:
+                rows = conn.execute(sql, (*terms, scope.kind, scope.owner, *params, limit)).fetchall()
+                hits.extend((scope, r[0], float(r[1])) for r in rows)
+            return hits
+
+        return sorted(self._read(run), key=lambda h: -h[2])
 
     def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
         q = np.asarray(vector, dtype=np.float32).reshape(-1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import sqlite3
@@ -45,7 +46,7 @@ from ..model import (
     ScopeRef,
     ScopeStats,
 )
-from ..recall import fts5_expression, stem
+from ..recall import fts5_expression, stem, stems_of
 from ..records import TABLES, TableSpec, table_spec
 from .base import Backend, ModelInfo, StatusChange, compare_model, fact_from_row
 
@@ -198,6 +199,11 @@ def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
 _BLAS: Any = None
 
 VectorIndexKind = Literal["exact", "hnsw"]
+
+
+def _idf(n_facts: int, hits: int) -> float:
+    """Inverse document frequency as FTS5's ``bm25()`` computes it."""
+    return max(math.log((n_facts - hits + 0.5) / (hits + 0.5)), 1e-6)
 
 
 @contextmanager
@@ -810,45 +816,80 @@ class SQLiteBackend(Backend):
         sql = f"SELECT f.id FROM facts f WHERE {where} ORDER BY f.seq LIMIT ?"
         return [r[0] for r in conn.execute(sql, [*params, limit])]
 
-    def lexical(self, scope: ScopeRef, terms: Sequence[str], limit: int, filters: Filters) -> list[tuple[str, float]]:
-        conn = self._conn(scope, create=False)
-        if conn is None or not terms:
+    def lexical(
+        self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """FTS5 BM25 per file, rescored with the IDF of all the searched files together.
+
+        BM25 values of different files are not comparable: IDF depends on a file's size, so a 5-fact agent
+        scope's perfect match would score far below a big group scope's one-word match. Each hit's BM25 is
+        scaled by ``sum(global IDF) / sum(file IDF)`` over the query terms it contains, which turns it into
+        the BM25 it would have if the searched files were one collection (exact for terms occurring once).
+        With one scope the factor is 1: the ranking is FTS5's own.
+        """
+        if not terms:
             return []
-        terms = self._prune_common_terms(conn, terms)
-        where, params = self._filter_sql(filters, time.time())
+        stems = {t: stem(t) for t in terms}
+        files = []
+        for scope in scopes:
+            conn = self._conn(scope, create=False)
+            if conn is not None:
+                files.append((scope, conn, *self._term_counts(conn, set(stems.values()))))
+        n_all = sum(n for _, _, n, _ in files)
+        df_all = {s: sum(df.get(s, 0) for _, _, _, df in files) for s in set(stems.values())}
+        now = time.time()
+        where, params = self._filter_sql(filters, now)
         sql = (
-            "SELECT f.id, -facts_fts.rank FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
+            "SELECT f.id, -facts_fts.rank, f.content FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
             f"WHERE facts_fts MATCH ? AND {where} ORDER BY facts_fts.rank LIMIT ?"
         )
-        return [(r[0], float(r[1])) for r in conn.execute(sql, [fts5_expression(terms), *params, limit])]
+        hits: list[tuple[ScopeRef, str, float]] = []
+        for scope, conn, n, df in files:
+            kept = self._choose_terms(terms, stems, n, df)
+            for fact_id, bm25, content in conn.execute(sql, [fts5_expression(kept), *params, limit]):
+                present = stems_of(content)
+                matched = [stems[t] for t in kept if stems[t] in present]
+                local = sum(_idf(n, df.get(m, 0)) for m in matched)
+                shared = sum(_idf(n_all, df_all[m]) for m in matched)
+                hits.append((scope, fact_id, float(bm25) * shared / local if local > 0 else float(bm25)))
+        hits.sort(key=lambda h: -h[2])
+        return hits
 
-    def _prune_common_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
-        """The terms worth scoring: rarest first, while each is in at most ``max_common_term_ratio`` of the
-        facts and their posting lists together hold at most ``max_lexical_postings`` rows (the rarest term
-        is always kept).
+    @staticmethod
+    def _term_counts(conn: sqlite3.Connection, stems: set[str]) -> tuple[int, dict[str, int]]:
+        """The file's number of facts and, per stem, how many facts contain it (FTS5's own statistics)."""
+        n_facts = int(conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0])
+        marks = ",".join("?" * len(stems))
+        rows = conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", sorted(stems))
+        return n_facts, {str(t): int(d) for t, d in rows}
 
-        FTS5 computes BM25 for every row matching the OR of the terms, so the lexical leg costs about one
-        microsecond per posting: without a bound, a 100k-fact scope spends 20 ms on terms like "team" or
-        "deploy" that barely move the ranking (low IDF) while the rare terms decide it. The budget makes
-        the leg's cost independent of the scope size; the semantic leg still sees every fact.
+    def _choose_terms(self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int]) -> list[str]:
+        """The terms worth scoring in a file of ``n`` facts with document frequencies ``df`` (by stem).
+
+        Terms are taken rarest first while each is in at most ``max_common_term_ratio`` of the facts and
+        their posting lists together hold at most ``max_lexical_postings`` rows (the rarest term is always
+        kept; files under 1,000 facts keep every term). FTS5 computes BM25 for every row matching the OR
+        of the terms, about a microsecond per posting: without a bound, a 100k-fact scope spends 20 ms on
+        terms like "team" or "deploy" that barely move the ranking (low IDF) while the rare terms decide
+        it. The budget makes the leg's cost independent of the scope size; the semantic leg still sees
+        every fact.
         """
-        n_facts = conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0]
-        if n_facts < 1000 or len(terms) < 2:
+        if n < 1000 or len(terms) < 2:
             return list(terms)
-        stems = {t: stem(t) for t in terms}
-        distinct = sorted(set(stems.values()))  # "report" and "reports" share one stem
-        marks = ",".join("?" * len(distinct))
-        df = dict(conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", distinct).fetchall())
-        common = self.max_common_term_ratio * n_facts
+        common = self.max_common_term_ratio * n
         kept: set[str] = set()
         postings = 0
-        for term in sorted(distinct, key=lambda t: df.get(t, 0)):
+        for term in sorted(set(stems.values()), key=lambda t: df.get(t, 0)):  # "reports", "reported": one stem
             count = df.get(term, 0)
             if kept and (count > common or postings + count > self.max_lexical_postings):
                 break
             kept.add(term)
             postings += count
         return [t for t in terms if stems[t] in kept]
+
+    def _prune_common_terms(self, conn: sqlite3.Connection, terms: Sequence[str]) -> list[str]:
+        stems = {t: stem(t) for t in terms}
+        return self._choose_terms(terms, stems, *self._term_counts(conn, set(stems.values())))
 
     def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
         conn = self._conn(scope, create=False)
