@@ -966,10 +966,9 @@ class SQLiteBackend(Backend):
                     index.ann = ann
 
     def build_ann(self, scope: ScopeRef) -> bool:
-        """Build the scope's HNSW graph now, in this thread (e.g. at start-up, before the first search).
-
-        Returns False when there is nothing to build (``vector_index='exact'``, or fewer than
-        ``ann_min_facts`` facts).
+        """Build the scope's HNSW graph now, in this thread (e.g. at start-up, before the first search);
+        searches go on meanwhile (exactly). Returns False when there is nothing to build
+        (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts).
         """
         conn = self._conn(scope, create=False)
         if conn is None or self.vector_index != "hnsw":
@@ -979,9 +978,15 @@ class SQLiteBackend(Backend):
             self._refresh(conn, index)
             if index.n < self.ann_min_facts:
                 return False
-            if index.ann is None:
-                index.ann = _Ann(index.matrix, index.n, threads=os.cpu_count() or 1)
-            index.ann.add(index.matrix, index.n)
+            generation, matrix, n = index.generation, index.matrix, index.n
+            built = index.ann
+        if built is None:
+            built = _Ann(matrix, n, threads=os.cpu_count() or 1)  # rows below n never change in a generation
+        with index.lock:
+            if index.generation == generation and index.ann is None:
+                index.ann = built
+            if index.ann is not None:
+                index.ann.add(index.matrix, index.n)
         return True
 
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
