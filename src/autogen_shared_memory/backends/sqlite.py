@@ -846,7 +846,11 @@ class SQLiteBackend(Backend):
         hits: list[tuple[ScopeRef, str, float]] = []
         for scope, conn, n, df in files:
             kept = self._choose_terms(terms, stems, n, df)
-            for fact_id, bm25, content in conn.execute(sql, [fts5_expression(kept), *params, limit]):
+            rows = conn.execute(sql, [fts5_expression(kept), *params, limit])
+            if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
+                hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
+                continue
+            for fact_id, bm25, content in rows:
                 present = stems_of(content)
                 matched = [stems[t] for t in kept if stems[t] in present]
                 local = sum(_idf(n, df.get(m, 0)) for m in matched)
