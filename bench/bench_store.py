@@ -1552,11 +1552,11 @@ def _problems(res: Results, default: list[SearchResult], diag: list[SearchResult
     return out
 
 
-def write_section(path: Path, section: str) -> None:
-    """Create ``path`` or replace only the ``## Core store (issue 2)`` section of it."""
+def write_section(path: Path, section: str, heading: str = SECTION) -> None:
+    """Create ``path`` or replace only its section under ``heading`` (default ``## Core store (issue 2)``)."""
     if path.exists():
         text = path.read_text()
-        pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+        pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
         if pattern.search(text):
             text = pattern.sub(lambda _m: section + "\n", text, count=1)
         else:

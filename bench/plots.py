@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python bench/plots.py --locomo bench/results/locomo.json --store bench/results/store.json \\
-        --capsules bench/results/capsule_economy.json --out-dir docs/img
+        --capsules bench/results/capsule_economy.json --scale bench/results/scale.json --out-dir docs/img
 
 Each plot is made from one JSON file and skipped, with a message, if that file is missing:
 
@@ -13,6 +13,8 @@ Each plot is made from one JSON file and skipped, with a message, if that file i
   ``bench/bench_store.py --json``.
 * ``capsule_tokens.png`` and ``capsule_recall.png``: tokens injected per turn by capsule recall vs ListMemory
   (log-log), and the fraction of relevant facts the capsule keeps, from ``bench/capsule_economy.py --json``.
+* ``scale.png``: search latency p50/p95 with the exact index vs HNSW, and RSS, against the number of facts
+  (log x, up to 1M), from ``bench/bench_scale.py --json``.
 """
 
 from __future__ import annotations
@@ -286,6 +288,76 @@ def plot_capsule_recall(data: dict[str, Any], out: Path) -> Path | None:
     return _save(fig, out)
 
 
+# ------------------------------------------------------------------------------------------ (d) scale
+def plot_scale(data: dict[str, Any], out: Path) -> Path | None:
+    """Left: search p50/p95, exact index vs HNSW, vs facts (log x); right: process RSS vs facts."""
+    rows = sorted(data.get("sizes") or [], key=lambda r: r["n_facts"])
+    if not rows:
+        print("skip scale plot: no 'sizes' entries in the JSON", file=sys.stderr)
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.8))
+    ef = (data.get("meta") or {}).get("hnsw_params", {}).get("ef_search")
+    for name, label, color in (("exact", "exact scan (default)", "tab:red"), ("hnsw", "HNSW", "tab:blue")):
+        rs = [r for r in rows if name in r]
+        if not rs:
+            continue
+        if name == "hnsw" and ef:
+            label += f" (ef {ef})"
+        xs = [r["n_facts"] for r in rs]
+        ax1.plot(xs, [r[name]["latency"]["p50_ms"] for r in rs], "o-", color=color, label=f"{label}: p50")
+        ax1.plot(xs, [r[name]["latency"]["p95_ms"] for r in rs], "s--", color=color, alpha=0.8, label=f"{label}: p95")
+    ax1.plot(
+        [r["n_facts"] for r in rows],
+        [r["query_embed"]["p50_ms"] for r in rows],
+        ":",
+        color="grey",
+        marker=".",
+        label="query embedding alone, p50",
+    )
+    skipped = [r for r in rows if "hnsw" not in r]
+    if skipped:
+        ax1.annotate(
+            "HNSW skipped at " + ", ".join(f"{r['n_facts']:,}" for r in skipped),
+            (0.02, 0.95),
+            xycoords="axes fraction",
+            fontsize=8,
+            va="top",
+        )
+    ax1.set_xscale("log")
+    ax1.xaxis.set_major_formatter(_THOUSANDS)
+    ax1.set_xlabel("facts in the group scope (log scale)")
+    ax1.set_ylabel("search latency (ms, real model embeds each query)")
+    ax1.set_title("Search latency, top_k=5: exact index vs HNSW")
+    ax1.set_ylim(bottom=0)
+    ax1.grid(alpha=0.3, which="both")
+    ax1.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    xs = [r["n_facts"] for r in rows]
+    ax2.plot(xs, [r["rss_after_exact_mb"] for r in rows], "o-", color="tab:red", label="RSS after exact searches")
+    built = [r for r in rows if "rss_after_hnsw_mb" in r]
+    if built:
+        ax2.plot(
+            [r["n_facts"] for r in built],
+            [r["rss_after_hnsw_mb"] for r in built],
+            "s-",
+            color="tab:blue",
+            label="RSS after HNSW load + build (second backend)",
+        )
+    ax2.plot(xs, [r["peak_rss_mb"] for r in rows], "^:", color="black", label="peak RSS so far (ru_maxrss)")
+    ax2.set_xscale("log")
+    ax2.xaxis.set_major_formatter(_THOUSANDS)
+    ax2.yaxis.set_major_formatter(_THOUSANDS)
+    ax2.set_ylim(bottom=0)
+    ax2.set_xlabel("facts in the group scope (log scale)")
+    ax2.set_ylabel("MB")
+    ax2.set_title("Benchmark process memory (model loaded)")
+    ax2.grid(alpha=0.3, which="both")
+    ax2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1)
+    date = (data.get("meta") or {}).get("date", "")
+    fig.suptitle(f"Scale benchmark (bench/bench_scale.py{', ' + date if date else ''})")
+    fig.tight_layout()
+    return _save(fig, out)
+
+
 # ------------------------------------------------------------------------------------------ main
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
@@ -297,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Path("bench/results/capsule_economy.json"),
         help="bench/capsule_economy.py --json",
     )
+    p.add_argument("--scale", type=Path, default=Path("bench/results/scale.json"), help="bench/bench_scale.py --json")
     p.add_argument("--out-dir", type=Path, default=Path("docs/img"))
     p.add_argument("--metric", default="R@10", help="LoCoMo metric to plot (default %(default)s)")
     args = p.parse_args(argv)
@@ -313,6 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for fn, name in ((plot_capsule_tokens, "capsule_tokens.png"), (plot_capsule_recall, "capsule_recall.png")):
             if out := fn(d, args.out_dir / name):
                 made.append(out)
+    if (d := _load(args.scale, "scale plot")) is not None and (out := plot_scale(d, args.out_dir / "scale.png")):
+        made.append(out)
     print(f"{len(made)} plot(s) written", file=sys.stderr)
     return 0
 

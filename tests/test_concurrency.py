@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import sqlite3
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.testing import HashEmbedder
@@ -80,3 +83,32 @@ def test_many_processes_and_threads_lose_nothing(tmp_path: Path) -> None:
     assert {i for i, s in rows.items() if s == "forgotten"} == forgotten
     for r in results:  # item1 of every thread is a global fact: THREADS per process
         assert all(count == THREADS for count in r["seen"].values()), r["seen"]
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux /proc/locks")
+def test_opening_a_scope_again_keeps_this_processs_sqlite_locks(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock the process holds on it, SQLite's included:
+    the store must never open() a database file itself (another process could then checkpoint and delete
+    the WAL under live connections). A second backend, a new thread or the CLI's doctor open the file again."""
+    from autogen_shared_memory.backends.sqlite import SQLiteBackend
+
+    first = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    first.remember("a fact", "global")
+    path = tmp_path / "global.db"
+
+    def my_locks() -> list[str]:
+        inode = f":{os.stat(path).st_ino} "
+        return [
+            line
+            for line in Path("/proc/locks").read_text().splitlines()
+            if inode in line and f" {os.getpid()} " in line
+        ]
+
+    held = my_locks()
+    assert held, "an open WAL-mode connection holds a shared lock on its database file"
+    second = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), backend=SQLiteBackend(tmp_path))
+    assert second.search("fact", "global")
+    thread = threading.Thread(target=lambda: first.search("fact", "global"))  # a per-thread connection
+    thread.start()
+    thread.join()
+    assert my_locks() == held

@@ -41,7 +41,7 @@ from rich.text import Text
 
 from .agent_memory import TASK_STATUSES, AgentMemory, agent_known
 from .backends.base import Backend, ModelInfo
-from .backends.sqlite import SCHEMA_VERSION, SQLITE_HEADER
+from .backends.sqlite import SCHEMA_VERSION
 from .embedding import Embedder, SentenceTransformerEmbedder
 from .model import (
     SCOPE_KINDS,
@@ -1320,21 +1320,8 @@ def _inspect_file(path: Path, model: ModelInfo | None) -> list[Check]:
                     f"chmod u+rw {p} (or run as the user that owns the store)",
                 )
             )
-    try:
-        with path.open("rb") as fh:
-            header = fh.read(16)
-    except OSError as exc:
-        return [*problems, Check("scope files", "fail", f"{name}: {exc}", f"chmod u+rw {path}")]
-    if header != SQLITE_HEADER:
-        return [
-            *problems,
-            Check(
-                "scope files",
-                "fail",
-                f"{name} is not a SQLite database",
-                f"move {path} out of the store directory (writes to that scope fail until then)",
-            ),
-        ]
+    # No open()/read of the file itself: closing any descriptor of a file drops this process's SQLite locks
+    # on it. SQLite reports a foreign file as "file is not a database".
     try:
         conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
         try:
@@ -1349,6 +1336,16 @@ def _inspect_file(path: Path, model: ModelInfo | None) -> list[Check]:
         finally:
             conn.close()
     except sqlite3.Error as exc:
+        if "not a database" in str(exc):
+            return [
+                *problems,
+                Check(
+                    "scope files",
+                    "fail",
+                    f"{name} is not a SQLite database",
+                    f"move {path} out of the store directory (writes to that scope fail until then)",
+                ),
+            ]
         return [*problems, Check("scope files", "fail", f"{name}: {exc}", f"restore {name} from an export or backup")]
     if version == 0 and objects:
         return [
