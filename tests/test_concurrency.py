@@ -112,3 +112,18 @@ def test_opening_a_scope_again_keeps_this_processs_sqlite_locks(tmp_path: Path) 
     thread.start()
     thread.join()
     assert my_locks() == held
+
+
+def test_concurrent_searches_restore_the_users_blas_threads(tmp_path: Path) -> None:
+    """Searches pin numpy's BLAS to one thread while they run; overlapping ones must not leave it pinned."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    store.remember_many([f"fact {i} about blas threads" for i in range(50)], "global")
+    before = blas_threads()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: store.search(f"fact {i}", "global"), range(200)))
+    assert blas_threads() == before

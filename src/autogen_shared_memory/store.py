@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import Self
 
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
-from .backends.sqlite import SQLiteBackend, VectorIndexKind
+from .backends.sqlite import SQLiteBackend, VectorIndexKind, one_blas_thread
 from .capsule import capsule as render_capsule
 from .embedding import Embedder, SentenceTransformerEmbedder
 from .model import (
@@ -644,19 +644,21 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         depth = max(self.search_depth, top_k)
         terms = query_terms(query)
         # The model embeds the query while the full-text leg runs: both release the GIL, so on two cores
-        # a search costs about max(embed, lexical) + the vector scan instead of their sum.
-        embedding = _helper_pool().submit(self.embedder.embed, [query])
-        try:
-            lex_list = [(ref, fid) for ref, fid, _ in self.backend.lexical(refs, terms, depth, filters)]
-        finally:
-            vector = embedding.result()[0]
-        semantic: list[tuple[float, str, ScopeRef]] = []
-        for ref in refs:
-            semantic.extend(
-                (cos, fid, ref)
-                for fid, cos in self.backend.semantic(ref, vector, depth, filters)
-                if cos >= self.min_similarity
-            )
+        # a search costs about max(embed, lexical) + the vector scan instead of their sum. numpy's BLAS
+        # stays on one thread for the whole search: its spinning pool otherwise slows the model down.
+        with one_blas_thread():
+            embedding = _helper_pool().submit(self.embedder.embed, [query])
+            try:
+                lex_list = [(ref, fid) for ref, fid, _ in self.backend.lexical(refs, terms, depth, filters)]
+            finally:
+                vector = embedding.result()[0]
+            semantic: list[tuple[float, str, ScopeRef]] = []
+            for ref in refs:
+                semantic.extend(
+                    (cos, fid, ref)
+                    for fid, cos in self.backend.semantic(ref, vector, depth, filters)
+                    if cos >= self.min_similarity
+                )
         # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
         # small scope's weak keyword match level with a big scope's best): the backend ranks the lexical
         # hits of all scopes together, semantic hits are merged by cosine (one model, comparable).
