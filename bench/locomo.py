@@ -289,9 +289,11 @@ class BenchBackend(SQLiteBackend):
 
     prune: tuple[float, int] | None = None
 
-    def _choose_terms(self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int]) -> list[str]:
+    def _choose_terms(
+        self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], budget: float | None = None
+    ) -> list[str]:
         if self.prune is None:
-            return super()._choose_terms(terms, stems, n, df)
+            return super()._choose_terms(terms, stems, n, df, budget)
         ratio, min_facts = self.prune
         if n < min_facts or len(terms) < 2:
             return list(terms)

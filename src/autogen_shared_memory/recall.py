@@ -42,6 +42,8 @@ _local = threading.local()  # snowball stemmers keep state while stemming: one p
 
 def fold(text: str) -> str:
     """Case-fold and strip diacritics, as FTS5's ``unicode61 remove_diacritics 2`` tokenizer does."""
+    if text.isascii():  # the common case, without a Python loop over every character
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 

@@ -888,7 +888,8 @@ class SQLiteBackend(Backend):
         )
         hits: list[tuple[ScopeRef, str, float]] = []
         for scope, conn, n, df in files:
-            kept = self._choose_terms(terms, stems, n, df)
+            # The postings budget bounds the whole search: each file gets its share by size.
+            kept = self._choose_terms(terms, stems, n, df, self.max_lexical_postings * n / max(n_all, 1))
             rows = conn.execute(sql, [fts5_expression(kept), *params, limit])
             if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
                 hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
@@ -910,7 +911,9 @@ class SQLiteBackend(Backend):
         rows = conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", sorted(stems))
         return n_facts, {str(t): int(d) for t, d in rows}
 
-    def _choose_terms(self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int]) -> list[str]:
+    def _choose_terms(
+        self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], budget: float | None = None
+    ) -> list[str]:
         """The terms worth scoring in a file of ``n`` facts with document frequencies ``df`` (by stem).
 
         Terms are taken rarest first while each is in at most ``max_common_term_ratio`` of the facts and
@@ -928,7 +931,9 @@ class SQLiteBackend(Backend):
         postings = 0
         for term in sorted(set(stems.values()), key=lambda t: df.get(t, 0)):  # "reports", "reported": one stem
             count = df.get(term, 0)
-            if kept and (count > common or postings + count > self.max_lexical_postings):
+            if kept and (
+                count > common or postings + count > (self.max_lexical_postings if budget is None else budget)
+            ):
                 break
             kept.add(term)
             postings += count
