@@ -102,6 +102,14 @@ def test_small_scopes_and_exact_stores_have_no_graph(tmp_path: Path) -> None:
 def test_vector_index_is_validated_and_part_of_the_config(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="vector_index"):
         SQLiteBackend(tmp_path, vector_index="faiss")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="vector_index"):
+        SharedMemoryStore(tmp_path, embedder=HashEmbedder(), vector_index="HNSW")  # type: ignore[arg-type]
+    for bad in ({"ann_ef": 0}, {"ann_min_facts": -5}, {"max_lexical_postings": 2.5}, {"ann_ef": True}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            SQLiteBackend(tmp_path, **bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_common_term_ratio"):
+        SQLiteBackend(tmp_path, max_common_term_ratio=0)
+    assert not any(tmp_path.iterdir())  # nothing was created
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), vector_index="hnsw")
     loaded = SharedMemoryStore.load_component(store.dump_component())
     assert loaded.backend.vector_index == "hnsw"  # type: ignore[attr-defined]

@@ -245,6 +245,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         for name, weight in weights.items():
             if name not in SCOPE_KINDS or not weight >= 0:
                 raise ValueError(f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}")
+        if vector_index not in ("exact", "hnsw"):  # checked here too: a PostgreSQL store ignores it
+            raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
         self.root = (Path(root).expanduser() if root is not None else default_root()).absolute()
         if dsn is None and backend is None and root is None:
             dsn = os.environ.get(ENV_DSN) or None

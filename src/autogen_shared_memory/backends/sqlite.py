@@ -457,6 +457,15 @@ class SQLiteBackend(Backend):
     ) -> None:
         if vector_index not in ("exact", "hnsw"):
             raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
+        for name, value in (
+            ("max_lexical_postings", max_lexical_postings),
+            ("ann_min_facts", ann_min_facts),
+            ("ann_ef", ann_ef),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not 0 < max_common_term_ratio <= 1:
+            raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
         if vector_index == "hnsw":
             try:
                 import hnswlib  # noqa: F401
