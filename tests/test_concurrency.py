@@ -114,8 +114,10 @@ def test_opening_a_scope_again_keeps_this_processs_sqlite_locks(tmp_path: Path) 
     assert my_locks() == held
 
 
-def test_concurrent_searches_restore_the_users_blas_threads(tmp_path: Path) -> None:
-    """Searches pin numpy's BLAS to one thread while they run; overlapping ones must not leave it pinned."""
+def test_concurrent_writes_and_searches_leave_the_users_thread_settings(tmp_path: Path) -> None:
+    """Batched near-duplicate scans pin numpy's BLAS to one thread while they run, and searches run torch on
+    their own threads: overlapping calls must leave neither the BLAS pool nor the caller's torch pinned."""
+    import torch
     from threadpoolctl import threadpool_info
 
     def blas_threads() -> list[int]:
@@ -123,7 +125,13 @@ def test_concurrent_searches_restore_the_users_blas_threads(tmp_path: Path) -> N
 
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     store.remember_many([f"fact {i} about blas threads" for i in range(50)], "global")
-    before = blas_threads()
+    before, torch_before = blas_threads(), torch.get_num_threads()
+
+    def work(i: int) -> None:
+        store.remember_many([f"note {i} {j} on thread settings" for j in range(3)], "global")
+        store.search(f"fact {i}", "global")
+
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda i: store.search(f"fact {i}", "global"), range(200)))
+        list(pool.map(work, range(100)))
     assert blas_threads() == before
+    assert torch.get_num_threads() == torch_before

@@ -106,7 +106,7 @@ def test_listen_notify_tells_other_hosts_about_writes(pg_dsn: str) -> None:
     listener.close()
 
 
-def _pg_worker(dsn: str, name: str, proc: int, out: Any) -> None:
+def _pg_worker(dsn: str, name: str, proc: int, out: Any, done_writing: Any) -> None:
     store = SharedMemoryStore(
         backend=PostgresBackend(dsn, schema=name, max_size=3), embedder=HashEmbedder(), global_writers=["*"]
     )
@@ -125,6 +125,7 @@ def _pg_worker(dsn: str, name: str, proc: int, out: Any) -> None:
             store.search(f"fact{i}", agent_id=f"h{proc}", group_id="crew")
         except Exception as exc:
             errors.append(repr(exc))
+    done_writing.wait(timeout=240)  # a host that started late has not written yet
     seen = sum(1 for other in range(4) if store.search(f"token{other * 100 + 1}", "global", top_k=1))
     store.close()
     out.put((proc, errors, created, seen))
@@ -137,7 +138,8 @@ def test_several_processes_write_and_read_through_postgres(pg_dsn: str) -> None:
         setup.add_group_member("crew", f"h{p}")
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_pg_worker, args=(pg_dsn, name, p, out)) for p in range(4)]
+    done_writing = ctx.Barrier(4)
+    procs = [ctx.Process(target=_pg_worker, args=(pg_dsn, name, p, out, done_writing)) for p in range(4)]
     for p in procs:
         p.start()
     results = [out.get(timeout=240) for _ in procs]

@@ -12,7 +12,6 @@ import asyncio
 import functools
 import math
 import os
-import sys
 import threading
 import time
 import uuid
@@ -28,9 +27,9 @@ from pydantic import BaseModel, Field
 from typing_extensions import Self
 
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
-from .backends.sqlite import SQLiteBackend, VectorIndexKind, one_blas_thread
+from .backends.sqlite import SQLiteBackend, VectorIndexKind
 from .capsule import capsule as render_capsule
-from .embedding import Embedder, SentenceTransformerEmbedder, Vectors
+from .embedding import Embedder, SentenceTransformerEmbedder
 from .model import (
     DEFAULT_MAX_FACT_BYTES,
     SCOPE_KINDS,
@@ -113,16 +112,15 @@ def _helper_pool() -> ThreadPoolExecutor:
     return _POOL[1]
 
 
-def _embed_query(embedder: Embedder, query: str) -> Vectors:
-    """Embed a search query, leaving one core to the full-text leg that runs meanwhile: a model using every
-    core stalls whenever one is taken (2 cores, 100k facts: 7.7 ms alone, 13.7 ms beside the full-text leg,
-    ~10.5 ms on one thread). Only this helper thread's torch setting changes (OpenMP's is per thread)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        threads = max(1, (os.cpu_count() or 1) - 1)
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-    return embedder.embed([query])
+def _leave_a_core() -> None:
+    """Embed a search query on all cores but one, left to the full-text leg that runs meanwhile: a model
+    using every core stalls whenever one is taken (2 cores, 100k facts: 7.7 ms alone, 13.7 ms beside the
+    full-text leg, ~10.5 ms on one thread). OpenMP's setting is per thread: the caller's threads keep theirs."""
+    import torch  # the vector scan runs on torch too (an import, not sys.modules: it may be half-imported)
+
+    threads = max(1, (os.cpu_count() or 1) - 1)
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 def default_root() -> Path:
@@ -658,28 +656,20 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             return []
         depth = max(self.search_depth, top_k)
         terms = query_terms(query)
-        # The model embeds the query while the full-text leg runs: both release the GIL, so on two cores
-        # a search costs about max(embed, lexical) + the vector scan instead of their sum. numpy's BLAS
-        # stays on one thread for the whole search: its spinning pool otherwise slows the model down.
-        with one_blas_thread():
-            embedding = _helper_pool().submit(_embed_query, self.embedder, query)
-            try:
-                lex_list = [(ref, fid) for ref, fid, _ in self.backend.lexical(refs, terms, depth, filters)]
-            finally:
-                vector = embedding.result()[0]
-            semantic: list[tuple[float, str, ScopeRef]] = []
-            for ref in refs:
-                semantic.extend(
-                    (cos, fid, ref)
-                    for fid, cos in self.backend.semantic(ref, vector, depth, filters)
-                    if cos >= self.min_similarity
-                )
+        # The two legs run side by side (SQLite, torch and numpy release the GIL): a helper thread embeds the
+        # query on all cores but one, then scans the vectors on every core, while this thread runs the
+        # full-text leg. Measured on 2 cores at 100k facts, this beats embedding on both cores first (the
+        # model's idle OpenMP workers spin for milliseconds afterwards, stalling whatever runs next).
+        semantic_leg = _helper_pool().submit(self._semantic_leg, refs, query, depth, filters)
+        try:
+            lex_list = [(ref, fid) for ref, fid, _ in self.backend.lexical(refs, terms, depth, filters)]
+        finally:
+            semantic = semantic_leg.result()
         # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
-        # small scope's weak keyword match level with a big scope's best): the backend ranks the lexical
-        # hits of all scopes together, semantic hits are merged by cosine (one model, comparable).
-        sem_sorted = sorted(semantic, key=lambda t: -t[0])
-        sem_list = [(ref, fid) for _, fid, ref in sem_sorted]
-        cosine = {(ref, fid): cos for cos, fid, ref in sem_sorted}
+        # small scope's weak keyword match level with a big scope's best): the backend ranks the hits of all
+        # scopes together (lexical: comparable BM25; semantic: cosine, one model).
+        sem_list = [(ref, fid) for ref, fid, _ in semantic]
+        cosine = {(ref, fid): cos for ref, fid, cos in semantic}
         fused = rrf([(lex_list, self.lexical_weight), (sem_list, self.semantic_weight)], k=self.rrf_k)
         base = {key: score * weights[key[0].kind] for key, score in fused.items()}
         context = self.context_weights if context_weights is None else context_weights
@@ -700,6 +690,14 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             for score, key in scored
             if key in facts
         ]
+
+    def _semantic_leg(
+        self, refs: Sequence[ScopeRef], query: str, depth: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """Embed the query and rank the facts of every scope by cosine (a helper thread's job)."""
+        _leave_a_core()
+        vector = self.embedder.embed([query])[0]
+        return [h for h in self.backend.semantic(refs, vector, depth, filters) if h[2] >= self.min_similarity]
 
     def _neighbour_context(
         self, base: dict[tuple[ScopeRef, str], float], weights: tuple[float, float], pull_in: bool

@@ -98,8 +98,11 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
-        """``(id, cosine)`` ranked by cosine similarity to ``vector`` (best first)."""
+    def semantic(
+        self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """``(scope, id, cosine)``: the ``limit`` facts of all ``scopes`` most similar to ``vector``, best first
+        (one model embeds every scope, so cosines compare across them)."""
 
     @abstractmethod
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:

@@ -560,7 +560,13 @@ class PostgresBackend(Backend):
 
         return sorted(self._read(run), key=lambda h: -h[2])
 
-    def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
+    def semantic(
+        self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        hits = [(scope, fid, cos) for scope in scopes for fid, cos in self._semantic(scope, vector, limit, filters)]
+        return sorted(hits, key=lambda h: -h[2])[:limit]
+
+    def _semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         dim = int(q.shape[0])
         where, params = self._filter_sql(filters, time.time())

@@ -6,9 +6,11 @@ Why it is built this way:
   its vector or the other way round (seed 001 kept vectors in loose ``.npy`` files; we do not, on purpose).
 * WAL + a busy timeout + ``BEGIN IMMEDIATE`` for every read-then-write; the write lock is never held while
   a model embeds (the store embeds first, then calls :meth:`SQLiteBackend.write`).
-* Semantic search runs over a per-process numpy matrix per scope. Every write bumps a revision counter in
-  the file and stamps the rows it touched with it, so a search refreshes only what changed since it last
-  looked, whichever process wrote it.
+* Semantic search runs over a per-process float16 copy of each scope's vectors (half the memory and half the
+  bytes a scan reads); the candidates it finds are re-scored from the file's float32 vectors, so the
+  cosines and the ranking returned are the float32 ones. Every write bumps a revision counter in the file
+  and stamps the rows it touched with it, so a search refreshes only what changed since it last looked,
+  whichever process wrote it.
 * FTS5 (porter stemming) over the content, fed by insert/delete triggers; content is immutable (a trigger
   refuses to change it), so status changes never re-index text.
 """
@@ -16,15 +18,19 @@ Why it is built this way:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,7 +52,7 @@ from ..model import (
     ScopeRef,
     ScopeStats,
 )
-from ..recall import fts5_expression, stem, stems_of
+from ..recall import fold, fts5_expression, stem
 from ..records import TABLES, TableSpec, table_spec
 from .base import Backend, ModelInfo, StatusChange, compare_model, fact_from_row
 
@@ -198,11 +204,86 @@ def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
 _BLAS: Any = None
 
 VectorIndexKind = Literal["exact", "hnsw"]
+_MARKED = re.compile("\x01([^\x02]*)\x02")  # a token FTS5's highlight() marked as matched
 
 
 def _idf(n_facts: int, hits: int) -> float:
     """Inverse document frequency as FTS5's ``bm25()`` computes it."""
     return max(math.log((n_facts - hits + 0.5) / (hits + 0.5)), 1e-6)
+
+
+HALF_ERROR = 2e-3
+"""Bound on |cosine from the float16 copies - float32 cosine| for unit vectors: both vectors rounded to float16
+(relative error 2**-11 each: at most ~9.8e-4 over the dot product), float32 accumulation (~2e-5) and a float16
+result (2**-12 below 1). Scan candidates are kept within twice this of the k-th best before exact re-scoring."""
+
+_MAX_RESCORED = 2048  # near-ties past this many candidates keep their float16 order
+
+
+_SCAN_BLOCK = 16384  # rows per scan task: from about this size a block is worth a thread hand-off
+_SCAN_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def _one_torch_thread() -> None:
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
+def _scan_pool() -> ThreadPoolExecutor:
+    """Threads that scan one block each, torch on one thread: no OpenMP team whose idle workers spin on the
+    cores afterwards (a team's workers busy-wait for milliseconds after each use, stalling the next search)."""
+    global _SCAN_POOL
+    if _SCAN_POOL is None or _SCAN_POOL[0] != os.getpid():
+        workers = os.cpu_count() or 1
+        _SCAN_POOL = (os.getpid(), ThreadPoolExecutor(workers, "asm-scan", initializer=_one_torch_thread))
+    return _SCAN_POOL[1]
+
+
+def _scan(matrices: Sequence[npt.NDArray[np.float16]], q: npt.NDArray[np.float32]) -> list[npt.NDArray[np.float32]]:
+    """Cosines (within ``HALF_ERROR``) of ``q`` with every row of each matrix: torch's float16 matrix-vector
+    kernel reads half the bytes of a float32 scan, in blocks spread over every core (100k facts on 2 cores:
+    ~2.5 ms instead of ~7 ms for float32 on one)."""
+    import torch
+
+    q16 = torch.from_numpy(q.astype(np.float16))
+    outs = [np.empty(m.shape[0], dtype=np.float32) for m in matrices]
+
+    def block(matrix: npt.NDArray[np.float16], out: npt.NDArray[np.float32], lo: int, hi: int) -> None:
+        out[lo:hi] = torch.mv(torch.from_numpy(matrix[lo:hi]), q16).float().numpy()
+
+    tasks = []
+    for matrix, out in zip(matrices, outs, strict=True):
+        n = matrix.shape[0]
+        parts = max(1, min(os.cpu_count() or 1, n // _SCAN_BLOCK))
+        bounds = [n * i // parts for i in range(parts + 1)]
+        tasks += [_scan_pool().submit(block, matrix, out, lo, hi) for lo, hi in itertools.pairwise(bounds)]
+    for task in tasks:
+        task.result()
+    return outs
+
+
+def _scan_many(matrix: npt.NDArray[np.float16], vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """``_scan`` for a batch of queries: ``(n, b)`` cosines, float32 products over blocks of rows (a float32
+    copy of the whole matrix would double the index's memory for the duration)."""
+    out = np.empty((matrix.shape[0], vectors.shape[0]), dtype=np.float32)
+    with one_blas_thread():
+        for lo in range(0, matrix.shape[0], 16384):
+            out[lo : lo + 16384] = matrix[lo : lo + 16384].astype(np.float32) @ vectors.T
+    return out
+
+
+def _candidates(scores: npt.NDArray[np.float32], k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """Positions (and scores) of the entries that may be among the ``k`` best once re-scored exactly: all
+    within ``2 * HALF_ERROR`` of the k-th best score, best first, at most ``max(k, _MAX_RESCORED)``."""
+    k = min(k, int(np.isfinite(scores).sum()))
+    if k == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+    kth = -np.partition(-scores, k - 1)[k - 1]
+    found = np.flatnonzero(scores >= kth - 2 * HALF_ERROR)
+    found = found[np.argsort(-scores[found], kind="stable")][: max(k, _MAX_RESCORED)]
+    return found.astype(np.int64), scores[found]
 
 
 _BLAS_LOCK = threading.Lock()
@@ -236,7 +317,11 @@ def one_blas_thread() -> Iterator[None]:
 
 
 class _VectorIndex:
-    """The vectors of one scope as a growable numpy matrix, refreshed from the file by revision."""
+    """The vectors of one scope as a growable float16 matrix, refreshed from the file by revision.
+
+    float16 keeps every cosine within ``HALF_ERROR`` of the float32 one: the scan uses it to find
+    candidates, which are then re-scored exactly (:meth:`SQLiteBackend._exact`).
+    """
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -253,7 +338,7 @@ class _VectorIndex:
         self.dim = 0
         self.ids: list[str] = []
         self.seq = np.zeros(0, dtype=np.int64)
-        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.matrix = np.zeros((0, 0), dtype=np.float16)
         self.active = np.zeros(0, dtype=bool)
         self.expires = np.zeros(0, dtype=np.float64)
 
@@ -262,12 +347,12 @@ class _VectorIndex:
             if self.n:
                 raise EmbeddingModelMismatchError(f"vector of dimension {dim} in a {self.dim}-d index")
             self.dim = dim
-            self.matrix = np.zeros((0, dim), dtype=np.float32)
+            self.matrix = np.zeros((0, dim), dtype=np.float16)
         cap = self.matrix.shape[0]
         if need <= cap:
             return
         new_cap = max(need, cap * 2, 256)
-        matrix = np.zeros((new_cap, dim), dtype=np.float32)
+        matrix = np.zeros((new_cap, dim), dtype=np.float16)
         matrix[: self.n] = self.matrix[: self.n]
         self.matrix = matrix
         for name, dtype in (("seq", np.int64), ("active", bool), ("expires", np.float64)):
@@ -330,15 +415,29 @@ class _VectorIndex:
         return self.active[: self.n] & (self.expires[: self.n] > now)
 
 
+@dataclass
+class _ScopeView:
+    """What one search needs of a scope: its vectors, ids, seqs and live rows, and the candidates found."""
+
+    scope: ScopeRef
+    conn: sqlite3.Connection
+    matrix: npt.NDArray[np.float16]
+    ids: list[str]
+    seqs: npt.NDArray[np.int64]
+    mask: npt.NDArray[np.bool_]
+    found: npt.NDArray[np.int64] | None = None
+    approx: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+
+
 class _Ann:
     """An HNSW graph (hnswlib) over the rows of one scope's vector matrix: approximate top-k in ~1 ms at any
-    size, where the exact scan reads every vector (1M facts: 1.5 GB per query). Labels are matrix positions;
+    size, where the exact scan reads every vector (1M facts: 768 MB per query). Labels are matrix positions;
     status, expiry and filters are applied to its candidates afterwards, as for the exact scan."""
 
     M = 16
     EF_CONSTRUCTION = 64
 
-    def __init__(self, matrix: npt.NDArray[np.float32], n: int, threads: int, ef: int) -> None:
+    def __init__(self, matrix: npt.NDArray[np.float16], n: int, threads: int, ef: int) -> None:
         import hnswlib
 
         self.graph = hnswlib.Index(space="ip", dim=int(matrix.shape[1]))
@@ -348,14 +447,16 @@ class _Ann:
         self.n = 0
         self.add(matrix, n)
 
-    def add(self, matrix: npt.NDArray[np.float32], n: int) -> None:
+    def add(self, matrix: npt.NDArray[np.float16], n: int) -> None:
         """Insert rows ``self.n .. n-1`` of ``matrix`` (rows are append-only within an index generation)."""
         if n <= self.n:
             return
         capacity = self.graph.get_max_elements()
         if n > capacity:
             self.graph.resize_index(max(n, capacity + capacity // 2))
-        self.graph.add_items(matrix[self.n : n], np.arange(self.n, n), num_threads=self.threads)
+        for lo in range(self.n, n, 65536):  # float32 copies a block at a time
+            hi = min(n, lo + 65536)
+            self.graph.add_items(matrix[lo:hi].astype(np.float32), np.arange(lo, hi), num_threads=self.threads)
         self.n = n
 
     def query(
@@ -374,53 +475,62 @@ class _Ann:
 
 
 class _NearestExisting:
-    """Near-duplicate lookup for one write batch: one matrix product against the scope, up front.
+    """Near-duplicate lookup for one write batch.
 
-    ``lookup(j)`` returns the index position of the most similar live fact (including facts inserted
-    earlier in this batch) when its cosine is at least the threshold.
+    Up front, one scan of the scope (or its HNSW graph) proposes each vector's nearest live facts whose
+    float16 cosine comes within ``2 * HALF_ERROR`` of the threshold; ``lookup(j)`` re-scores those and the
+    facts inserted earlier in this batch exactly and returns the index position and cosine of the most
+    similar live one at or above the threshold.
     """
 
-    def __init__(self, index: _VectorIndex, vectors: Vectors, now: float, threshold: float) -> None:
-        self.index, self.vectors, self.now, self.threshold = index, vectors, now, threshold
+    CANDIDATES = 8
+
+    def __init__(
+        self, conn: sqlite3.Connection, index: _VectorIndex, vectors: Vectors, now: float, threshold: float
+    ) -> None:
+        self.conn, self.index, self.vectors, self.threshold = conn, index, vectors, threshold
         self.start = index.n
-        b = len(vectors)
-        self.best_pos = np.full(b, -1, dtype=np.int64)
-        self.best_sim = np.full(b, -np.inf, dtype=np.float32)
-        if threshold > 1.0 or index.n == 0 or b == 0:
+        self.floor = threshold - 2 * HALF_ERROR
+        self.near: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)] * len(vectors)
+        if threshold > 1.0 or index.n == 0 or len(vectors) == 0:
             return
         live = index.live_mask(now, include_inactive=False)
         if not live.any():
             return
+        k = min(self.CANDIDATES, index.n)
         if index.ann is not None:  # a big scope with a graph: ask it instead of scanning every vector
             index.ann.add(index.matrix, index.n)
-            found, sims = index.ann.query_many(vectors, 8)
-            sims[~live[found]] = -np.inf
-            arg = sims.argmax(axis=1)
-            self.best_pos = found[np.arange(b), arg]
-            self.best_sim = sims[np.arange(b), arg]
-            return
-        for lo in range(0, b, 256):  # bound the n x chunk score matrix
-            with one_blas_thread():
-                scores = index.matrix[: index.n] @ vectors[lo : lo + 256].T
-            scores[~live] = -np.inf
-            arg = scores.argmax(axis=0)
-            self.best_pos[lo : lo + 256] = arg
-            self.best_sim[lo : lo + 256] = scores[arg, np.arange(scores.shape[1])]
+            found, sims = index.ann.query_many(vectors, k)
+        else:
+            found = np.zeros((0, k), dtype=np.int64)
+            sims = np.zeros((0, k), dtype=np.float32)
+            for lo in range(0, len(vectors), 256):  # bound the n x chunk score matrix
+                chunk = np.asarray(vectors[lo : lo + 256], dtype=np.float32)
+                scores = (
+                    _scan([index.matrix[: index.n]], chunk[0])[0][:, None]
+                    if len(chunk) == 1
+                    else _scan_many(index.matrix[: index.n], chunk)
+                )
+                top = np.argpartition(-scores, k - 1, axis=0)[:k].T
+                found = np.concatenate([found, top])
+                sims = np.concatenate([sims, np.take_along_axis(scores.T, top, axis=1)])
+        keep = (sims >= self.floor) & live[found]
+        self.near = [f[m] for f, m in zip(found, keep, strict=True)]
 
     def lookup(self, j: int) -> tuple[int, float] | None:
         if self.threshold > 1.0:
             return None
         index = self.index
-        best: tuple[int, float] | None = None
-        pos = int(self.best_pos[j])
-        if pos >= 0 and index.active[pos] and self.best_sim[j] >= self.threshold:
-            best = (pos, float(self.best_sim[j]))
+        positions = self.near[j]
         if index.n > self.start:  # facts this batch inserted so far
-            scores = index.matrix[self.start : index.n] @ self.vectors[j]
-            k = int(np.argmax(scores))
-            if scores[k] >= self.threshold and (best is None or scores[k] > best[1]):
-                best = (self.start + k, float(scores[k]))
-        return best
+            scores = index.matrix[self.start : index.n].astype(np.float32) @ self.vectors[j]
+            positions = np.concatenate([positions, self.start + np.flatnonzero(scores >= self.floor)])
+        positions = positions[index.active[positions]]
+        if len(positions) == 0:
+            return None
+        exact = SQLiteBackend._exact(self.conn, index.seq[positions], np.asarray(self.vectors[j], dtype=np.float32))
+        best = int(np.argmax(exact))
+        return (int(positions[best]), float(exact[best])) if exact[best] >= self.threshold else None
 
 
 class _Tx:
@@ -450,7 +560,7 @@ class SQLiteBackend(Backend):
         *,
         busy_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
-        max_lexical_postings: int = 10_000,
+        max_lexical_postings: int = 5_000,
         vector_index: VectorIndexKind = "exact",
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
@@ -679,7 +789,7 @@ class SQLiteBackend(Backend):
         vectors = np.asarray(vectors, dtype=np.float32)
         with self._write(scope) as tx:
             self._claim_model(tx.conn, scope, model)
-            near = _NearestExisting(tx.index, vectors, tx.now, near_duplicate_threshold)
+            near = _NearestExisting(tx.conn, tx.index, vectors, tx.now, near_duplicate_threshold)
             for j, draft in enumerate(drafts):
                 receipts.append(self._write_one(tx, scope, draft, vectors[j], near.lookup(j)))
         return receipts
@@ -891,8 +1001,10 @@ class SQLiteBackend(Backend):
         df_all = {s: sum(df.get(s, 0) for _, _, _, df in files) for s in set(stems.values())}
         now = time.time()
         where, params = self._filter_sql(filters, now)
+        # FTS5 marks the tokens it matched: the hit's own terms, without tokenizing and stemming its text again.
+        marked = "highlight(facts_fts, 0, char(1), char(2))" if len(files) > 1 else "NULL"
         sql = (
-            "SELECT f.id, -facts_fts.rank, f.content FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
+            f"SELECT f.id, -facts_fts.rank, {marked} FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
             f"WHERE facts_fts MATCH ? AND {where} ORDER BY facts_fts.rank LIMIT ?"
         )
         hits: list[tuple[ScopeRef, str, float]] = []
@@ -903,11 +1015,10 @@ class SQLiteBackend(Backend):
             if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
                 hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
                 continue
-            for fact_id, bm25, content in rows:
-                present = stems_of(content)
-                matched = [stems[t] for t in kept if stems[t] in present]
-                local = sum(_idf(n, df.get(m, 0)) for m in matched)
-                shared = sum(_idf(n_all, df_all[m]) for m in matched)
+            idf = {stems[t]: (_idf(n, df.get(stems[t], 0)), _idf(n_all, df_all[stems[t]])) for t in kept}
+            for fact_id, bm25, text in rows:
+                matched = [idf[m] for m in {stem(fold(w)) for w in _MARKED.findall(text)} if m in idf]
+                local, shared = sum(m[0] for m in matched), sum(m[1] for m in matched)
                 hits.append((scope, fact_id, float(bm25) * shared / local if local > 0 else float(bm25)))
         hits.sort(key=lambda h: -h[2])
         return hits
@@ -915,10 +1026,13 @@ class SQLiteBackend(Backend):
     @staticmethod
     def _term_counts(conn: sqlite3.Connection, stems: set[str]) -> tuple[int, dict[str, int]]:
         """The file's number of facts and, per stem, how many facts contain it (FTS5's own statistics)."""
-        n_facts = int(conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0])
         marks = ",".join("?" * len(stems))
-        rows = conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", sorted(stems))
-        return n_facts, {str(t): int(d) for t, d in rows}
+        rows = conn.execute(  # one statement, one snapshot: a count and frequencies from different moments
+            "SELECT NULL, n_facts FROM state WHERE id = 1 UNION ALL "  # could give a term more facts than n
+            f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})",
+            sorted(stems),
+        ).fetchall()
+        return next(int(d) for t, d in rows if t is None), {str(t): int(d) for t, d in rows if t is not None}
 
     def _choose_terms(
         self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], budget: float | None = None
@@ -952,47 +1066,89 @@ class SQLiteBackend(Backend):
         stems = {t: stem(t) for t in terms}
         return self._choose_terms(terms, stems, *self._term_counts(conn, set(stems.values())))
 
-    def semantic(self, scope: ScopeRef, vector: Vectors, limit: int, filters: Filters) -> list[tuple[str, float]]:
+    def semantic(
+        self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, by float32 cosine: the float16 scans
+        of every scope run at once (or a scope's HNSW graph answers), then only the candidates that can still
+        make the overall top ``limit`` are re-scored from the file's float32 vectors."""
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        now = time.time()
+        views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
+        to_scan = [v for v in views if v.found is None]
+        for view, scores in zip(to_scan, _scan([v.matrix for v in to_scan], q), strict=True):
+            view.found, view.approx = _candidates(np.where(view.mask, scores, -np.inf), limit)
+        approx = np.concatenate([v.approx for v in views]) if views else np.zeros(0, dtype=np.float32)
+        if len(approx) == 0:
+            return []
+        k = min(limit, len(approx))
+        floor = -np.partition(-approx, k - 1)[k - 1] - 2 * HALF_ERROR  # nothing below can reach the top k
+        hits: list[tuple[ScopeRef, str, float]] = []
+        for view in views:
+            assert view.found is not None
+            keep = view.found[view.approx >= floor]
+            exact = self._exact(view.conn, view.seqs[keep], q)
+            hits += [(view.scope, view.ids[int(p)], float(c)) for p, c in zip(keep, exact, strict=True) if c > -np.inf]
+        hits.sort(key=lambda h: -h[2])
+        return hits[:limit]
+
+    def _semantic_view(
+        self, scope: ScopeRef, q: npt.NDArray[np.float32], limit: int, filters: Filters, now: float
+    ) -> _ScopeView | None:
+        """One scope's refreshed vectors and live mask, with the HNSW graph's candidates when it has one."""
         conn = self._conn(scope, create=False)
         if conn is None:
-            return []
+            return None
         index = self._index(scope)
-        now = time.time()
-        q = np.asarray(vector, dtype=np.float32).reshape(-1)
         with index.lock:
             self._refresh(conn, index)
             n = index.n
             if n == 0:
-                return []
+                return None
             if q.shape[0] != index.dim:
                 raise EmbeddingModelMismatchError(
                     f"query vector has {q.shape[0]} dimensions, {scope} holds {index.dim}-d vectors"
                 )
-            matrix, ids, seqs = index.matrix[:n], index.ids, index.seq[:n]
-            mask = index.live_mask(now, filters.include_inactive)
+            # Views of rows below n: they stay put while other threads append (or replace the arrays).
+            view = _ScopeView(
+                scope, conn, index.matrix[:n], index.ids, index.seq[:n], index.live_mask(now, filters.include_inactive)
+            )
             ann = None if filters.narrows else self._ann(index)
             if ann is not None:
                 # Over-fetch so that inactive rows among the candidates still leave ``limit`` live ones.
                 found, sims = ann.query(q, 2 * limit, self.ann_ef)
-                live = mask[found]
-                if live.sum() >= min(limit, int(mask.sum())):
-                    return [(ids[i], float(c)) for i, c in zip(found[live][:limit], sims[live][:limit], strict=True)]
+                live = view.mask[found]
+                if live.sum() >= min(limit, int(view.mask.sum())):  # else too many inactive neighbours: scan
+                    view.found, view.approx = found[live], sims[live]
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
             allowed = np.fromiter(
                 (r[0] for r in conn.execute(f"SELECT seq FROM facts f WHERE {where}", params)), dtype=np.int64
             )
-            mask &= np.isin(seqs, allowed, assume_unique=True)
-        candidates = int(mask.sum())
-        if candidates == 0:
-            return []
-        with one_blas_thread():
-            scores = matrix @ q
-        scores[~mask] = -np.inf
-        k = min(limit, candidates)
-        top = np.argpartition(-scores, k - 1)[:k] if k < n else np.arange(n)
-        top = top[np.argsort(-scores[top], kind="stable")][:k]
-        return [(ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+            view.mask &= np.isin(view.seqs, allowed, assume_unique=True)
+        return view
+
+    @staticmethod
+    def _exact(
+        conn: sqlite3.Connection, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.float32]:
+        """float32 cosines of ``q`` with the facts ``seqs``, from the vectors stored in the file (the
+        in-memory copy is float16); a fact no longer in the file (purged meanwhile) scores -inf."""
+        out = np.full(len(seqs), -np.inf, dtype=np.float32)
+        where = {int(s): i for i, s in enumerate(seqs)}
+        for lo in range(0, len(seqs), 500):
+            chunk = [int(s) for s in seqs[lo : lo + 500]]
+            rows = [
+                (where[seq], blob)
+                for seq, blob in conn.execute(
+                    f"SELECT seq, embedding FROM facts WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+                )
+                if blob is not None and len(blob) == 4 * q.shape[0]
+            ]
+            if rows:
+                vectors = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
+                out[[i for i, _ in rows]] = np.einsum("ij,j->i", vectors, q)  # no BLAS threads for a few rows
+        return out
 
     def _ann(self, index: _VectorIndex) -> _Ann | None:
         """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet.
@@ -1016,7 +1172,7 @@ class SQLiteBackend(Backend):
             ).start()
         return None
 
-    def _build_ann(self, index: _VectorIndex, generation: int, matrix: npt.NDArray[np.float32], n: int) -> None:
+    def _build_ann(self, index: _VectorIndex, generation: int, matrix: npt.NDArray[np.float16], n: int) -> None:
         ann: _Ann | None = None
         try:
             ann = _Ann(matrix, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)

@@ -1,0 +1,100 @@
+"""The vectors held in memory are float16 (half the memory, half the bytes a scan reads), yet searches and the
+near-duplicate check answer with float32 cosines: candidates are re-scored from the vectors in the file."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.embedding import Vectors, normalize
+from autogen_shared_memory.model import Filters
+
+DIM = 64
+
+
+class TableEmbedder:
+    """``"v<i>"`` embeds to row ``i`` of a fixed table, so a test chooses every cosine exactly."""
+
+    model_id = "table-embedder"
+    dimension = DIM
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = table
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return normalize(np.stack([self.table[int(t[1:])] for t in texts]))
+
+
+def at_cosine(c: float, rng: np.random.Generator) -> np.ndarray:
+    """A unit vector whose cosine with e0 is ``c``."""
+    w = rng.standard_normal(DIM)
+    w[0] = 0.0
+    v = np.sqrt(1.0 - c * c) * w / np.linalg.norm(w)
+    v[0] = c
+    return v
+
+
+def test_scan_ranks_near_ties_by_their_float32_cosines(tmp_path: Path) -> None:
+    # 40 facts 5e-5 apart in cosine (float16 cannot tell them apart: its spacing near 0.9 is 4.9e-4) among
+    # 2,000 unrelated ones, written in shuffled order so that storage order does not give the answer away.
+    rng = np.random.default_rng(7)
+    cosines = 0.9 - 5e-5 * np.arange(40)
+    table = np.concatenate([[at_cosine(c, rng) for c in cosines], rng.standard_normal((2000, DIM))])
+    table = np.concatenate([table, np.eye(DIM)[:1]])  # the query: e0
+    order = rng.permutation(len(table) - 1)
+    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), near_duplicate_threshold=1.01)
+    ids = {int(i): r.id for i, r in zip(order, store.remember_many([f"v{i}" for i in order], "global"), strict=True)}
+    got = [(fid, c) for _, fid, c in store.backend.semantic([store.scope_ref("global")], table[-1], 20, Filters())]
+    assert [fid for fid, _ in got] == [ids[i] for i in range(20)]
+    assert [c for _, c in got] == pytest.approx(cosines[:20], abs=1e-6)
+    hits = store.search(f"v{len(table) - 1}", "global", top_k=5)
+    assert [h.semantic_rank for h in hits] == [1, 2, 3, 4, 5]
+    assert [h.cosine for h in hits] == pytest.approx(cosines[:5], abs=1e-6)
+
+
+def test_near_duplicate_threshold_is_decided_on_float32_cosines(tmp_path: Path) -> None:
+    # In float16, 0.94999 rounds up to 0.9502: a float16-only check would call it a near-duplicate.
+    rng = np.random.default_rng(3)
+    table = np.stack([np.eye(DIM)[0], at_cosine(0.94999, rng), at_cosine(0.95001, rng)])
+    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), near_duplicate_threshold=0.95)
+    first = store.remember("v0", "global")
+    below = store.remember("v1", "global")
+    assert below.status == "created"
+    above = store.remember("v2", "global")
+    assert above.status == "reinforced" and above.duplicate_of == first.id
+    # the same decisions inside one batch, against facts the batch itself inserted
+    other = SharedMemoryStore(tmp_path / "batch", embedder=TableEmbedder(table), near_duplicate_threshold=0.95)
+    receipts = other.remember_many(["v0", "v1", "v2"], "global")
+    assert [r.status for r in receipts] == ["created", "created", "reinforced"]
+    assert receipts[2].duplicate_of == receipts[0].id
+
+
+def test_semantic_ranks_several_scopes_together(tmp_path: Path) -> None:
+    # Near-ties spread over two scopes: the overall top 10 by float32 cosine, whichever scope holds them.
+    rng = np.random.default_rng(11)
+    cosines = 0.8 - 5e-5 * np.arange(30)
+    table = np.concatenate([[at_cosine(c, rng) for c in cosines], rng.standard_normal((500, DIM)), np.eye(DIM)[:1]])
+    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), near_duplicate_threshold=1.01)
+    store.add_group_member("crew", "a1")
+    in_group = [i for i in range(len(table) - 1) if i % 3 == 0]
+    in_global = [i for i in range(len(table) - 1) if i % 3 != 0]
+    ids = dict(
+        zip(
+            in_group,
+            [r.id for r in store.remember_many([f"v{i}" for i in in_group], "group", agent_id="a1", group_id="crew")],
+            strict=True,
+        )
+    )
+    ids |= dict(
+        zip(in_global, [r.id for r in store.remember_many([f"v{i}" for i in in_global], "global")], strict=True)
+    )
+    scopes = [store.scope_ref("group", group_id="crew"), store.scope_ref("global")]
+    got = store.backend.semantic(scopes, table[-1], 10, Filters())
+    assert [(ref.kind, fid) for ref, fid, _ in got] == [
+        ("group" if i % 3 == 0 else "global", ids[i]) for i in range(10)
+    ]
+    assert [c for _, _, c in got] == pytest.approx(cosines[:10], abs=1e-6)
