@@ -293,10 +293,10 @@ _BLAS_LIMIT: Any = None
 
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
-    """Keep numpy's BLAS on one thread while inside: its spinning OpenBLAS threads otherwise fight the
-    embedding model's torch threads for the same cores (measured: query embedding 3x slower). Reference
-    counted, so overlapping searches in several threads restore the user's setting only when the last
-    one leaves."""
+    """Keep numpy's BLAS on one thread while inside (a write batch's near-duplicate products): its spinning
+    OpenBLAS threads otherwise fight the embedding model's torch threads for the same cores (measured: query
+    embedding 3x slower). Reference counted, so overlapping writes in several threads restore the user's
+    setting only when the last one leaves."""
     global _BLAS, _BLAS_USERS, _BLAS_LIMIT
     with _BLAS_LOCK:
         if _BLAS is None:
