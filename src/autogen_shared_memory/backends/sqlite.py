@@ -502,21 +502,17 @@ class _NearestExisting:
         if index.ann is not None:  # a big scope with a graph: ask it instead of scanning every vector
             index.ann.add(index.matrix, index.n)
             found, sims = index.ann.query_many(vectors, k)
-        else:
-            found = np.zeros((0, k), dtype=np.int64)
-            sims = np.zeros((0, k), dtype=np.float32)
-            for lo in range(0, len(vectors), 256):  # bound the n x chunk score matrix
-                chunk = np.asarray(vectors[lo : lo + 256], dtype=np.float32)
-                scores = (
-                    _scan([index.matrix[: index.n]], chunk[0])[0][:, None]
-                    if len(chunk) == 1
-                    else _scan_many(index.matrix[: index.n], chunk)
-                )
-                top = np.argpartition(-scores, k - 1, axis=0)[:k].T
-                found = np.concatenate([found, top])
-                sims = np.concatenate([sims, np.take_along_axis(scores.T, top, axis=1)])
-        keep = (sims >= self.floor) & live[found]
-        self.near = [f[m] for f, m in zip(found, keep, strict=True)]
+            keep = (sims >= self.floor) & live[found]
+            self.near = [f[m] for f, m in zip(found, keep, strict=True)]
+            return
+        for lo in range(0, len(vectors), 256):  # bound the n x chunk score matrix
+            chunk = np.asarray(vectors[lo : lo + 256], dtype=np.float32)
+            matrix = index.matrix[: index.n]
+            scores = _scan([matrix], chunk[0])[0][:, None] if len(chunk) == 1 else _scan_many(matrix, chunk)
+            for col in np.flatnonzero(scores.max(axis=0) >= self.floor):  # most vectors have no near match
+                column = scores[:, col]
+                near = np.flatnonzero((column >= self.floor) & live)
+                self.near[lo + col] = near[np.argsort(-column[near], kind="stable")][:k]
 
     def lookup(self, j: int) -> tuple[int, float] | None:
         if self.threshold > 1.0:
