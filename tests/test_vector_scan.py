@@ -1,5 +1,6 @@
-"""The vectors held in memory are float16 (half the memory, half the bytes a scan reads), yet searches and the
-near-duplicate check answer with float32 cosines: candidates are re-scored from the vectors in the file."""
+"""Searches scan int8 codes of the vectors (a quarter of the float32 bytes) and re-score what can make the top
+from a float16 copy and then from the float32 vectors in the file: searches and the near-duplicate check
+answer with float32 cosines, and the int8 bounds never drop a row that belongs in the answer."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import _int8_bounds, _quantize
 from autogen_shared_memory.embedding import Vectors, normalize
 from autogen_shared_memory.model import Filters
 
@@ -98,3 +103,36 @@ def test_semantic_ranks_several_scopes_together(tmp_path: Path) -> None:
         ("group" if i % 3 == 0 else "global", ids[i]) for i in range(10)
     ]
     assert [c for _, _, c in got] == pytest.approx(cosines[:10], abs=1e-6)
+
+
+_UNIT = st.one_of(st.floats(-1.0, 1.0, width=32, allow_subnormal=False), st.sampled_from([0.0, 1.0, -1.0, 1e-8]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    hnp.arrays(np.float32, (6, 24), elements=_UNIT),
+    hnp.arrays(np.float32, 24, elements=_UNIT),
+    hnp.arrays(np.float32, (6, 1), elements=st.sampled_from([0.0, 1e-6, 0.05, 1.0, 7.0, 1e3])),
+    st.sampled_from([1e-6, 0.3, 1.0, 1e3]),
+)
+def test_int8_bounds_contain_the_exact_product(rows: np.ndarray, q: np.ndarray, gains: np.ndarray, g: float) -> None:
+    # Any vectors, normalized or not (a custom embedder may return either), zero rows included.
+    rows, q = rows * gains, q * np.float32(g)
+    ((estimate, error),) = _int8_bounds([_quantize(rows)], q)
+    exact = rows.astype(np.float64) @ q.astype(np.float64)
+    assert np.all(np.abs(exact - estimate) <= error)
+
+
+def test_int8_shortlist_keeps_every_row_of_a_dense_top(tmp_path: Path) -> None:
+    # 3,000 facts whose cosines with the query all lie within 0.01 of each other (the int8 estimates cannot
+    # order them): the top 50 returned are the float32 top 50, in order.
+    rng = np.random.default_rng(5)
+    cosines = rng.uniform(0.60, 0.61, 3000)
+    table = np.concatenate([[at_cosine(c, rng) for c in cosines], rng.standard_normal((3000, DIM)), np.eye(DIM)[:1]])
+    rotation = np.linalg.qr(rng.standard_normal((DIM, DIM)))[0]  # spread e0 over every component (int8 error)
+    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table @ rotation), near_duplicate_threshold=1.01)
+    ids = [r.id for r in store.remember_many([f"v{i}" for i in range(len(table) - 1)], "global")]
+    got = store.backend.semantic([store.scope_ref("global")], table[-1] @ rotation, 50, Filters())
+    best = np.argsort(-cosines, kind="stable")[:50]
+    assert [fid for _, fid, _ in got] == [ids[i] for i in best]
+    assert [c for _, _, c in got] == pytest.approx(cosines[best], abs=1e-6)
