@@ -118,9 +118,10 @@ _UNIT = st.one_of(st.floats(-1.0, 1.0, width=32, allow_subnormal=False), st.samp
 def test_int8_bounds_contain_the_exact_product(rows: np.ndarray, q: np.ndarray, gains: np.ndarray, g: float) -> None:
     # Any vectors, normalized or not (a custom embedder may return either), zero rows included.
     rows, q = rows * gains, q * np.float32(g)
-    ((estimate, error),) = _int8_bounds([_quantize(rows)], q)
+    (bounds,) = _int8_bounds([_quantize(rows)], q)
     exact = rows.astype(np.float64) @ q.astype(np.float64)
-    assert np.all(np.abs(exact - estimate) <= error)
+    assert np.all(np.abs(exact - bounds.estimate) <= bounds.error())
+    assert np.all(bounds.error() <= bounds.max_error())
 
 
 def test_int8_shortlist_keeps_every_row_of_a_dense_top(tmp_path: Path) -> None:

@@ -6,11 +6,11 @@ Why it is built this way:
   its vector or the other way round (seed 001 kept vectors in loose ``.npy`` files; we do not, on purpose).
 * WAL + a busy timeout + ``BEGIN IMMEDIATE`` for every read-then-write; the write lock is never held while
   a model embeds (the store embeds first, then calls :meth:`SQLiteBackend.write`).
-* Semantic search runs over a per-process float16 copy of each scope's vectors (half the memory and half the
-  bytes a scan reads); the candidates it finds are re-scored from the file's float32 vectors, so the
-  cosines and the ranking returned are the float32 ones. Every write bumps a revision counter in the file
-  and stamps the rows it touched with it, so a search refreshes only what changed since it last looked,
-  whichever process wrote it.
+* Semantic search scans per-process int8 codes of each scope's vectors (a quarter of the bytes) with a bound
+  on each product's error, re-scores the rows that can make the top from a float16 copy, and the few near
+  the cut from the file's float32 vectors: the cosines and the ranking returned are the float32 ones.
+  Every write bumps a revision counter in the file and stamps the rows it touched with it, so a search
+  refreshes only what changed since it last looked, whichever process wrote it.
 * FTS5 (porter stemming) over the content, fed by insert/delete triggers; content is immutable (a trigger
   refuses to change it), so status changes never re-index text.
 """
@@ -220,7 +220,7 @@ result (2**-12 below 1). Scan candidates are kept within twice this of the k-th 
 _MAX_RESCORED = 2048  # near-ties past this many candidates keep their float16 order
 
 
-_SCAN_BLOCK = 32768  # rows per scan task: from about this size a block is worth a thread hand-off
+_SCAN_BLOCK = 32768  # rows: below this many in all, one scan task (a thread hand-off would cost more)
 _SCAN_POOL: tuple[int, ThreadPoolExecutor] | None = None
 
 
@@ -249,53 +249,85 @@ def _quantize(vectors: npt.NDArray[np.float32]) -> _Codes:
     peak = np.abs(vectors).max(axis=1, initial=0.0)
     scale = np.where(peak >= 127 * np.finfo(np.float32).tiny, peak / 127, 1.0).astype(np.float32)
     codes = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
-    slack = np.linalg.norm(vectors - scale[:, None] * codes, axis=1).astype(np.float32)
-    return _Codes(codes, scale, slack, np.linalg.norm(vectors, axis=1).astype(np.float32))
+    return _Codes(codes, scale, _norms(vectors - scale[:, None] * codes), _norms(vectors))
+
+
+def _norms(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Row norms summed in float64: float32 squares of tiny components would underflow to a zero norm."""
+    squares: npt.NDArray[np.float64] = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    return np.sqrt(squares).astype(np.float32)
 
 
 _ROUNDING = 1e-5  # float32 rounding of the estimate and the bound, relative to |q| |x| (it is ~1e-6);
 # an absolute 1e-30 more covers products too small for float32 at all
 
 
-def _int8_bounds(
-    parts: Sequence[_Codes], q: npt.NDArray[np.float32]
-) -> list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]]:
-    """``(estimate, error)`` of ``q . x`` for every row of each part, with ``|q . x - estimate| <= error``.
+@dataclass
+class _Bounds:
+    """``q . x`` for every row ``x`` of a part, estimated from int8 codes: ``|q . x - estimate| <= error``.
+
+    With ``q = sq * q8 + e_q`` and ``x = sx * x8 + e_x``: ``q . x = sq * sx * (q8 . x8) + sq * (q8 . e_x) + e_q . x``,
+    so by Cauchy-Schwarz the error is at most ``|sq * q8| * |e_x| + |e_q| * |x|``: a bound, not an estimate
+    (~0.015 for MiniLM vectors), so a row chosen on it is never missed.
+    """
+
+    estimate: npt.NDArray[np.float32]
+    codes: _Codes
+    reach: float  # |sq * q8|
+    spill: float  # |e_q|, plus the rounding margin
+
+    def error(self, rows: npt.NDArray[np.int64] | slice = slice(None)) -> npt.NDArray[np.float32]:
+        error = self.reach * self.codes.slack[rows] + self.spill * self.codes.norm[rows]
+        return np.asarray(error + np.float32(1e-30), dtype=np.float32)
+
+    def max_error(self) -> float:
+        if len(self.estimate) == 0:
+            return 0.0
+        return float(self.reach * self.codes.slack.max() + self.spill * self.codes.norm.max()) + 1e-30
+
+
+def _int8_bounds(parts: Sequence[_Codes], q: npt.NDArray[np.float32]) -> list[_Bounds]:
+    """Bounded estimates of ``q . x`` for every row of each part.
 
     The products run on the int8 codes of both sides with SimSIMD's integer dot-product kernels (100k facts:
-    ~1.3 ms on one core, a third of a float16 scan, for a quarter of the bytes), in blocks spread over every
-    core. With ``q = sq * q8 + e_q`` and ``x = sx * x8 + e_x``: ``q . x = sq * sx * (q8 . x8) + sq * (q8 . e_x)
-    + e_q . x``, so ``error = |sq * q8| * |e_x| + |e_q| * |x|`` (Cauchy-Schwarz) is a bound, not an estimate:
-    a candidate chosen on these intervals is never missed (~0.015 wide for MiniLM vectors).
+    ~1.3 ms on one core, a third of a float16 scan, for a quarter of the bytes), in blocks spread evenly over
+    every core whichever part they come from.
     """
     import simsimd
 
     qc = _quantize(q.reshape(1, -1))
-    q8, q_scale, q_slack = qc.codes, qc.scale[0], qc.slack[0]
-    q_reach = np.linalg.norm(q_scale * q8.astype(np.float32)).astype(np.float32)
-    q_margin = np.float32(_ROUNDING) * np.linalg.norm(q).astype(np.float32)
+    q8, q_scale = qc.codes, qc.scale[0]
+    reach = float(np.linalg.norm(q_scale * q8.astype(np.float32)))
+    spill = float(qc.slack[0]) + _ROUNDING * float(np.linalg.norm(q))
     dots = [np.empty((1, len(p.codes)), dtype=np.float32) for p in parts]
 
     def block(codes: npt.NDArray[np.int8], out: npt.NDArray[np.float32], lo: int, hi: int) -> None:
         # Integer dot products below 384 * 127**2 < 2**24: exact in float32.
         simsimd.cdist(q8, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
 
-    tasks = []
+    total, workers = sum(len(p.codes) for p in parts), os.cpu_count() or 1
+    blocks = []
     for part, out in zip(parts, dots, strict=True):
         n = len(part.codes)
-        pieces = max(1, min(os.cpu_count() or 1, n // _SCAN_BLOCK))
+        pieces = max(1, -(-2 * workers * n // total)) if total >= _SCAN_BLOCK else 1  # ~2 per core overall
         bounds = [n * i // pieces for i in range(pieces + 1)]
-        tasks += [_scan_pool().submit(block, part.codes, out, lo, hi) for lo, hi in itertools.pairwise(bounds)]
-    for task in tasks:
-        task.result()
-    return [
-        (dot[0] * (q_scale * p.scale), q_reach * p.slack + (q_slack + q_margin) * p.norm + np.float32(1e-30))
-        for p, dot in zip(parts, dots, strict=True)
-    ]
+        blocks += [(part.codes, out, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    if len(blocks) == 1:
+        block(*blocks[0])
+    else:
+        for task in [_scan_pool().submit(block, *b) for b in blocks]:
+            task.result()
+    out_bounds = []
+    for part, dot in zip(parts, dots, strict=True):
+        estimate = dot[0]
+        estimate *= part.scale
+        estimate *= q_scale
+        out_bounds.append(_Bounds(estimate, part, reach, spill))
+    return out_bounds
 
 
 def _shortlist(
-    bound: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]],
+    bounds: _Bounds,
     matrix: npt.NDArray[np.float16],
     q: npt.NDArray[np.float32],
     mask: npt.NDArray[np.bool_],
@@ -303,15 +335,22 @@ def _shortlist(
     floor: float = -np.inf,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
     """The masked rows that may be among the ``k`` nearest to ``q`` and reach ``floor``, with their float16
-    cosines: every row whose upper bound (``_int8_bounds``) reaches the ``k``-th best lower bound, re-scored
-    from the float16 copy (a few hundred rows instead of all of them)."""
-    estimate, error = bound
-    k = min(k, int(mask.sum()))
+    cosines (a few hundred rows instead of all of them).
+
+    The ``k`` rows with the best estimates all have ``q . x >= kth estimate - max error``, so the k-th best
+    product is at least that: a row whose upper bound stays below it (or below ``floor``) cannot make it.
+    """
+    estimate = bounds.estimate
+    all_live = bool(mask.all())
+    k = min(k, len(mask) if all_live else int(mask.sum()))
     if k == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    lower = np.where(mask, estimate - error, -np.inf)
-    kth = -np.partition(-lower, k - 1)[k - 1]
-    rows = np.flatnonzero(mask & (estimate + error >= max(kth, floor)))
+    if not all_live:
+        estimate = np.where(mask, estimate, -np.inf)
+    worst = bounds.max_error()
+    cut = max(float(np.partition(estimate, len(estimate) - k)[len(estimate) - k]) - worst, floor)
+    rows = np.flatnonzero(estimate >= cut - worst)
+    rows = rows[estimate[rows] + bounds.error(rows) >= cut]
     return rows.astype(np.int64), np.einsum("ij,j->i", matrix[rows].astype(np.float32), q)  # no BLAS threads
 
 
@@ -546,8 +585,9 @@ class _Ann:
 class _NearestExisting:
     """Near-duplicate lookup for one write batch.
 
-    Up front, one scan of the scope (or its HNSW graph) proposes each vector's nearest live facts whose
-    float16 cosine comes within ``2 * HALF_ERROR`` of the threshold; ``lookup(j)`` re-scores those and the
+    Up front, one scan of the scope (int8 bounds for a single vector, float16 products for a batch, or the
+    HNSW graph) proposes each vector's nearest live facts whose float16 cosine comes within
+    ``2 * HALF_ERROR`` of the threshold; ``lookup(j)`` re-scores those and the
     facts inserted earlier in this batch exactly and returns the index position and cosine of the most
     similar live one at or above the threshold.
     """
@@ -576,8 +616,7 @@ class _NearestExisting:
         matrix, codes = index.view(index.n)
         if len(vectors) == 1:  # one remember: the int8 bounds shortlist the rows that can reach the floor
             q = np.asarray(vectors[0], dtype=np.float32)
-            (bound,) = _int8_bounds([codes], q)
-            rows, scores = _shortlist(bound, matrix, q, live, k, self.floor)
+            rows, scores = _shortlist(_int8_bounds([codes], q)[0], matrix, q, live, k, self.floor)
             keep = scores >= self.floor
             self.near = [rows[keep][np.argsort(-scores[keep], kind="stable")][:k]]
             return
@@ -1160,8 +1199,8 @@ class SQLiteBackend(Backend):
         now = time.time()
         views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
         to_scan = [v for v in views if v.found is None]
-        for view, bound in zip(to_scan, _int8_bounds([v.codes for v in to_scan], q), strict=True):
-            rows, scores = _shortlist(bound, view.matrix, q, view.mask, limit)
+        for view, bounds in zip(to_scan, _int8_bounds([v.codes for v in to_scan], q), strict=True):
+            rows, scores = _shortlist(bounds, view.matrix, q, view.mask, limit)
             found, view.approx = _candidates(scores, limit)
             view.found = rows[found]
         approx = np.concatenate([v.approx for v in views]) if views else np.zeros(0, dtype=np.float32)
