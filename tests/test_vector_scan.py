@@ -121,7 +121,18 @@ def test_int8_bounds_contain_the_exact_product(rows: np.ndarray, q: np.ndarray, 
     (bounds,) = _int8_bounds([_quantize(rows)], q)
     exact = rows.astype(np.float64) @ q.astype(np.float64)
     assert np.all(np.abs(exact - bounds.estimate) <= bounds.error())
-    assert np.all(bounds.error() <= bounds.max_error())
+    assert np.all(np.abs(exact - bounds.estimate) <= bounds.max_error())
+
+
+def test_int8_bounds_hold_for_wide_vectors_with_large_integer_sums() -> None:
+    # 3,072-d vectors near +-1 everywhere: int8 sums near 3072 * 127**2 ~ 5e7, past float32's exact integers.
+    rng = np.random.default_rng(2)
+    signs = rng.choice([-1.0, 1.0], size=3072).astype(np.float32)
+    rows = (signs * rng.uniform(0.95, 1.0, (8, 3072))).astype(np.float32)
+    q = (signs * rng.uniform(0.97, 1.0, 3072)).astype(np.float32)
+    (bounds,) = _int8_bounds([_quantize(rows)], q)
+    exact = rows.astype(np.float64) @ q.astype(np.float64)
+    assert np.all(np.abs(exact - bounds.estimate) <= bounds.error())
 
 
 def test_int8_shortlist_keeps_every_row_of_a_dense_top(tmp_path: Path) -> None:

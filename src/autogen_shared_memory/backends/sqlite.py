@@ -297,12 +297,12 @@ def _int8_bounds(parts: Sequence[_Codes], q: npt.NDArray[np.float32]) -> list[_B
 
     qc = _quantize(q.reshape(1, -1))
     q8, q_scale = qc.codes, qc.scale[0]
-    reach = float(np.linalg.norm(q_scale * q8.astype(np.float32)))
-    spill = float(qc.slack[0]) + _ROUNDING * float(np.linalg.norm(q))
+    reach = float(np.linalg.norm(float(q_scale) * q8.astype(np.float64)))
+    spill = float(qc.slack[0]) + _ROUNDING * float(qc.norm[0])
     dots = [np.empty((1, len(p.codes)), dtype=np.float32) for p in parts]
 
     def block(codes: npt.NDArray[np.int8], out: npt.NDArray[np.float32], lo: int, hi: int) -> None:
-        # Integer dot products below 384 * 127**2 < 2**24: exact in float32.
+        # Exact integer sums, rounded once to float32 (beyond 2**24, at 1536-d say): the relative margin covers it.
         simsimd.cdist(q8, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
 
     total, workers = sum(len(p.codes) for p in parts), os.cpu_count() or 1
