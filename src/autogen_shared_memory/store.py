@@ -116,7 +116,7 @@ def _leave_a_core() -> None:
     """Embed a search query on all cores but one, left to the full-text leg that runs meanwhile: a model
     using every core stalls whenever one is taken (2 cores, 100k facts: 7.7 ms alone, 13.7 ms beside the
     full-text leg, ~10.5 ms on one thread). OpenMP's setting is per thread: the caller's threads keep theirs."""
-    import torch  # the vector scan runs on torch too (an import, not sys.modules: it may be half-imported)
+    import torch  # an import, not sys.modules: it may be half-imported
 
     threads = max(1, (os.cpu_count() or 1) - 1)
     if torch.get_num_threads() != threads:

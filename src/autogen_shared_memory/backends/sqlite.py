@@ -1192,7 +1192,7 @@ class SQLiteBackend(Backend):
     def semantic(
         self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
-        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, by float32 cosine: the float16 scans
+        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, by float32 cosine: the int8 scans
         of every scope run at once (or a scope's HNSW graph answers), then only the candidates that can still
         make the overall top ``limit`` are re-scored from the file's float32 vectors."""
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
