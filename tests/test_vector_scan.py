@@ -118,10 +118,13 @@ _UNIT = st.one_of(st.floats(-1.0, 1.0, width=32, allow_subnormal=False), st.samp
 def test_int8_bounds_contain_the_exact_product(rows: np.ndarray, q: np.ndarray, gains: np.ndarray, g: float) -> None:
     # Any vectors, normalized or not (a custom embedder may return either), zero rows included.
     rows, q = rows * gains, q * np.float32(g)
-    (bounds,) = _int8_bounds([_quantize(rows)], q)
+    codes = _quantize(rows)
+    (bounds,) = _int8_bounds([codes], q)
     exact = rows.astype(np.float64) @ q.astype(np.float64)
     assert np.all(np.abs(exact - bounds.estimate) <= bounds.error())
     assert np.all(np.abs(exact - bounds.estimate) <= bounds.max_error())
+    rebuilt, error = codes.cosines(np.arange(len(rows)), q)  # the finer level: rebuilt rows
+    assert np.all(np.abs(exact - rebuilt) <= error)
 
 
 def test_int8_bounds_hold_for_wide_vectors_with_large_integer_sums() -> None:
@@ -130,9 +133,12 @@ def test_int8_bounds_hold_for_wide_vectors_with_large_integer_sums() -> None:
     signs = rng.choice([-1.0, 1.0], size=3072).astype(np.float32)
     rows = (signs * rng.uniform(0.95, 1.0, (8, 3072))).astype(np.float32)
     q = (signs * rng.uniform(0.97, 1.0, 3072)).astype(np.float32)
-    (bounds,) = _int8_bounds([_quantize(rows)], q)
+    codes = _quantize(rows)
+    (bounds,) = _int8_bounds([codes], q)
     exact = rows.astype(np.float64) @ q.astype(np.float64)
     assert np.all(np.abs(exact - bounds.estimate) <= bounds.error())
+    rebuilt, error = codes.cosines(np.arange(len(rows)), q)
+    assert np.all(np.abs(exact - rebuilt) <= error)
 
 
 def test_int8_shortlist_keeps_every_row_of_a_dense_top(tmp_path: Path) -> None:

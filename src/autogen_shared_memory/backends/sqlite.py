@@ -7,8 +7,8 @@ Why it is built this way:
 * WAL + a busy timeout + ``BEGIN IMMEDIATE`` for every read-then-write; the write lock is never held while
   a model embeds (the store embeds first, then calls :meth:`SQLiteBackend.write`).
 * Semantic search scans per-process int8 codes of each scope's vectors (a quarter of the bytes) with a bound
-  on each product's error, re-scores the rows that can make the top from a float16 copy, and the few near
-  the cut from the file's float32 vectors: the cosines and the ranking returned are the float32 ones.
+  on each product's error, re-scores the rows that can make the top from finer int8 codes (within ~3e-5),
+  and the few whose order is still in doubt from the file's float32 vectors: the ranking is the float32 one.
   Every write bumps a revision counter in the file and stamps the rows it touched with it, so a search
   refreshes only what changed since it last looked, whichever process wrote it.
 * FTS5 (porter stemming) over the content, fed by insert/delete triggers; content is immutable (a trigger
@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -212,14 +212,6 @@ def _idf(n_facts: int, hits: int) -> float:
     return max(math.log((n_facts - hits + 0.5) / (hits + 0.5)), 1e-6)
 
 
-HALF_ERROR = 2e-3
-"""Bound on |cosine from the float16 copies - float32 cosine| for unit vectors: both vectors rounded to float16
-(relative error 2**-11 each: at most ~9.8e-4 over the dot product), float32 accumulation (~2e-5) and a float16
-result (2**-12 below 1). Scan candidates are kept within twice this of the k-th best before exact re-scoring."""
-
-_MAX_RESCORED = 2048  # near-ties past this many candidates keep their float16 order
-
-
 _SCAN_BLOCK = 32768  # rows: below this many in all, one scan task (a thread hand-off would cost more)
 _SCAN_POOL: tuple[int, ThreadPoolExecutor] | None = None
 
@@ -234,22 +226,65 @@ def _scan_pool() -> ThreadPoolExecutor:
 
 @dataclass
 class _Codes:
-    """int8 codes of vectors ``x ~= scale * codes``, with what bounds the error of a product computed on them:
-    ``slack = |x - scale * codes|`` (exactly, per row) and ``norm = |x|``."""
+    """Vectors as two levels of int8 codes: ``x = scale * coarse + fine_scale * fine + residual``.
 
-    codes: npt.NDArray[np.int8]
+    A scan reads only the coarse codes (a quarter of the float32 bytes); with the fine codes a row is rebuilt
+    to within ``slack = |residual|`` (~3e-5 for a unit MiniLM vector). Each level keeps the exact norm of
+    what it leaves out (``coarse_slack = |x - scale * coarse|``, ``slack``) and ``norm = |x|``, so every
+    product computed on the codes comes with a bound on its error, not an estimate of it.
+    """
+
+    coarse: npt.NDArray[np.int8]
     scale: npt.NDArray[np.float32]
+    coarse_slack: npt.NDArray[np.float32]
+    fine: npt.NDArray[np.int8]
+    fine_scale: npt.NDArray[np.float32]
     slack: npt.NDArray[np.float32]
     norm: npt.NDArray[np.float32]
 
+    def __len__(self) -> int:
+        return len(self.coarse)
 
-def _quantize(vectors: npt.NDArray[np.float32]) -> _Codes:
-    """Each row scaled so that its largest component is 127 and rounded: a quarter of the float32 bytes."""
-    vectors = np.asarray(vectors, dtype=np.float32)
+    def rows(self, n: int) -> _Codes:
+        """The first ``n`` rows: they stay put while other threads append (or replace the arrays)."""
+        return _Codes(*(getattr(self, f.name)[:n] for f in fields(_Codes)))
+
+    def rebuild(self, rows: npt.NDArray[np.int64] | slice) -> npt.NDArray[np.float32]:
+        """float32 vectors of ``rows``, each within its ``slack`` of the original."""
+        coarse = self.coarse[rows].astype(np.float32)
+        coarse *= self.scale[rows, None]
+        fine = self.fine[rows].astype(np.float32)
+        fine *= self.fine_scale[rows, None]
+        coarse += fine
+        return coarse
+
+    def cosines(
+        self, rows: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """``q . x`` of the rebuilt ``rows`` and a bound on each one's error. The sums run in float64 (no
+        float32 accumulation error to bound), the few float32 roundings of the codes are in the margin."""
+        q64 = q.astype(np.float64)
+        products = np.einsum("ij,j->i", self.coarse[rows], q64) * self.scale[rows]  # no BLAS threads
+        products += np.einsum("ij,j->i", self.fine[rows], q64) * self.fine_scale[rows]
+        q_norm = float(np.sqrt(q64 @ q64))
+        error = q_norm * (self.slack[rows] + _ROUNDING * self.norm[rows].astype(np.float64)) + 1e-30
+        return products.astype(np.float32), error.astype(np.float32)
+
+
+def _levels(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+    """Each row scaled so that its largest component is 127 and rounded."""
     peak = np.abs(vectors).max(axis=1, initial=0.0)
     scale = np.where(peak >= 127 * np.finfo(np.float32).tiny, peak / 127, 1.0).astype(np.float32)
-    codes = np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8)
-    return _Codes(codes, scale, _norms(vectors - scale[:, None] * codes), _norms(vectors))
+    return np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8), scale
+
+
+def _quantize(vectors: npt.NDArray[np.float32]) -> _Codes:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    coarse, scale = _levels(vectors)
+    rest = vectors - scale[:, None] * coarse
+    fine, fine_scale = _levels(rest)
+    residual = rest - fine_scale[:, None] * fine
+    return _Codes(coarse, scale, _norms(rest), fine, fine_scale, _norms(residual), _norms(vectors))
 
 
 def _norms(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -258,13 +293,13 @@ def _norms(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     return np.sqrt(squares).astype(np.float32)
 
 
-_ROUNDING = 1e-5  # float32 rounding of the estimate and the bound, relative to |q| |x| (it is ~1e-6);
+_ROUNDING = 1e-5  # float32 rounding of an estimate and its bound, relative to |q| |x| (it is ~1e-6);
 # an absolute 1e-30 more covers products too small for float32 at all
 
 
 @dataclass
 class _Bounds:
-    """``q . x`` for every row ``x`` of a part, estimated from int8 codes: ``|q . x - estimate| <= error``.
+    """``q . x`` for every row ``x`` of a part, estimated from the coarse codes: ``|q . x - estimate| <= error``.
 
     With ``q = sq * q8 + e_q`` and ``x = sx * x8 + e_x``: ``q . x = sq * sx * (q8 . x8) + sq * (q8 . e_x) + e_q . x``,
     so by Cauchy-Schwarz the error is at most ``|sq * q8| * |e_x| + |e_q| * |x|``: a bound, not an estimate
@@ -277,41 +312,41 @@ class _Bounds:
     spill: float  # |e_q|, plus the rounding margin
 
     def error(self, rows: npt.NDArray[np.int64] | slice = slice(None)) -> npt.NDArray[np.float32]:
-        error = self.reach * self.codes.slack[rows] + self.spill * self.codes.norm[rows]
+        error = self.reach * self.codes.coarse_slack[rows] + self.spill * self.codes.norm[rows]
         return np.asarray(error + np.float32(1e-30), dtype=np.float32)
 
     def max_error(self) -> float:
         if len(self.estimate) == 0:
             return 0.0
-        return float(self.reach * self.codes.slack.max() + self.spill * self.codes.norm.max()) + 1e-30
+        return float(self.reach * self.codes.coarse_slack.max() + self.spill * self.codes.norm.max()) + 1e-30
 
 
 def _int8_bounds(parts: Sequence[_Codes], q: npt.NDArray[np.float32]) -> list[_Bounds]:
     """Bounded estimates of ``q . x`` for every row of each part.
 
-    The products run on the int8 codes of both sides with SimSIMD's integer dot-product kernels (100k facts:
-    ~1.3 ms on one core, a third of a float16 scan, for a quarter of the bytes), in blocks spread evenly over
-    every core whichever part they come from.
+    The products run on the coarse int8 codes of both sides with SimSIMD's integer dot-product kernels (100k
+    facts: ~1.3 ms on one core, a third of a float16 scan, for a quarter of the bytes), in blocks spread
+    evenly over every core whichever part they come from.
     """
     import simsimd
 
     qc = _quantize(q.reshape(1, -1))
-    q8, q_scale = qc.codes, qc.scale[0]
+    q8, q_scale = qc.coarse, qc.scale[0]
     reach = float(np.linalg.norm(float(q_scale) * q8.astype(np.float64)))
-    spill = float(qc.slack[0]) + _ROUNDING * float(qc.norm[0])
-    dots = [np.empty((1, len(p.codes)), dtype=np.float32) for p in parts]
+    spill = float(qc.coarse_slack[0]) + _ROUNDING * float(qc.norm[0])
+    dots = [np.empty((1, len(p)), dtype=np.float32) for p in parts]
 
     def block(codes: npt.NDArray[np.int8], out: npt.NDArray[np.float32], lo: int, hi: int) -> None:
         # Exact integer sums, rounded once to float32 (beyond 2**24, at 1536-d say): the relative margin covers it.
         simsimd.cdist(q8, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
 
-    total, workers = sum(len(p.codes) for p in parts), os.cpu_count() or 1
+    total, workers = sum(len(p) for p in parts), os.cpu_count() or 1
     blocks = []
     for part, out in zip(parts, dots, strict=True):
-        n = len(part.codes)
+        n = len(part)
         pieces = max(1, -(-2 * workers * n // total)) if total >= _SCAN_BLOCK else 1  # ~2 per core overall
         bounds = [n * i // pieces for i in range(pieces + 1)]
-        blocks += [(part.codes, out, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+        blocks += [(part.coarse, out, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
     if len(blocks) == 1:
         block(*blocks[0])
     else:
@@ -327,53 +362,50 @@ def _int8_bounds(parts: Sequence[_Codes], q: npt.NDArray[np.float32]) -> list[_B
 
 
 def _shortlist(
-    bounds: _Bounds,
-    matrix: npt.NDArray[np.float16],
-    q: npt.NDArray[np.float32],
-    mask: npt.NDArray[np.bool_],
-    k: int,
-    floor: float = -np.inf,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """The masked rows that may be among the ``k`` nearest to ``q`` and reach ``floor``, with their float16
-    cosines (a few hundred rows instead of all of them).
-
-    The ``k`` rows with the best estimates all have ``q . x >= kth estimate - max error``, so the k-th best
-    product is at least that: a row whose upper bound stays below it (or below ``floor``) cannot make it.
-    """
+    bounds: _Bounds, q: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int, floor: float = -np.inf
+) -> npt.NDArray[np.int64]:
+    """The masked rows that may be among the ``k`` nearest to ``q`` and reach ``floor`` (a few hundred rows
+    of 100k): the ``k`` rows with the best estimates all have ``q . x >= kth estimate - max error``, so the
+    k-th best product is at least that, and a row whose upper bound stays below it cannot make it."""
     estimate = bounds.estimate
     all_live = bool(mask.all())
     k = min(k, len(mask) if all_live else int(mask.sum()))
     if k == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.zeros(0, dtype=np.int64)
     if not all_live:
         estimate = np.where(mask, estimate, -np.inf)
     worst = bounds.max_error()
     cut = max(float(np.partition(estimate, len(estimate) - k)[len(estimate) - k]) - worst, floor)
     rows = np.flatnonzero(estimate >= cut - worst)
-    rows = rows[estimate[rows] + bounds.error(rows) >= cut]
-    return rows.astype(np.int64), np.einsum("ij,j->i", matrix[rows].astype(np.float32), q)  # no BLAS threads
+    return rows[estimate[rows] + bounds.error(rows) >= cut].astype(np.int64)
 
 
-def _scan_many(matrix: npt.NDArray[np.float16], vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """``_scan`` for a batch of queries: ``(n, b)`` cosines, float32 products over blocks of rows (a float32
-    copy of the whole matrix would double the index's memory for the duration)."""
-    out = np.empty((matrix.shape[0], vectors.shape[0]), dtype=np.float32)
-    with one_blas_thread():
-        for lo in range(0, matrix.shape[0], 16384):
-            out[lo : lo + 16384] = matrix[lo : lo + 16384].astype(np.float32) @ vectors.T
-    return out
-
-
-def _candidates(scores: npt.NDArray[np.float32], k: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-    """Positions (and scores) of the entries that may be among the ``k`` best once re-scored exactly: all
-    within ``2 * HALF_ERROR`` of the k-th best score, best first, at most ``max(k, _MAX_RESCORED)``."""
-    k = min(k, int(np.isfinite(scores).sum()))
+def _contenders(approx: npt.NDArray[np.float32], error: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
+    """Indices of the intervals ``approx +- error`` that may hold one of the ``k`` largest values."""
+    k = min(k, len(approx))
     if k == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    kth = -np.partition(-scores, k - 1)[k - 1]
-    found = np.flatnonzero(scores >= kth - 2 * HALF_ERROR)
-    found = found[np.argsort(-scores[found], kind="stable")][: max(k, _MAX_RESCORED)]
-    return found.astype(np.int64), scores[found]
+        return np.zeros(0, dtype=np.int64)
+    lower = approx - error
+    kth = np.partition(lower, len(lower) - k)[len(lower) - k]
+    return np.flatnonzero(approx + error >= kth)
+
+
+def _overlapping(approx: npt.NDArray[np.float32], error: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+    """Which intervals ``approx +- error`` overlap another one: only their order is in doubt."""
+    lower, upper = approx - error, approx + error
+    overlap = (lower[:, None] <= upper[None, :]) & (lower[None, :] <= upper[:, None])
+    np.fill_diagonal(overlap, False)
+    return np.asarray(overlap.any(axis=1))
+
+
+def _scan_many(codes: _Codes, vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Products of a batch of vectors with every rebuilt row, ``(n, b)``, over blocks of rows (a float32
+    copy of the whole scope would quadruple the index's memory for the duration)."""
+    out = np.empty((len(codes), vectors.shape[0]), dtype=np.float32)
+    with one_blas_thread():
+        for lo in range(0, len(codes), 16384):
+            out[lo : lo + 16384] = codes.rebuild(slice(lo, lo + 16384)) @ vectors.T
+    return out
 
 
 _BLAS_LOCK = threading.Lock()
@@ -407,12 +439,8 @@ def one_blas_thread() -> Iterator[None]:
 
 
 class _VectorIndex:
-    """The vectors of one scope as growable int8 and float16 matrices, refreshed from the file by revision.
-
-    A search scans the int8 codes (a quarter of the float32 bytes) for the rows that can make its top k,
-    re-scores those from the float16 copy (every cosine within ``HALF_ERROR`` of the float32 one) and the
-    few that remain near the cut from the file's float32 vectors (:meth:`SQLiteBackend._exact`).
-    """
+    """The vectors of one scope as growable two-level int8 codes (:class:`_Codes`), refreshed from the file
+    by revision: 2 bytes per dimension, half of a float16 copy."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -430,7 +458,6 @@ class _VectorIndex:
         self.dim = 0
         self.ids: list[str] = []
         self.seq = np.zeros(0, dtype=np.int64)
-        self.matrix = np.zeros((0, 0), dtype=np.float16)
         self.codes = _quantize(np.zeros((0, 0), dtype=np.float32))
         self.active = np.zeros(0, dtype=bool)
         self.expires = np.zeros(0, dtype=np.float64)
@@ -440,9 +467,8 @@ class _VectorIndex:
             if self.n:
                 raise EmbeddingModelMismatchError(f"vector of dimension {dim} in a {self.dim}-d index")
             self.dim = dim
-            self.matrix = np.zeros((0, dim), dtype=np.float16)
             self.codes = _quantize(np.zeros((0, dim), dtype=np.float32))
-        cap = self.matrix.shape[0]
+        cap = len(self.codes)
         if need <= cap:
             return
         new_cap = max(need, cap * 2, 256)
@@ -452,21 +478,14 @@ class _VectorIndex:
             arr[: self.n] = old[: self.n]
             return arr
 
-        self.matrix = grown(self.matrix)
         self.codes = _Codes(*(grown(getattr(self.codes, f.name)) for f in fields(_Codes)))
         for name in ("seq", "active", "expires"):
             setattr(self, name, grown(getattr(self, name)))
 
     def _set_vectors(self, lo: int, vectors: npt.NDArray[np.float32]) -> None:
-        hi = lo + len(vectors)
-        self.matrix[lo:hi] = vectors
         codes = _quantize(vectors)
         for f in fields(_Codes):
-            getattr(self.codes, f.name)[lo:hi] = getattr(codes, f.name)
-
-    def view(self, n: int) -> tuple[npt.NDArray[np.float16], _Codes]:
-        """The first ``n`` rows: they stay put while other threads append (or replace the arrays)."""
-        return self.matrix[:n], _Codes(*(getattr(self.codes, f.name)[:n] for f in fields(_Codes)))
+            getattr(self.codes, f.name)[lo : lo + len(vectors)] = getattr(codes, f.name)
 
     def append(
         self, seq: int, fact_id: str, vector: npt.NDArray[np.float32], active: bool, expires: float | None
@@ -528,35 +547,33 @@ class _ScopeView:
 
     scope: ScopeRef
     conn: sqlite3.Connection
-    matrix: npt.NDArray[np.float16]
     codes: _Codes
     ids: list[str]
     seqs: npt.NDArray[np.int64]
     mask: npt.NDArray[np.bool_]
-    found: npt.NDArray[np.int64] | None = None
-    approx: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros(0, dtype=np.float32))
+    found: npt.NDArray[np.int64] | None = None  # the HNSW graph's candidates, when it answered
 
 
 class _Ann:
-    """An HNSW graph (hnswlib) over the rows of one scope's vector matrix: approximate top-k in ~1 ms at any
-    size, where the exact scan reads every vector (1M facts: 768 MB per query). Labels are matrix positions;
-    status, expiry and filters are applied to its candidates afterwards, as for the exact scan."""
+    """An HNSW graph (hnswlib) over the rebuilt rows of one scope's codes: approximate top-k in ~1 ms at any
+    size, where the exact scan reads every vector's coarse codes (1M facts: 384 MB per query). Labels are
+    row positions; status, expiry and filters are applied to its candidates afterwards, as for the scan."""
 
     M = 16
     EF_CONSTRUCTION = 64
 
-    def __init__(self, matrix: npt.NDArray[np.float16], n: int, threads: int, ef: int) -> None:
+    def __init__(self, codes: _Codes, n: int, threads: int, ef: int) -> None:
         import hnswlib
 
-        self.graph = hnswlib.Index(space="ip", dim=int(matrix.shape[1]))
+        self.graph = hnswlib.Index(space="ip", dim=int(codes.coarse.shape[1]))
         self.graph.init_index(max_elements=max(1024, n + n // 4), ef_construction=self.EF_CONSTRUCTION, M=self.M)
         self.threads = threads
         self.ef = ef
         self.n = 0
-        self.add(matrix, n)
+        self.add(codes, n)
 
-    def add(self, matrix: npt.NDArray[np.float16], n: int) -> None:
-        """Insert rows ``self.n .. n-1`` of ``matrix`` (rows are append-only within an index generation)."""
+    def add(self, codes: _Codes, n: int) -> None:
+        """Insert rows ``self.n .. n-1`` of ``codes`` (rows are append-only within an index generation)."""
         if n <= self.n:
             return
         capacity = self.graph.get_max_elements()
@@ -564,7 +581,7 @@ class _Ann:
             self.graph.resize_index(max(n, capacity + capacity // 2))
         for lo in range(self.n, n, 65536):  # float32 copies a block at a time
             hi = min(n, lo + 65536)
-            self.graph.add_items(matrix[lo:hi].astype(np.float32), np.arange(lo, hi), num_threads=self.threads)
+            self.graph.add_items(codes.rebuild(slice(lo, hi)), np.arange(lo, hi), num_threads=self.threads)
         self.n = n
 
     def query(
@@ -585,11 +602,11 @@ class _Ann:
 class _NearestExisting:
     """Near-duplicate lookup for one write batch.
 
-    Up front, one scan of the scope (int8 bounds for a single vector, float16 products for a batch, or the
-    HNSW graph) proposes each vector's nearest live facts whose float16 cosine comes within
-    ``2 * HALF_ERROR`` of the threshold; ``lookup(j)`` re-scores those and the
-    facts inserted earlier in this batch exactly and returns the index position and cosine of the most
-    similar live one at or above the threshold.
+    Up front, one pass over the scope (coarse int8 bounds for a single vector, rebuilt rows for a batch, or
+    the HNSW graph) proposes each vector's nearest live facts whose rebuilt cosine can reach the threshold
+    (the rebuilt cosine's error bound included); ``lookup(j)`` re-scores those and the facts inserted
+    earlier in this batch exactly and returns the index position and cosine of the most similar live one at
+    or above the threshold.
     """
 
     CANDIDATES = 8
@@ -599,34 +616,41 @@ class _NearestExisting:
     ) -> None:
         self.conn, self.index, self.vectors, self.threshold = conn, index, vectors, threshold
         self.start = index.n
-        self.floor = threshold - 2 * HALF_ERROR
         self.near: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)] * len(vectors)
         if threshold > 1.0 or index.n == 0 or len(vectors) == 0:
             return
         live = index.live_mask(now, include_inactive=False)
         if not live.any():
             return
-        k = min(self.CANDIDATES, index.n)
+        codes = index.codes.rows(index.n)
         if index.ann is not None:  # a big scope with a graph: ask it instead of scanning every vector
-            index.ann.add(index.matrix, index.n)
-            found, sims = index.ann.query_many(vectors, k)
-            keep = (sims >= self.floor) & live[found]
-            self.near = [f[m] for f, m in zip(found, keep, strict=True)]
+            index.ann.add(codes, index.n)
+            found, _ = index.ann.query_many(vectors, min(self.CANDIDATES, index.n))
+            self.near = [self._reaching(codes, rows[live[rows]], j) for j, rows in enumerate(found)]
             return
-        matrix, codes = index.view(index.n)
-        if len(vectors) == 1:  # one remember: the int8 bounds shortlist the rows that can reach the floor
+        if len(vectors) == 1:  # one remember: the coarse bounds shortlist the rows that can reach it
             q = np.asarray(vectors[0], dtype=np.float32)
-            rows, scores = _shortlist(_int8_bounds([codes], q)[0], matrix, q, live, k, self.floor)
-            keep = scores >= self.floor
-            self.near = [rows[keep][np.argsort(-scores[keep], kind="stable")][:k]]
+            self.near = [self._reaching(codes, _shortlist(_int8_bounds([codes], q)[0], q, live, 1, threshold), 0)]
             return
+        # float32 products of d terms: rounding within d * 2**-23 of |x| |v| (twice the textbook bound)
+        slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23) * codes.norm
         for lo in range(0, len(vectors), 256):  # bound the n x chunk score matrix
             chunk = np.asarray(vectors[lo : lo + 256], dtype=np.float32)
-            scores = _scan_many(matrix, chunk)
-            for col in np.flatnonzero(scores.max(axis=0) >= self.floor):  # most vectors have no near match
-                column = scores[:, col]
-                near = np.flatnonzero((column >= self.floor) & live)
-                self.near[lo + col] = near[np.argsort(-column[near], kind="stable")][:k]
+            scores = _scan_many(codes, chunk)
+            scores += slack[:, None] * _norms(chunk)[None, :]  # upper bounds
+            for col in np.flatnonzero(scores.max(axis=0) >= threshold):  # most vectors have no near match
+                self.near[lo + col] = self._reaching(
+                    codes, np.flatnonzero((scores[:, col] >= threshold) & live), lo + col
+                )
+
+    def _reaching(self, codes: _Codes, rows: npt.NDArray[np.int64], j: int) -> npt.NDArray[np.int64]:
+        """The (at most ``CANDIDATES``) rows whose rebuilt cosine with vector ``j`` can reach the threshold,
+        nearest first."""
+        if len(rows) == 0:
+            return rows
+        approx, error = codes.cosines(rows, np.asarray(self.vectors[j], dtype=np.float32))
+        keep = approx + error >= self.threshold
+        return rows[keep][np.argsort(-approx[keep], kind="stable")][: self.CANDIDATES]
 
     def lookup(self, j: int) -> tuple[int, float] | None:
         if self.threshold > 1.0:
@@ -634,8 +658,9 @@ class _NearestExisting:
         index = self.index
         positions = self.near[j]
         if index.n > self.start:  # facts this batch inserted so far
-            scores = index.matrix[self.start : index.n].astype(np.float32) @ self.vectors[j]
-            positions = np.concatenate([positions, self.start + np.flatnonzero(scores >= self.floor)])
+            batch = np.arange(self.start, index.n)
+            approx, error = index.codes.cosines(batch, np.asarray(self.vectors[j], dtype=np.float32))
+            positions = np.concatenate([positions, batch[approx + error >= self.threshold]])
         positions = positions[index.active[positions]]
         if len(positions) == 0:
             return None
@@ -1192,30 +1217,40 @@ class SQLiteBackend(Backend):
     def semantic(
         self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
-        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, by float32 cosine: the int8 scans
-        of every scope run at once (or a scope's HNSW graph answers), then only the candidates that can still
-        make the overall top ``limit`` are re-scored from the file's float32 vectors."""
+        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, ranked by float32 cosine.
+
+        The coarse int8 scans of every scope run at once (or a scope's HNSW graph answers) and shortlist the
+        rows that can make each scope's top; their rebuilt cosines (within ~3e-5, with a bound per row) pick
+        the rows that can make the overall top ``limit``, and only those whose order is still in doubt (their
+        intervals overlap) are re-scored from the file's float32 vectors. The order returned is the float32
+        one; a cosine is the float32 one or within its row's bound of it (~3e-5).
+        """
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         now = time.time()
         views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
         to_scan = [v for v in views if v.found is None]
         for view, bounds in zip(to_scan, _int8_bounds([v.codes for v in to_scan], q), strict=True):
-            rows, scores = _shortlist(bounds, view.matrix, q, view.mask, limit)
-            found, view.approx = _candidates(scores, limit)
-            view.found = rows[found]
-        approx = np.concatenate([v.approx for v in views]) if views else np.zeros(0, dtype=np.float32)
-        if len(approx) == 0:
+            view.found = _shortlist(bounds, q, view.mask, limit)
+        found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
+        if not found:
             return []
-        k = min(limit, len(approx))
-        floor = -np.partition(-approx, k - 1)[k - 1] - 2 * HALF_ERROR  # nothing below can reach the top k
-        hits: list[tuple[ScopeRef, str, float]] = []
-        for view in views:
-            assert view.found is not None
-            keep = view.found[view.approx >= floor]
-            exact = self._exact(view.conn, view.seqs[keep], q)
-            hits += [(view.scope, view.ids[int(p)], float(c)) for p, c in zip(keep, exact, strict=True) if c > -np.inf]
-        hits.sort(key=lambda h: -h[2])
-        return hits[:limit]
+        approx = np.concatenate([a for _, _, a, _ in found])
+        error = np.concatenate([e for _, _, _, e in found])
+        owner = np.concatenate([np.full(len(rows), i) for i, (_, rows, _, _) in enumerate(found)])
+        rows = np.concatenate([rows for _, rows, _, _ in found])
+        top = _contenders(approx, error, limit)
+        approx, error, owner, rows = approx[top], error[top], owner[top], rows[top]
+        doubtful = _overlapping(approx, error)
+        for i, (view, *_) in enumerate(found):
+            redo = np.flatnonzero(doubtful & (owner == i))
+            if len(redo):
+                approx[redo] = self._exact(view.conn, view.seqs[rows[redo]], q)  # -inf: purged meanwhile
+        order = np.argsort(-approx, kind="stable")[:limit]
+        return [
+            (found[owner[i]][0].scope, found[owner[i]][0].ids[int(rows[i])], float(approx[i]))
+            for i in order
+            if approx[i] > -np.inf
+        ]
 
     def _semantic_view(
         self, scope: ScopeRef, q: npt.NDArray[np.float32], limit: int, filters: Filters, now: float
@@ -1235,15 +1270,20 @@ class SQLiteBackend(Backend):
                     f"query vector has {q.shape[0]} dimensions, {scope} holds {index.dim}-d vectors"
                 )
             view = _ScopeView(
-                scope, conn, *index.view(n), index.ids, index.seq[:n], index.live_mask(now, filters.include_inactive)
+                scope,
+                conn,
+                index.codes.rows(n),
+                index.ids,
+                index.seq[:n],
+                index.live_mask(now, filters.include_inactive),
             )
             ann = None if filters.narrows else self._ann(index)
             if ann is not None:
                 # Over-fetch so that inactive rows among the candidates still leave ``limit`` live ones.
-                found, sims = ann.query(q, 2 * limit, self.ann_ef)
+                found, _ = ann.query(q, 2 * limit, self.ann_ef)
                 live = view.mask[found]
                 if live.sum() >= min(limit, int(view.mask.sum())):  # else too many inactive neighbours: scan
-                    view.found, view.approx = found[live], sims[live]
+                    view.found = found[live]
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
             allowed = np.fromiter(
@@ -1257,7 +1297,8 @@ class SQLiteBackend(Backend):
         conn: sqlite3.Connection, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float32]:
         """float32 cosines of ``q`` with the facts ``seqs``, from the vectors stored in the file (the
-        in-memory copy is float16); a fact no longer in the file (purged meanwhile) scores -inf."""
+        in-memory codes rebuild them only to within ~3e-5); a fact no longer in the file (purged meanwhile)
+        scores -inf."""
         out = np.full(len(seqs), -np.inf, dtype=np.float32)
         where = {int(s): i for i, s in enumerate(seqs)}
         for lo in range(0, len(seqs), 500):
@@ -1284,22 +1325,22 @@ class SQLiteBackend(Backend):
         if self.vector_index != "hnsw" or index.n < self.ann_min_facts:
             return None
         if index.ann is not None:
-            index.ann.add(index.matrix, index.n)
+            index.ann.add(index.codes, index.n)
             return index.ann
         if not index.ann_building:
             index.ann_building = True
             threading.Thread(
                 target=self._build_ann,
-                args=(index, index.generation, index.matrix, index.n),
+                args=(index, index.generation, index.codes, index.n),
                 name="asm-hnsw-build",
                 daemon=True,
             ).start()
         return None
 
-    def _build_ann(self, index: _VectorIndex, generation: int, matrix: npt.NDArray[np.float16], n: int) -> None:
+    def _build_ann(self, index: _VectorIndex, generation: int, codes: _Codes, n: int) -> None:
         ann: _Ann | None = None
         try:
-            ann = _Ann(matrix, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)
+            ann = _Ann(codes, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)
         finally:  # a failed build is retried by a later search
             with index.lock:
                 if index.generation == generation:
@@ -1319,17 +1360,15 @@ class SQLiteBackend(Backend):
             self._refresh(conn, index)
             if index.n < self.ann_min_facts:
                 return False
-            generation, matrix, n = index.generation, index.matrix, index.n
+            generation, codes, n = index.generation, index.codes, index.n
             built = index.ann
-        if built is None:
-            built = _Ann(
-                matrix, n, threads=os.cpu_count() or 1, ef=self.ann_ef
-            )  # rows below n never change in a generation
+        if built is None:  # rows below n never change in a generation
+            built = _Ann(codes, n, threads=os.cpu_count() or 1, ef=self.ann_ef)
         with index.lock:
             if index.generation == generation and index.ann is None:
                 index.ann = built
             if index.ann is not None:
-                index.ann.add(index.matrix, index.n)
+                index.ann.add(index.codes, index.n)
         return True
 
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
