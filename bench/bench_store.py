@@ -1365,7 +1365,7 @@ def render(res: Results) -> str:
         "alone by the same model (20 ms idle after each block), so each ratio compares numbers taken over the "
         "same minutes: this machine's speed drifts by up to 2x within minutes (other tenants of the host). "
         "Phases are timed around `embedder.embed`, `backend.lexical` (FTS5 incl. term choice), "
-        "`backend.semantic` (vector index refresh, int8 scan, float16 and float32 re-scoring) and `backend.get`; they "
+        "`backend.semantic` (vector index refresh, int8 scan, re-scoring) and `backend.get`; they "
         'overlap (a helper thread embeds and scans while the calling thread runs FTS5), so "rest" (total '
         'minus phases) is negative. "1st search" is the first warm-up search after populating. '
         f"Query embedding alone in its own series: p50 {mq['p50_ms']:.2f} ms. **Target: search p50 at "

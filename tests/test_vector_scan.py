@@ -1,6 +1,6 @@
-"""Searches scan int8 codes of the vectors (a quarter of the float32 bytes) and re-score what can make the top
-from a float16 copy and then from the float32 vectors in the file: searches and the near-duplicate check
-answer with float32 cosines, and the int8 bounds never drop a row that belongs in the answer."""
+"""Searches scan coarse int8 codes of the vectors (a quarter of the float32 bytes), rebuild what can make the
+top from finer codes and re-score from the float32 vectors in the file whatever order is still in doubt: the
+ranking (and the near-duplicate decision) is the float32 one, and the bounds never drop a row that belongs."""
 
 from __future__ import annotations
 
