@@ -7,7 +7,7 @@ Why it is built this way:
 * WAL + a busy timeout + ``BEGIN IMMEDIATE`` for every read-then-write; the write lock is never held while
   a model embeds (the store embeds first, then calls :meth:`SQLiteBackend.write`).
 * Semantic search scans per-process int8 codes of each scope's vectors (a quarter of the bytes) with a bound
-  on each product's error, re-scores the rows that can make the top from finer int8 codes (within ~3e-5),
+  on each product's error, re-scores the rows that can make the top from finer int8 codes (within 4e-5),
   and the few whose order is still in doubt from the file's float32 vectors: the ranking is the float32 one.
   Every write bumps a revision counter in the file and stamps the rows it touched with it, so a search
   refreshes only what changed since it last looked, whichever process wrote it.
@@ -229,7 +229,7 @@ class _Codes:
     """Vectors as two levels of int8 codes: ``x = scale * coarse + fine_scale * fine + residual``.
 
     A scan reads only the coarse codes (a quarter of the float32 bytes); with the fine codes a row is rebuilt
-    to within ``slack = |residual|`` (~3e-5 for a unit MiniLM vector). Each level keeps the exact norm of
+    to within ``slack = |residual|`` (3e-5 to 4e-5 for MiniLM vectors). Each level keeps the exact norm of
     what it leaves out (``coarse_slack = |x - scale * coarse|``, ``slack``) and ``norm = |x|``, so every
     product computed on the codes comes with a bound on its error, not an estimate of it.
     """
@@ -1220,10 +1220,10 @@ class SQLiteBackend(Backend):
         """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, ranked by float32 cosine.
 
         The coarse int8 scans of every scope run at once (or a scope's HNSW graph answers) and shortlist the
-        rows that can make each scope's top; their rebuilt cosines (within ~3e-5, with a bound per row) pick
+        rows that can make each scope's top; their rebuilt cosines (within 4e-5, with a bound per row) pick
         the rows that can make the overall top ``limit``, and only those whose order is still in doubt (their
         intervals overlap) are re-scored from the file's float32 vectors. The order returned is the float32
-        one; a cosine is the float32 one or within its row's bound of it (~3e-5).
+        one; a cosine is the float32 one or within its row's bound of it (under 4e-5 for MiniLM).
         """
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         now = time.time()
@@ -1297,7 +1297,7 @@ class SQLiteBackend(Backend):
         conn: sqlite3.Connection, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float32]:
         """float32 cosines of ``q`` with the facts ``seqs``, from the vectors stored in the file (the
-        in-memory codes rebuild them only to within ~3e-5); a fact no longer in the file (purged meanwhile)
+        in-memory codes rebuild them only to within 4e-5); a fact no longer in the file (purged meanwhile)
         scores -inf."""
         out = np.full(len(seqs), -np.inf, dtype=np.float32)
         where = {int(s): i for i, s in enumerate(seqs)}
