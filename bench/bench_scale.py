@@ -776,8 +776,8 @@ def render(res: dict[str, Any]) -> str:
     lines += [
         "",
         "RSS is the whole benchmark process (VmRSS): torch + the loaded model (~0.7 GB), the generated fact "
-        "texts, the exact backend's vector matrix (n x 384 float32, capacity doubling) and, after the build, "
-        "the second backend's own copy of the matrix plus the hnswlib graph (which stores the vectors again, "
+        "texts, the exact backend's vector index (n x 384 x 2 int8 codes, capacity doubling) and, after the build, "
+        "the second backend's own copy of the codes plus the hnswlib graph (which stores the vectors again, "
         "plus 2M links per node on level 0). The HNSW backend is closed after each size, so the next size's "
         "RSS starts without it (freed memory is not always returned to the OS). Peak RSS is `ru_maxrss` of the "
         "process so far.",
@@ -921,7 +921,7 @@ def render(res: dict[str, Any]) -> str:
         "The child is bench_store.py's: `python -c` with the default `SharedMemoryStore(root)` (default "
         "embedder, lazy model load including the torch import), one `search` in the group scope, then a second "
         "one. *Vectors load + scan* is the first `backend.semantic`: it reads every embedding blob from SQLite "
-        "into the numpy matrix, then scans it. The files were in the OS page cache (a cold process, not a cold "
+        "into the int8 codes, then scans them. The files were in the OS page cache (a cold process, not a cold "
         "disk).",
     ]
 
@@ -1028,9 +1028,9 @@ def meaning(res: dict[str, Any]) -> list[str]:
             f"* **Build and memory.** The graph takes {big['hnsw_build_s']:.0f} s to build at {big['n_facts']:,} facts "
             f"on 2 cores (in the background on the first search unless `build_ann` is called; searches are "
             f"answered by the exact scan meanwhile), after {big['hnsw_load_vectors_s']:.0f} s to load the vectors "
-            f"from the file. RSS rose by {inc:,.0f} MB when the second backend loaded its matrix and built the "
-            "graph: hnswlib keeps its own copy of every vector next to the backend's matrix, so the HNSW option "
-            "roughly doubles the ~1.5 KB per fact that the exact index holds (plus links and allocator slack)."
+            f"from the file. RSS rose by {inc:,.0f} MB when the second backend loaded its codes and built the "
+            "graph: hnswlib keeps its own float32 copy of every vector (1.5 KB per fact) next to the backend's "
+            "int8 codes (0.77 KB), so the HNSW option about triples the vector memory (plus links and slack)."
         )
     else:
         built = [r for r in rows if "hnsw_build_s" in r]
@@ -1064,12 +1064,12 @@ def meaning(res: dict[str, Any]) -> list[str]:
     cs = big["cold_start"]
     out.append(
         f"* **Cold start** at {cs['size']:,} facts: {cs['to_first_result_s']:.1f} s from launch to the first result, "
-        f"of which {cs['first_semantic_s']:.1f} s read every vector from SQLite into the numpy matrix (row by row) "
+        f"of which {cs['first_semantic_s']:.1f} s read every vector from SQLite into the int8 codes "
         f"and {cs['model_load_s']:.1f} s load the model; up to ~100k facts the model load dominates."
     )
     out.append(
         f"* **Memory**: peak RSS of this process {big['peak_rss_mb']:,.0f} MB at {big['n_facts']:,} facts, with the "
-        "model, a million generated texts and, during the HNSW part, two vector matrices and a graph; "
+        "model, a million generated texts and, during the HNSW part, two vector indexes and a graph; "
         f"{big['rss_after_exact_mb']:,.0f} MB with the exact index alone. Everything fitted in this machine's "
         f"{res['meta']['machine']['ram_gb']} GB; the scope file is {big['file_mb']:,.0f} MB."
     )
