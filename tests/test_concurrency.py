@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
@@ -135,3 +137,19 @@ def test_concurrent_writes_and_searches_leave_the_users_thread_settings(tmp_path
         list(pool.map(work, range(100)))
     assert blas_threads() == before
     assert torch.get_num_threads() == torch_before
+
+
+def test_a_store_without_torch_embedder_never_imports_torch(tmp_path: Path) -> None:
+    # Searches tune torch's threads only when torch is already loaded (by the model): a deployment with another
+    # embedder does not pay for importing it.
+    code = (
+        "import sys\n"
+        "from autogen_shared_memory import SharedMemoryStore\n"
+        "from autogen_shared_memory.testing import HashEmbedder\n"
+        f"s = SharedMemoryStore({str(tmp_path)!r}, embedder=HashEmbedder())\n"
+        "s.remember_many(['the deploy runs on fridays', 'lunch is at noon'], 'global')\n"
+        "assert s.search('deploy', 'global')[0].fact.content == 'the deploy runs on fridays'\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False", out.stderr

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import math
 import os
+import sys
 import threading
 import time
 import uuid
@@ -115,8 +116,11 @@ def _helper_pool() -> ThreadPoolExecutor:
 def _leave_a_core() -> None:
     """Embed a search query on all cores but one, left to the full-text leg that runs meanwhile: a model
     using every core stalls whenever one is taken (2 cores, 100k facts: 7.7 ms alone, 13.7 ms beside the
-    full-text leg, ~10.5 ms on one thread). OpenMP's setting is per thread: the caller's threads keep theirs."""
-    import torch  # an import, not sys.modules: it may be half-imported
+    full-text leg, ~10.5 ms on one thread). OpenMP's setting is per thread: the caller's threads keep theirs.
+    An embedder without torch never pays for importing it here."""
+    if "torch" not in sys.modules:
+        return
+    import torch  # not sys.modules["torch"]: another thread may be half-way through importing it
 
     threads = max(1, (os.cpu_count() or 1) - 1)
     if torch.get_num_threads() != threads:
