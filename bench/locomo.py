@@ -13,8 +13,10 @@ Setup, per conversation (one run, one process, everything side by side):
 * every dialogue turn is one fact in ONE group scope (``locomo-<sample_id>``), written through
   ``remember_many`` by the speaking agent (agent id = speaker name, made a member of the group), in dialogue
   order, with ``metadata = {dia_id, session, session_date, speaker}`` and ``session_id`` = the LoCoMo session.
-  ``near_duplicate_threshold=1.01``: turns are distinct utterances and each must stay its own fact so that its
-  dia id can be scored (at 0.95 a few similar turns would be merged; the build fails if any turn is). What
+  ``near_duplicate_threshold=1.01``: no merge by cosine (at 0.95 a few similar turns would be merged). LoCoMo
+  does repeat a few turns verbatim, and the store merges an exact duplicate (same normalised text, same scope)
+  into the earlier fact: that fact then stands for every dia id it was written for (``Index.dia_of``), a hit on
+  it counts for each of them at its one rank, and the run reports how many turns were merged. What
   text is indexed (``--text``, see ``text_variant``: the turn alone, with ``Speaker:``, with the shared
   photo's caption, with the session date, with the previous turn) is one of the variables measured.
 * every question with evidence is a query (``scope="group"``, ``top_k=20``); its evidence turns (dia ids,
@@ -238,22 +240,40 @@ class CachingEmbedder:
 
 
 # --------------------------------------------------------------------------------------- metrics
+# One rank of a result list: the dia ids the retrieved item stands for. Usually one turn; a fact into which
+# the store merged verbatim repeats of a turn stands for all of them, and still occupies a single rank.
+Rank = tuple[str, ...]
+
+
 @dataclass
 class Ranking:
-    """One question's ranked dia ids (best first) and how long the query took."""
+    """One question's ranked results (best first, each the dia ids it stands for) and how long it took."""
 
     question: Question
-    ranked: list[str]
+    ranked: list[Rank]
     seconds: float
 
 
-def score_one(ranked: Sequence[str], relevant: Sequence[str]) -> dict[str, float]:
+def score_one(ranked: Sequence[Rank], relevant: Sequence[str]) -> dict[str, float]:
+    """Recall@k, MRR and NDCG@10 of one ranking. A rank is a hit for every relevant dia id it stands for.
+
+    NDCG@10 has graded gains (the number of relevant dia ids newly found at a rank); the ideal ordering is
+    built from the gains of the retrieved ranks plus 1 per relevant id not retrieved, so it is never below
+    the DCG. With one dia id per rank all of this is the usual binary-relevance definition.
+    """
     rel = set(relevant)
-    out = {f"R@{k}": len(rel & set(ranked[:k])) / len(rel) for k in KS}
-    first = next((i for i, d in enumerate(ranked, start=1) if d in rel), None)
+    seen: set[str] = set()
+    gains: list[int] = []
+    for rank in ranked:
+        new = rel.intersection(rank) - seen
+        seen |= new
+        gains.append(len(new))
+    out = {f"R@{k}": sum(gains[:k]) / len(rel) for k in KS}
+    first = next((i for i, g in enumerate(gains, start=1) if g), None)
     out["MRR"] = 1.0 / first if first else 0.0
-    dcg = sum(1.0 / math.log2(i + 1) for i, d in enumerate(ranked[:10], start=1) if d in rel)
-    idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(len(rel), 10) + 1))
+    dcg = sum(g / math.log2(i + 1) for i, g in enumerate(gains[:10], start=1))
+    ideal = sorted([g for g in gains if g] + [1] * (len(rel) - len(seen)), reverse=True)[:10]
+    idcg = sum(g / math.log2(i + 1) for i, g in enumerate(ideal, start=1))
     out["NDCG@10"] = dcg / idcg
     return out
 
@@ -313,7 +333,9 @@ class Index:
     root: Path
     backend: BenchBackend
     embedder: CachingEmbedder
-    dia_of: dict[str, str] = field(default_factory=dict)  # fact id -> dia id
+    dia_of: dict[str, list[str]] = field(default_factory=dict)  # fact id -> every dia id it stands for
+    fact_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (sample id, dia id) -> fact id
+    merged_turns: int = 0  # turns the store merged into an earlier fact (verbatim repeats)
     neighbours: dict[tuple[str, str], tuple[str | None, str | None]] = field(default_factory=dict)
     build_seconds: float = 0.0
 
@@ -360,9 +382,10 @@ def build_index(variant: str, conversations: Sequence[Conversation], embedder: C
             ]
             receipts = store.remember_many(items, "group", agent_id=conv.turns[i].speaker, group_id=conv.group_id)
             for n, receipt in zip(range(i, j), receipts, strict=True):
-                if receipt.status != "created":
-                    raise RuntimeError(f"turn {conv.turns[n].dia_id} was merged into {receipt.id}")
-                index.dia_of[receipt.id] = conv.turns[n].dia_id
+                # a verbatim repeat is merged ("reinforced") into the earlier fact, which then stands for both
+                index.merged_turns += receipt.status != "created"
+                index.dia_of.setdefault(receipt.id, []).append(conv.turns[n].dia_id)
+                index.fact_of[(conv.sample_id, conv.turns[n].dia_id)] = receipt.id
             i = j
         for n, turn in enumerate(conv.turns):
             prev = _prev_in_session(conv.turns, n)
@@ -419,35 +442,41 @@ QUERY_TRANSFORMS: dict[str, Callable[[str], str]] = {
 
 
 def neighbour_rerank(
-    hits: Sequence[tuple[str, float]],
+    hits: Sequence[tuple[Rank, float]],
     neighbours: Callable[[str], tuple[str | None, str | None]],
+    rank_of: Callable[[str], Rank],
     beta: tuple[float, float],
-) -> list[str]:
+) -> list[Rank]:
     """Re-rank fused hits by ``score(t) + b_prev * score(prev(t)) + b_next * score(next(t))``.
 
-    ``hits`` are (dia id, fused RRF score) of the store's best ``search_depth`` (50) fused candidates; a
-    turn that is not a candidate has score 0, and the neighbours of the candidates join the pool with their
-    neighbour credit only. prev/next = the adjacent turn of the same session. This is what the library
-    option proposed in docs/recall-quality.md would compute (over its whole fused candidate set).
+    ``hits`` are (dia ids of the fact, fused RRF score) of the store's best ``search_depth`` (50) fused
+    candidates; a turn that is not a candidate has score 0, and the neighbours of the candidates join the pool
+    (as the fact that holds them, ``rank_of``) with their neighbour credit only. prev/next = the adjacent turn
+    of the same session. A fact standing for several turns (merged verbatim repeats) stays one item and takes
+    the best neighbour credit of its turns (a neighbour inside the same fact gives none). This is what the
+    library option proposed in docs/recall-quality.md would compute (over its whole fused candidate set).
     """
-    score = dict(hits)
-    pool = dict.fromkeys(score)
-    for dia in score:
-        pool.update(dict.fromkeys(n for n in neighbours(dia) if n))
+    score = {dia: s for rank, s in hits for dia in rank}
+    pool = dict.fromkeys(rank for rank, _ in hits)
+    for rank, _ in hits:
+        for dia in rank:
+            pool.update(dict.fromkeys(rank_of(n) for n in neighbours(dia) if n))
     b_prev, b_next = beta
-    new = {}
-    for dia in pool:
+
+    def credit(rank: Rank, dia: str) -> float:
         prev, nxt = neighbours(dia)
-        new[dia] = score.get(dia, 0.0) + b_prev * score.get(prev or "", 0.0) + b_next * score.get(nxt or "", 0.0)
-    order = {d: i for i, d in enumerate(pool)}
-    return sorted(new, key=lambda d: (-new[d], order[d]))
+        return sum(b * score.get(n, 0.0) for b, n in ((b_prev, prev), (b_next, nxt)) if n and n not in rank)
+
+    new = {rank: score.get(rank[0], 0.0) + max(credit(rank, dia) for dia in rank) for rank in pool}
+    order = {r: i for i, r in enumerate(pool)}
+    return sorted(new, key=lambda r: (-new[r], order[r]))
 
 
-Searcher = Callable[[Conversation, Question], list[str]]
+Searcher = Callable[[Conversation, Question], list[Rank]]
 
 
 def store_searcher(index: Index, config: Config, *, query_embedder: Any = None) -> Searcher:
-    """``store.search`` (scope="group", as a member of the group) with ``config``: ranked dia ids."""
+    """``store.search`` (scope="group", as a member of the group) with ``config``: ranked facts, as dia ids."""
     store = SharedMemoryStore(
         index.root,
         embedder=query_embedder or index.embedder,
@@ -468,12 +497,16 @@ def store_searcher(index: Index, config: Config, *, query_embedder: Any = None) 
             )
         finally:
             index.backend.prune = None
-        scored = [(index.dia_of[h.id], h.score) for h in hits]
+        scored = [(tuple(index.dia_of[h.id]), h.score) for h in hits]
         if config.context:
-            return neighbour_rerank(scored, lambda d, c=conv.sample_id: index.neighbours[(c, d)], config.context)[
-                :TOP_K
-            ]
-        return [d for d, _ in scored]
+            c = conv.sample_id
+            return neighbour_rerank(
+                scored,
+                lambda d: index.neighbours[(c, d)],
+                lambda d: tuple(index.dia_of[index.fact_of[(c, d)]]),
+                config.context,
+            )[:TOP_K]
+        return [rank for rank, _ in scored]
 
     return search
 
@@ -533,9 +566,9 @@ def chromadb_searcher(
         memories[conv.sample_id] = memory
     build = time.perf_counter() - started
 
-    def search(conv: Conversation, q: Question) -> list[str]:
+    def search(conv: Conversation, q: Question) -> list[Rank]:
         result = loop.run_until_complete(memories[conv.sample_id].query(q.text))
-        return [str((m.metadata or {})["dia_id"]) for m in result.results]
+        return [(str((m.metadata or {})["dia_id"]),) for m in result.results]
 
     def close() -> None:
         for memory in memories.values():
@@ -563,9 +596,9 @@ def list_memory_searcher(
             loop.run_until_complete(memory.add(content))
         memories[conv.sample_id] = memory
 
-    def search(conv: Conversation, q: Question) -> list[str]:
+    def search(conv: Conversation, q: Question) -> list[Rank]:
         result = loop.run_until_complete(memories[conv.sample_id].query(q.text))
-        return [str((m.metadata or {})["dia_id"]) for m in result.results[:TOP_K]]
+        return [(str((m.metadata or {})["dia_id"]),) for m in result.results[:TOP_K]]
 
     return search
 
@@ -877,6 +910,11 @@ def render_markdown(report: dict[str, Any], results: list[Result], conversations
         f"{report['data']['questions']} questions with evidence ({report['data']['questions_without_evidence']} "
         f"without, skipped; {report['data']['dropped_evidence_ids']} evidence ids naming no turn dropped).",
         "",
+        "Merged turns (verbatim repeats the store merged into the earlier fact, which then counts for every "
+        "dia id it stands for), per indexed text: "
+        + (", ".join(f"`{v}` {n}" for v, n in report["merged_turns"].items()) or "–")
+        + ".",
+        "",
     ]
     for text in report["main_texts"]:
         lines += [f"## Methods, indexed text `{text}`", ""]
@@ -959,6 +997,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if variant not in indexes:
             indexes[variant] = build_index(variant, conversations, embedder, tmp)
             print(f"indexed {variant!r} in {indexes[variant].build_seconds:.1f} s", file=sys.stderr)
+            print(f"merged turns: {indexes[variant].merged_turns} (indexed text {variant!r})", file=sys.stderr)
         return indexes[variant]
 
     wanted = {
@@ -1065,6 +1104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         + " ".join(shlex.quote(x) for x in [sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
         "machine": machine(),
         "data": data_info,
+        # per indexed text: turns merged into an earlier fact (verbatim repeats), each scored for all its dia ids
+        "merged_turns": {variant: index.merged_turns for variant, index in indexes.items()},
         "setup": {
             "top_k": TOP_K,
             "near_duplicate_threshold": 1.01,

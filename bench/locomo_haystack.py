@@ -97,6 +97,7 @@ from locomo import (
     CachingEmbedder,
     Conversation,
     Index,
+    Rank,
     Ranking,
     Result,
     build_index,
@@ -220,23 +221,24 @@ class Notes:
     postings_all_terms: dict[str, int] = field(default_factory=dict)
 
 
-Searcher = Callable[[Conversation, Any], list[str]]
+Searcher = Callable[[Conversation, Any], list[Rank]]
 
 
 def make_searcher(
     store: SharedMemoryStore, index: Index, method: Method, prune: PruneLog, timer: PhaseTimer, notes: Notes
 ) -> Searcher:
-    def search(conv: Conversation, q: Any) -> list[str]:
+    def search(conv: Conversation, q: Any) -> list[Rank]:
         index.backend.max_lexical_postings = method.budget
         prune.kept = None
         hits = store.search(q.text, "group", group_id=conv.group_id, top_k=TOP_K)
         phases = timer.take()
         if method.leg == "lexical":  # the lexical leg alone: drop the 0-score semantic-only padding
             hits = [h for h in hits if h.lexical_rank is not None]
-        ranked = [index.dia_of.get(h.id, HAYSTACK_PREFIX + h.id) for h in hits]
+        # a turn fact stands for every dia id merged into it (verbatim repeats): one rank, a hit for each
+        ranked = [tuple(index.dia_of.get(h.id, ())) or (HAYSTACK_PREFIX + h.id,) for h in hits]
         notes.lexical_ms[q.qid] = phases["lexical"] * 1000
         notes.kept[q.qid] = prune.kept
-        notes.haystack_top10[q.qid] = sum(d.startswith(HAYSTACK_PREFIX) for d in ranked[:10])
+        notes.haystack_top10[q.qid] = sum(r[0].startswith(HAYSTACK_PREFIX) for r in ranked[:10])
         return ranked
 
     return search
@@ -273,8 +275,9 @@ def run_conversation(
         if index.root != root:
             raise RuntimeError(f"build_index used {index.root}, expected {root}: update index_root()")
         counts = index.backend.stats(ref).counts
-        if counts["active"] != size + len(conv.turns) or len(index.dia_of) != len(conv.turns):
-            raise RuntimeError(f"{conv.group_id}: {counts} facts, expected {size} haystack + {len(conv.turns)} turns")
+        turn_facts = len(conv.turns) - index.merged_turns
+        if counts["active"] != size + turn_facts or sum(map(len, index.dia_of.values())) != len(conv.turns):
+            raise RuntimeError(f"{conv.group_id}: {counts} facts, expected {size} haystack + {turn_facts} turn facts")
         reader = SharedMemoryStore(root, embedder=embedder, backend=index.backend)  # library defaults
         lexical = SharedMemoryStore(root, embedder=embedder, backend=index.backend, semantic_weight=0.0)
         prune = PruneLog(index.backend)
@@ -300,6 +303,7 @@ def run_conversation(
             "conversation": conv.sample_id,
             "facts": counts["active"],
             "turns": len(conv.turns),
+            "merged_turns": index.merged_turns,
             "questions": len(conv.questions),
             "copy_s": round(copy_s, 2),
             "build_s": round(index.build_seconds, 2),

@@ -63,10 +63,19 @@ def test_truncate_utf8(text: str, limit: int) -> None:
 
 
 def test_capsule_shows_ids_and_provenance() -> None:
-    hit = make_hit("Deploys happen on Thursdays", 7, confidence=0.75, reinforcement=3, tags=("ops",))
+    hit = make_hit(
+        "Deploys happen on Thursdays",
+        7,
+        confidence=0.75,
+        reinforcement=5,
+        stated_by=("alice", "bob", "carol"),
+        tags=("ops",),
+    )
     text = capsule([hit], 2048)
     assert hit.id in text and "group:crew" in text and "by alice" in text and "2023-11-14" in text
-    assert "conf 0.75" in text and "x3" in text and "#ops" in text
+    assert "conf 0.75" in text and "x3" in text and "x5" not in text and "#ops" in text
+    # one agent repeating itself 20 times is one voice, not "x20"
+    assert "x20" not in capsule([make_hit("Deploys happen on Thursdays", 8, reinforcement=20)], 2048)
 
 
 def test_long_fact_is_cut_with_marker() -> None:

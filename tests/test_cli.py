@@ -289,7 +289,12 @@ def test_remember_as_operator_and_reinforce(run: Run, ids: dict[str, str]) -> No
         "process",
     )
     assert fact["expires_at"] is not None
-    again = run("remember", "deploys happen on TUESDAYS", "--scope", "global")
+    # another author restating the expiring fact without an expiry keeps its own copy (it would vanish
+    # with the first one otherwise), and the first fact's expiry is untouched
+    other = as_json(run("remember", "Deploys happen on Tuesdays.", "--scope", "global", "--json"))
+    assert other["status"] == "created" and other["similar"] == [receipt["id"]]
+    assert as_json(run("show", receipt["id"], "--json"))["expires_at"] == fact["expires_at"]
+    again = run("remember", "deploys happen on TUESDAYS", "--scope", "global", env=env)  # its author again
     assert f"reinforced {receipt['id']}" in again.stdout
     corrected = as_json(run("remember", "Deploys moved to Thursdays", "--scope", "global",
                             "--supersedes", receipt["id"], "--json"))  # fmt: skip

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from autogen_shared_memory import ScopeRef, SharedMemoryStore
-from autogen_shared_memory.backends.postgres import BackendUnavailableError, PostgresBackend, redact
+from autogen_shared_memory.backends.postgres import SCHEMA_VERSION, BackendUnavailableError, PostgresBackend, redact
 from autogen_shared_memory.testing import HashEmbedder
 
 pytestmark = pytest.mark.usefixtures("pg_dsn")
@@ -172,7 +172,7 @@ def test_schema_creation_is_safe_when_processes_start_at_once(pg_dsn: str) -> No
         p.start()
     assert sorted(out.get(timeout=120) for _ in procs) == ["ok"] * 4
     with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchall() == [(1,)]
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchall() == [(SCHEMA_VERSION,)]
 
 
 def test_sqlite_to_postgres_and_back_is_lossless(pg_dsn: str, tmp_path: Path) -> None:

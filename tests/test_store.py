@@ -387,18 +387,25 @@ async def test_async_twins_run_off_the_loop(store: SharedMemoryStore) -> None:
 
 @pytest.mark.sqlite_only
 def test_forward_migration_keeps_data(tmp_path: Path) -> None:
-    """A file written by schema version 1 is migrated in place on open, its facts intact."""
+    """A file written by schema version 1 is migrated in place on open, its facts intact; schema 3 recomputes
+    the exact-duplicate hashes and rebuilds who stated each fact from the audit trail."""
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     r = store.remember("fact from the old schema", "global")
+    store.remember("Fact from the old schema!", "global", agent_id=None)
     store.close()
     with sqlite3.connect(tmp_path / "global.db") as conn:  # roll the file back to a v1 layout
         for spec in TABLES.values():
             if spec.fts:
                 conn.execute(f"DROP TABLE {spec.name}_fts")
             conn.execute(f"DROP TABLE {spec.name}")
+        conn.execute("ALTER TABLE facts DROP COLUMN stated_by")
+        conn.execute("UPDATE facts SET content_hash = 'old-rule'")
+        conn.execute("INSERT INTO audit (fact_id, event, actor, at) VALUES (?, 'reinforced', 'bob', 0)", (r.id,))
         conn.execute("PRAGMA user_version = 1")
     reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    assert reopened.get(r.id).content == "fact from the old schema"
+    fact = reopened.get(r.id)
+    assert fact.content == "fact from the old schema" and fact.stated_by == ("system", "bob")
+    assert reopened.remember("FACT FROM THE OLD SCHEMA", "global").duplicate_of == r.id
     with sqlite3.connect(tmp_path / "global.db") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
         assert conn.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0

@@ -30,13 +30,14 @@ def _date(ts: float) -> str:
 
 
 def hit_line(hit: Hit) -> str:
-    """One fact as a single line: ``- [id | scope | by who | date | conf | xN] content``."""
+    """One fact as a single line: ``- [id | scope | by who | date | conf | xN] content``, where N is the
+    number of distinct agents that stated it (one agent repeating itself does not inflate it)."""
     fact = hit.fact
     parts = [fact.id, str(fact.scope), f"by {fact.created_by}", _date(fact.created_at)]
     if fact.confidence < 1.0:
         parts.append(f"conf {fact.confidence:.2f}")
-    if fact.reinforcement > 1:
-        parts.append(f"x{fact.reinforcement}")
+    if len(fact.stated_by) > 1:
+        parts.append(f"x{len(fact.stated_by)}")
     if fact.status != "active":
         parts.append(fact.status)
     if fact.tags:

@@ -164,12 +164,6 @@ def kind_of_fact_id(fact_id: str) -> ScopeKind:
 
 
 # ---------------------------------------------------------------------------------------------- facts
-def content_hash(content: str) -> str:
-    """Hash of the whitespace- and case-normalised content: the exact-duplicate key within a scope."""
-    normal = " ".join(unicodedata.normalize("NFC", content).casefold().split())
-    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
-
-
 def validate_content(content: object, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise TypeError(f"fact content must be a str, got {type(content).__name__}")
@@ -259,10 +253,24 @@ class Fact:
     content_hash: str
     version: int
     updated_at: float
+    stated_by: tuple[str, ...] = ()  # the distinct agents that stated it, its author first
+
+    def __post_init__(self) -> None:
+        if not self.stated_by:  # rows written before stated_by existed
+            object.__setattr__(self, "stated_by", (self.created_by,))
 
     @property
     def owner(self) -> str:
         return self.scope.owner
+
+    @property
+    def valid_to(self) -> float | None:
+        """When the fact stopped being believed: superseded (= its successor's ``created_at``), forgotten
+        or expired; None while it holds."""
+        ends = [self.tombstone_at] if self.status in ("superseded", "forgotten") else []
+        if self.expires_at is not None:
+            ends.append(self.expires_at)
+        return min((e for e in ends if e is not None), default=None)
 
     @property
     def active(self) -> bool:
@@ -271,7 +279,12 @@ class Fact:
 
 @dataclass(frozen=True)
 class Receipt:
-    """What ``remember`` returns: the id that now holds the fact and whether it was new."""
+    """What ``remember`` returns: the id that now holds the fact and whether it was new.
+
+    ``reinforced`` means the same thing was said again (``duplicate_of`` holds it, ``similarity`` is the
+    cosine of a near duplicate). ``similar`` lists live facts the new one resembles but was not merged into
+    (they differ in a detail): if the new fact replaces one, remember it with ``supersedes=[that id]``.
+    """
 
     id: str
     scope: ScopeRef
@@ -279,6 +292,7 @@ class Receipt:
     duplicate_of: str | None = None
     similarity: float | None = None
     superseded: tuple[str, ...] = ()
+    similar: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -324,6 +338,7 @@ class Filters:
     until: float | None = None
     min_confidence: float | None = None
     include_inactive: bool = False
+    as_of: float | None = None  # facts valid at this time (any status now), see lifecycle.valid_at
 
     @property
     def narrows(self) -> bool:
@@ -335,6 +350,7 @@ class Filters:
             or self.since is not None
             or self.until is not None
             or self.min_confidence is not None
+            or self.as_of is not None
         )
 
 

@@ -31,6 +31,7 @@ from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
 from .backends.sqlite import SQLiteBackend, VectorIndexKind
 from .capsule import capsule as render_capsule
 from .embedding import Embedder, SentenceTransformerEmbedder
+from .lifecycle import content_hash
 from .model import (
     DEFAULT_MAX_FACT_BYTES,
     SCOPE_KINDS,
@@ -45,7 +46,6 @@ from .model import (
     ScopeName,
     ScopeRef,
     ScopeStats,
-    content_hash,
     expiry_from_ttl,
     kind_of_fact_id,
     new_fact_id,
@@ -159,6 +159,7 @@ class SharedMemoryStoreConfig(BaseModel):
     embedder: ComponentModel | None = None
     global_writers: list[str] = Field(default_factory=list)
     near_duplicate_threshold: float = 0.95
+    similar_threshold: float = 0.8
     rrf_k: float = 5.0
     lexical_weight: float = 1.0
     semantic_weight: float = 0.5
@@ -190,8 +191,12 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             taken from ``$AUTOGEN_SHARED_MEMORY_DSN`` when neither ``root`` nor ``backend`` is given).
         global_writers: agent ids allowed to write the global scope (``"*"`` for every agent). Trusted code
             (calls without ``agent_id``) may always write.
-        near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one
-            (``> 1`` switches near-duplicate detection off; exact duplicates always reinforce).
+        near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one *if* the two
+            agree on every detail that carries meaning (numbers, dates, names, negation...: see
+            :mod:`~autogen_shared_memory.lifecycle`); ``> 1`` switches near duplicates off. Exact duplicates
+            (equal after Unicode, case, whitespace and punctuation normalisation) always reinforce.
+        similar_threshold: cosine at or above which a stored fact that was not merged is reported in the
+            receipt's ``similar`` (and by the ``memory_remember`` tool), so the writer can supersede it.
         rrf_k: the Reciprocal Rank Fusion constant (5: a fact at rank 1 of one leg beats one at rank 30 of
             both; with the textbook 60 it does not, which measured 0.07 Recall@10 worse on LoCoMo).
         lexical_weight, semantic_weight: each recall leg's weight in the fusion (1 and 0.5 measured best on
@@ -225,6 +230,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         dsn: str | None = None,
         global_writers: Sequence[str] = (),
         near_duplicate_threshold: float = 0.95,
+        similar_threshold: float = 0.8,
         rrf_k: float = 5.0,
         lexical_weight: float = 1.0,
         semantic_weight: float = 0.5,
@@ -238,6 +244,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     ) -> None:
         if not near_duplicate_threshold > 0.0 or math.isnan(near_duplicate_threshold):
             raise ValueError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
+        if not similar_threshold > 0.0 or math.isnan(similar_threshold):
+            raise ValueError("similar_threshold must be > 0 (use a value > 1 to disable)")
         if rrf_k < 0 or math.isnan(rrf_k):
             raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
         for name, value in (("lexical_weight", lexical_weight), ("semantic_weight", semantic_weight)):
@@ -261,6 +269,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self.embedder: Embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
         self.policy = AccessPolicy(self.backend, global_writers)
         self.near_duplicate_threshold = float(near_duplicate_threshold)
+        self.similar_threshold = float(similar_threshold)
         self.rrf_k = float(rrf_k)
         self.lexical_weight = float(lexical_weight)
         self.semantic_weight = float(semantic_weight)
@@ -285,6 +294,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             embedder=self.embedder.dump_component() if isinstance(self.embedder, ComponentBase) else None,
             global_writers=sorted(self.policy.global_writers),
             near_duplicate_threshold=self.near_duplicate_threshold,
+            similar_threshold=self.similar_threshold,
             rrf_k=self.rrf_k,
             lexical_weight=self.lexical_weight,
             semantic_weight=self.semantic_weight,
@@ -326,6 +336,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 embedder=embedder,
                 global_writers=config.global_writers,
                 near_duplicate_threshold=config.near_duplicate_threshold,
+                similar_threshold=config.similar_threshold,
                 rrf_k=config.rrf_k,
                 lexical_weight=config.lexical_weight,
                 semantic_weight=config.semantic_weight,
@@ -422,9 +433,11 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     ) -> Receipt:
         """Store one fact as ``agent_id`` (None: trusted code) and return its receipt.
 
-        An exact duplicate (same normalised text) or a near duplicate (cosine >= the threshold) of an
-        active fact in the same scope reinforces that fact instead of adding a copy. ``supersedes`` marks
-        older facts of the same scope as superseded by this one.
+        A fact that says the same thing as an active fact of the scope (equal after normalisation, or a near
+        duplicate that agrees on every detail) reinforces it instead of adding a copy: the receipt says
+        ``reinforced``. Anything else is stored, and the receipt's ``similar`` lists the facts it resembles.
+        ``supersedes`` makes this fact the correction of older facts of the same scope: it is always stored
+        as a new fact and they are closed, atomically.
         """
         item = {
             "content": content,
@@ -482,6 +495,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 vectors[positions],
                 self.model,
                 self.near_duplicate_threshold,
+                self.similar_threshold,
             )
             for i, receipt in zip(positions, written, strict=True):
                 receipts[i] = receipt
@@ -623,6 +637,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         until: float | datetime | None = None,
         min_confidence: float | None = None,
         include_inactive: bool = False,
+        as_of: float | datetime | None = None,
         scope_weights: Mapping[str, float] | None = None,
         context_weights: tuple[float, float] | None = None,
     ) -> list[Hit]:
@@ -630,7 +645,9 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
 
         ``scope="all"`` fuses the caller's agent scope (if ``agent_id``), its group (if ``group_id``) and
         global. ``scope="agent"`` with ``other_agent`` is an explicit cross-agent read. Forgotten,
-        superseded and expired facts are left out unless ``include_inactive``. ``context_weights=(prev, next)``
+        superseded and expired facts are left out unless ``include_inactive``. ``as_of`` recalls what was
+        believed then: facts written by that time and not yet superseded, forgotten or expired at it
+        (purged facts are gone). ``context_weights=(prev, next)``
         turns on neighbour context for this search (see the store's ``context_weights``).
         """
         if not isinstance(query, str):
@@ -649,6 +666,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             until=_timestamp(until, "until"),
             min_confidence=None if min_confidence is None else validate_confidence(min_confidence),
             include_inactive=bool(include_inactive),
+            as_of=_timestamp(as_of, "as_of"),
         )
         weights = {**self.scope_weights, **(scope_weights or {})}
         if not query.strip() or not refs:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from .lifecycle import content_hash
 from .model import SCOPE_KINDS, ScopeRef, SharedMemoryError
 from .records import TABLES
 
@@ -81,7 +82,7 @@ def export_lines(
                     "type": "row",
                     "scope": scope,
                     "table": table,
-                    "row": {k: _encode(v) for k, v in row.items()},
+                    "row": {k: _encode(v) for k, v in sorted(row.items())},  # one column order for every backend
                 },
                 ensure_ascii=False,
             )
@@ -153,6 +154,8 @@ def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dic
     missing = [c for c in required if decoded.get(c) is None]
     if missing:
         raise ImportFormatError(f"line {number}: {table} row lacks {missing}")
+    if table == "facts" and isinstance(decoded["content"], str):  # exports before the hash's NFKC/punctuation rule
+        decoded["content_hash"] = content_hash(decoded["content"])
     return ref, table, decoded
 
 

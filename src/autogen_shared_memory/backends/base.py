@@ -27,6 +27,7 @@ from ..model import (
     ScopeKind,
     ScopeRef,
     ScopeStats,
+    Status,
 )
 
 
@@ -43,7 +44,7 @@ class StatusChange:
     """Set a fact's status (forget), recording who, when and why in its tombstone and audit trail."""
 
     fact_id: str
-    status: str
+    status: Status
     actor: str
     at: float
     reason: str | None = None
@@ -61,22 +62,27 @@ class Backend(ABC):
         vectors: Vectors,
         model: ModelInfo,
         near_duplicate_threshold: float,
+        similar_threshold: float,
     ) -> list[Receipt]:
         """Store ``drafts`` with their ``vectors`` in one transaction and return one receipt per draft.
 
-        Inside the transaction, per draft in order: an active fact with the same content hash is reinforced;
-        else an active fact whose cosine similarity is ``>= near_duplicate_threshold`` is reinforced; else a
-        new fact is inserted with its vector. The facts a draft ``supersedes`` (same scope, active) are
-        marked superseded. All or nothing: an error leaves the scope unchanged.
+        Open the scope's write transaction (creating the scope, recording ``model`` or refusing another
+        one with :class:`EmbeddingModelMismatchError`), offer it as a
+        :class:`~autogen_shared_memory.lifecycle.WriteTx` and return
+        ``lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)``: the lifecycle
+        decides what is inserted, reinforced and superseded. All or nothing: an error leaves the scope
+        unchanged.
         """
 
     @abstractmethod
     def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
-        """Apply a status change (a tombstone) and return the updated fact; FactNotFoundError if absent."""
+        """Run ``lifecycle.set_status`` in a write transaction and return the updated fact
+        (FactNotFoundError if absent)."""
 
     @abstractmethod
     def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
-        """Physically delete inactive facts whose tombstone/expiry is older than ``before``; return ids."""
+        """Run ``lifecycle.purge(tx, before, actor)`` in a write transaction (no-op for a scope that does not
+        exist) and return the deleted ids."""
 
     # ----------------------------------------------------------------- reads
     @abstractmethod
@@ -261,7 +267,10 @@ def compare_model(scope: ScopeRef, meta: Mapping[str, str], model: ModelInfo) ->
 
 
 def fact_from_row(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
-    """A Fact from a row of the fact columns in their canonical order (JSON fields as text)."""
+    """A Fact from a row of the fact columns in their canonical order (``seq, id, content, created_by,
+    created_at, confidence, tags, category, metadata, session_id, expires_at, supersedes, superseded_by,
+    status, tombstone_by, tombstone_at, tombstone_reason, reinforcement, content_hash, version, updated_at,
+    stated_by``; JSON fields as text)."""
     (
         _,
         fid,
@@ -284,6 +293,7 @@ def fact_from_row(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
         chash,
         version,
         updated_at,
+        stated_by,
     ) = row
     if status == "active" and expires_at is not None and expires_at <= now:
         status = "expired"
@@ -309,4 +319,5 @@ def fact_from_row(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
         content_hash=chash,
         version=version,
         updated_at=updated_at,
+        stated_by=tuple(json.loads(stated_by or "[]") if isinstance(stated_by, str) else stated_by or ()),
     )

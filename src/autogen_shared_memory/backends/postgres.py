@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import lifecycle
 from ..embedding import Vectors
 from ..model import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
     Fact,
-    FactNotFoundError,
     Filters,
     Receipt,
     ScopeKind,
@@ -48,14 +48,15 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 
 logger = logging.getLogger("autogen_shared_memory")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 CHANNEL = "asm_changes"
 _PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 _FACT_COLUMNS = (
     "seq, id, content, created_by, created_at, confidence, tags::text, category, metadata::text, session_id, "
     "expires_at, supersedes::text, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
-    "reinforcement, content_hash, version, updated_at"
+    "reinforcement, content_hash, version, updated_at, stated_by::text"
 )
+_JSON_COLUMNS = frozenset({"tags", "metadata", "supersedes", "stated_by"})
 
 
 class BackendUnavailableError(SharedMemoryError, ConnectionError):
@@ -138,6 +139,8 @@ class PostgresBackend(Backend):
     def _ensure_extension(self, conn: psycopg.Connection[Any]) -> None:
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except psycopg.errors.UniqueViolation:  # another process created it at the same moment (IF NOT EXISTS races)
+            pass
         except psycopg.Error as exc:
             db = conninfo_to_dict(self.dsn).get("dbname", "the database")
             raise BackendUnavailableError(
@@ -160,6 +163,8 @@ class PostgresBackend(Backend):
                 )
             if version < 1:
                 self._migrate_v1(conn)
+            if version < 2:
+                self._migrate_v2(conn)
             if row is None:
                 conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
             else:
@@ -214,6 +219,30 @@ class PostgresBackend(Backend):
             END $$ LANGUAGE plpgsql""")
         for spec in TABLES.values():
             self._create_record_table(conn, spec)
+
+    def _migrate_v2(self, conn: psycopg.Connection[Any]) -> None:
+        """``stated_by`` (the author, then every agent whose restatement reinforced the fact, from the audit
+        trail) and content hashes of :func:`lifecycle.normalise`, as in SQLite's schema 3."""
+        s = self.schema
+        conn.execute(f"ALTER TABLE {s}.asm_facts ADD COLUMN stated_by jsonb NOT NULL DEFAULT '[]'")
+        restated: dict[tuple[str, str, str], list[str]] = {}
+        for kind, owner, fact_id, actor in conn.execute(
+            f"SELECT scope_kind, owner, fact_id, actor FROM {s}.asm_audit WHERE event = 'reinforced' ORDER BY seq"
+        ).fetchall():
+            restated.setdefault((kind, owner, fact_id), []).append(actor)
+        rows = conn.execute(f"SELECT seq, scope_kind, owner, id, content, created_by FROM {s}.asm_facts").fetchall()
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"UPDATE {s}.asm_facts SET content_hash = %s, stated_by = %s::jsonb WHERE seq = %s",
+                [
+                    (
+                        lifecycle.content_hash(content),
+                        json.dumps(list(dict.fromkeys([by, *restated.get((kind, owner, fid), ())]))),
+                        seq,
+                    )
+                    for seq, kind, owner, fid, content, by in rows
+                ],
+            )
 
     @staticmethod
     def _create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:
@@ -307,6 +336,7 @@ class PostgresBackend(Backend):
         vectors: Vectors,
         model: ModelInfo,
         near_duplicate_threshold: float,
+        similar_threshold: float,
     ) -> list[Receipt]:
         vectors = np.asarray(vectors, dtype=np.float32)
 
@@ -314,150 +344,19 @@ class PostgresBackend(Backend):
             self._lock_scope(conn, scope)
             self._claim_model(conn, scope, model)
             self._ensure_vector_index(conn, model.dimension)
-            now = time.time()
-            receipts = [
-                self._write_one(conn, scope, d, v, model.dimension, near_duplicate_threshold, now)
-                for d, v in zip(drafts, vectors, strict=True)
-            ]
-            created = sum(r.status == "created" for r in receipts)
-            conn.execute(
-                "UPDATE asm_scopes SET n_facts = n_facts + %s, last_write = %s WHERE scope_kind = %s AND owner = %s",
-                (created, now, scope.kind, scope.owner),
-            )
-            self._notify(conn, scope, "write")
+            wtx = _PgTx(conn, scope, vectors)
+            receipts = lifecycle.write(wtx, scope, drafts, near_duplicate_threshold, similar_threshold)
+            wtx.finish("write")
             return receipts
 
         return list(self._run(tx, write=True))
 
-    def _write_one(
-        self,
-        conn: psycopg.Connection[Any],
-        scope: ScopeRef,
-        draft: Draft,
-        vector: Any,
-        dim: int,
-        threshold: float,
-        now: float,
-    ) -> Receipt:
-        key = (scope.kind, scope.owner)
-        if conn.execute(
-            "SELECT 1 FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = %s", (*key, draft.id)
-        ).fetchone():
-            return Receipt(draft.id, scope, "created")  # a retried transaction that had in fact committed
-        row = conn.execute(
-            "SELECT id FROM asm_facts WHERE scope_kind = %s AND owner = %s AND content_hash = %s "
-            "AND status = 'active' AND (expires_at IS NULL OR expires_at > %s) LIMIT 1",
-            (*key, draft.content_hash, now),
-        ).fetchone()
-        target: str | None = row[0] if row else None
-        similarity: float | None = None
-        literal = _vec(vector)
-        if target is None and threshold <= 1.0:
-            near = conn.execute(
-                f"SELECT id, 1 - (embedding::vector({dim}) <=> %s::vector({dim})) FROM asm_facts "
-                "WHERE scope_kind = %s AND owner = %s AND status = 'active' AND vector_dims(embedding) = %s "
-                f"AND (expires_at IS NULL OR expires_at > %s) ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) "
-                "LIMIT 1",
-                (literal, *key, dim, now, literal),
-            ).fetchone()
-            if near is not None and near[1] >= threshold:
-                target, similarity = near[0], float(near[1])
-        if target is not None:
-            conn.execute(
-                "UPDATE asm_facts SET reinforcement = reinforcement + 1, confidence = greatest(confidence, %s), "
-                "expires_at = CASE WHEN expires_at IS NULL OR %s::double precision IS NULL THEN NULL "
-                "ELSE greatest(expires_at, %s) END, "
-                "tags = tags || (SELECT coalesce(jsonb_agg(t), '[]') FROM jsonb_array_elements(%s::jsonb) t "
-                "WHERE NOT tags @> jsonb_build_array(t)), "
-                "version = version + 1, updated_at = %s WHERE scope_kind = %s AND owner = %s AND id = %s",
-                (draft.confidence, draft.expires_at, draft.expires_at, json.dumps(list(draft.tags)), now, *key, target),
-            )
-            detail: dict[str, Any] = {"confidence": draft.confidence}
-            if similarity is not None:
-                detail.update(similarity=round(similarity, 4), content=draft.content)
-            self._audit(conn, scope, target, "reinforced", draft.created_by, now, **detail)
-            superseded = self._supersede(conn, scope, draft, target, now)
-            return Receipt(
-                target, scope, "reinforced", duplicate_of=target, similarity=similarity, superseded=superseded
-            )
-        conn.execute(
-            "INSERT INTO asm_facts (scope_kind, owner, id, content, created_by, created_at, confidence, tags, "
-            "category, metadata, session_id, expires_at, supersedes, status, reinforcement, content_hash, version, "
-            "updated_at, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, %s::jsonb, "
-            "'active', 1, %s, 1, %s, %s::vector)",
-            (
-                *key,
-                draft.id,
-                draft.content,
-                draft.created_by,
-                draft.created_at,
-                draft.confidence,
-                json.dumps(list(draft.tags)),
-                draft.category,
-                json.dumps(draft.metadata),
-                draft.session_id,
-                draft.expires_at,
-                json.dumps(list(draft.supersedes)),
-                draft.content_hash,
-                now,
-                literal,
-            ),
-        )
-        self._audit(conn, scope, draft.id, "created", draft.created_by, now, session_id=draft.session_id)
-        superseded = self._supersede(conn, scope, draft, draft.id, now)
-        return Receipt(draft.id, scope, "created", superseded=superseded)
-
-    def _supersede(
-        self, conn: psycopg.Connection[Any], scope: ScopeRef, draft: Draft, new_id: str, now: float
-    ) -> tuple[str, ...]:
-        done = []
-        for old_id in draft.supersedes:
-            if old_id == new_id:
-                continue
-            row = conn.execute(
-                "SELECT status FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = %s",
-                (scope.kind, scope.owner, old_id),
-            ).fetchone()
-            if row is None:
-                raise FactNotFoundError(f"cannot supersede {old_id!r}: no such fact in this scope")
-            if row[0] != "active":
-                raise ValueError(f"cannot supersede {old_id!r}: it is already {row[0]}")
-            conn.execute(
-                "UPDATE asm_facts SET status = 'superseded', superseded_by = %s, tombstone_by = %s, tombstone_at = %s, "
-                "tombstone_reason = %s, version = version + 1, updated_at = %s "
-                "WHERE scope_kind = %s AND owner = %s AND id = %s",
-                (new_id, draft.created_by, now, f"superseded by {new_id}", now, scope.kind, scope.owner, old_id),
-            )
-            self._audit(conn, scope, old_id, "superseded", draft.created_by, now, superseded_by=new_id)
-            done.append(old_id)
-        return tuple(done)
-
     def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
         def tx(conn: psycopg.Connection[Any]) -> None:
             self._lock_scope(conn, scope)
-            row = conn.execute(
-                "SELECT status FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = %s",
-                (scope.kind, scope.owner, change.fact_id),
-            ).fetchone()
-            if row is None:
-                raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
-            if row[0] != change.status:
-                conn.execute(
-                    "UPDATE asm_facts SET status = %s, tombstone_by = %s, tombstone_at = %s, tombstone_reason = %s, "
-                    "version = version + 1, updated_at = %s WHERE scope_kind = %s AND owner = %s AND id = %s",
-                    (
-                        change.status,
-                        change.actor,
-                        change.at,
-                        change.reason,
-                        time.time(),
-                        scope.kind,
-                        scope.owner,
-                        change.fact_id,
-                    ),
-                )
-                self._audit(conn, scope, change.fact_id, change.status, change.actor, time.time(), reason=change.reason)
-                self._notify(conn, scope, change.status)
+            wtx = _PgTx(conn, scope)
+            lifecycle.set_status(wtx, scope, change.fact_id, change.status, change.actor, change.at, change.reason)
+            wtx.finish(change.status)
 
         self._run(tx, write=True)
         return self.get(scope, [change.fact_id])[0]
@@ -465,23 +364,9 @@ class PostgresBackend(Backend):
     def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
         def tx(conn: psycopg.Connection[Any]) -> list[str]:
             self._lock_scope(conn, scope)
-            now = time.time()
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    "DELETE FROM asm_facts WHERE scope_kind = %s AND owner = %s AND ("
-                    "(status IN ('forgotten', 'superseded') AND tombstone_at < %s) OR "
-                    "(status = 'active' AND expires_at IS NOT NULL AND expires_at < %s AND expires_at < %s)) "
-                    "RETURNING id",
-                    (scope.kind, scope.owner, before, before, now),
-                )
-            ]
-            for fact_id in ids:
-                self._audit(conn, scope, fact_id, "purged", actor, now, before=before)
-            conn.execute(
-                "UPDATE asm_scopes SET n_facts = n_facts - %s WHERE scope_kind = %s AND owner = %s",
-                (len(ids), scope.kind, scope.owner),
-            )
+            wtx = _PgTx(conn, scope)
+            ids = lifecycle.purge(wtx, before, actor)
+            wtx.finish("purge")
             return ids
 
         return list(self._run(tx, write=True))
@@ -507,7 +392,13 @@ class PostgresBackend(Backend):
     def _filter_sql(filters: Filters, now: float) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
-        if not filters.include_inactive:
+        if filters.as_of is not None:  # lifecycle.valid_at in SQL
+            clauses.append(
+                "created_at <= %s AND (status = 'active' OR (status IN ('superseded', 'forgotten') "
+                "AND tombstone_at > %s)) AND (expires_at IS NULL OR expires_at > %s)"
+            )
+            params.extend([filters.as_of] * 3)
+        elif not filters.include_inactive:
             clauses.append("status = 'active' AND (expires_at IS NULL OR expires_at > %s)")
             params.append(now)
         if filters.tags:
@@ -993,7 +884,7 @@ class PostgresBackend(Backend):
                     f = dict(row)
                     vector = np.frombuffer(f.pop("embedding"), dtype=np.float32)
                     cols = list(f)
-                    casts = {"tags": "::jsonb", "metadata": "::jsonb", "supersedes": "::jsonb"}
+                    casts = {c: "::jsonb" for c in _JSON_COLUMNS}
                     cur = conn.execute(
                         f"INSERT INTO asm_facts (scope_kind, owner, {', '.join(_q(c) for c in cols)}, embedding) "
                         f"VALUES (%s, %s, {', '.join('%s' + casts.get(c, '') for c in cols)}, %s::vector) "
@@ -1072,6 +963,115 @@ class PostgresBackend(Backend):
             thread.join(timeout=5)
         self._listeners.clear()
         self.pool.close()
+
+
+class _PgTx:
+    """One write transaction on one scope's rows (the scope row locked): the
+    :class:`~autogen_shared_memory.lifecycle.WriteTx` the lifecycle decides on."""
+
+    CANDIDATES = 8
+
+    def __init__(self, conn: psycopg.Connection[Any], scope: ScopeRef, vectors: Any = None) -> None:
+        self.conn, self.scope, self.vectors = conn, scope, vectors
+        self.key = (scope.kind, scope.owner)
+        self.now = time.time()
+        self.changed = 0
+        self.n_delta = 0
+
+    def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
+        rows = self.conn.execute(
+            f"SELECT {_FACT_COLUMNS} FROM asm_facts WHERE scope_kind = %s AND owner = %s AND ({where}) ORDER BY seq",
+            (*self.key, *params),
+        ).fetchall()
+        return [fact_from_row(self.scope, row, self.now) for row in rows]
+
+    def get(self, fact_ids: Sequence[str]) -> list[Fact]:
+        return self._facts("id = ANY(%s)", (list(fact_ids),)) if fact_ids else []
+
+    def live_by_hash(self, content_hash: str) -> list[Fact]:
+        return self._facts(
+            "content_hash = %s AND status = 'active' AND (expires_at IS NULL OR expires_at > %s)",
+            (content_hash, self.now),
+        )
+
+    def nearest(self, j: int, floor: float) -> list[tuple[str, float]]:
+        if floor > 1.0:
+            return []
+        dim = int(self.vectors.shape[1])
+        literal = _vec(self.vectors[j])
+        rows = self.conn.execute(
+            f"SELECT id, 1 - (embedding::vector({dim}) <=> %s::vector({dim})) FROM asm_facts "
+            "WHERE scope_kind = %s AND owner = %s AND status = 'active' AND vector_dims(embedding) = %s "
+            f"AND (expires_at IS NULL OR expires_at > %s) ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) "
+            "LIMIT %s",
+            (literal, *self.key, dim, self.now, literal, self.CANDIDATES),
+        ).fetchall()
+        return [(fid, float(cos)) for fid, cos in rows if cos >= floor]
+
+    def insert(self, draft: Draft, j: int) -> None:
+        self.conn.execute(
+            "INSERT INTO asm_facts (scope_kind, owner, id, content, created_by, created_at, confidence, tags, "
+            "category, metadata, session_id, expires_at, supersedes, status, reinforcement, content_hash, version, "
+            "updated_at, embedding, stated_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, "
+            "%s::jsonb, 'active', 1, %s, 1, %s, %s::vector, %s::jsonb)",
+            (
+                *self.key,
+                draft.id,
+                draft.content,
+                draft.created_by,
+                draft.created_at,
+                draft.confidence,
+                json.dumps(list(draft.tags)),
+                draft.category,
+                json.dumps(draft.metadata),
+                draft.session_id,
+                draft.expires_at,
+                json.dumps(list(draft.supersedes)),
+                draft.content_hash,
+                self.now,
+                _vec(self.vectors[j]),
+                json.dumps([draft.created_by]),
+            ),
+        )
+        self.changed += 1
+        self.n_delta += 1
+
+    def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
+        sets = [f"{_q(n)} = %s{'::jsonb' if n in _JSON_COLUMNS else ''}" for n in changes]
+        values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
+        self.conn.execute(
+            f"UPDATE asm_facts SET {', '.join(sets)}, version = version + 1, updated_at = %s "
+            "WHERE scope_kind = %s AND owner = %s AND id = %s",
+            (*values, self.now, *self.key, fact_id),
+        )
+        self.changed += 1
+
+    def purgeable(self) -> list[Fact]:
+        return self._facts("status <> 'active' OR expires_at IS NOT NULL", ())
+
+    def delete(self, fact_ids: Sequence[str]) -> None:
+        self.conn.execute(
+            "DELETE FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = ANY(%s)", (*self.key, list(fact_ids))
+        )
+        self.changed += len(fact_ids)
+        self.n_delta -= len(fact_ids)
+
+    def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
+        self.conn.execute(
+            "INSERT INTO asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+            (*self.key, fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)),
+        )
+
+    def finish(self, event: str) -> None:
+        """Count the scope's facts and notify listeners, when anything changed."""
+        if not self.changed:
+            return
+        self.conn.execute(
+            "UPDATE asm_scopes SET n_facts = n_facts + %s, last_write = %s WHERE scope_kind = %s AND owner = %s",
+            (self.n_delta, self.now, *self.key),
+        )
+        PostgresBackend._notify(self.conn, self.scope, event)
 
 
 def _q(name: str) -> str:

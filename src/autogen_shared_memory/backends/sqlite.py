@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 import sqlite_utils
 
+from .. import lifecycle
 from ..embedding import Vectors
 from ..model import (
     AuditEvent,
@@ -56,12 +57,12 @@ from ..recall import fold, fts5_expression, stem
 from ..records import TABLES, TableSpec, table_spec
 from .base import Backend, ModelInfo, StatusChange, compare_model, fact_from_row
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _FACT_COLUMNS = (
     "seq, id, content, created_by, created_at, confidence, tags, category, metadata, session_id, "
     "expires_at, supersedes, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
-    "reinforcement, content_hash, version, updated_at"
+    "reinforcement, content_hash, version, updated_at, stated_by"
 )
 
 
@@ -191,8 +192,25 @@ def _migrate_v2(conn: sqlite3.Connection) -> None:
         _create_record_table(conn, spec)
 
 
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    """Who stated each fact (``stated_by``: its author, then every other agent whose restatement reinforced
+    it, from the audit trail), and content hashes of :func:`lifecycle.normalise` (NFKC, surrounding
+    punctuation), so exact duplicates written before are recognised. Nothing is deleted or merged."""
+    conn.execute("ALTER TABLE facts ADD COLUMN stated_by TEXT NOT NULL DEFAULT '[]'")
+    restated: dict[str, list[str]] = {}
+    for fact_id, actor in conn.execute("SELECT fact_id, actor FROM audit WHERE event = 'reinforced' ORDER BY seq"):
+        restated.setdefault(fact_id, []).append(actor)
+    conn.executemany(
+        "UPDATE facts SET content_hash = ?, stated_by = ? WHERE seq = ?",
+        (
+            (lifecycle.content_hash(content), json.dumps(list(dict.fromkeys([by, *restated.get(fid, ())]))), seq)
+            for seq, fid, content, by in conn.execute("SELECT seq, id, content, created_by FROM facts").fetchall()
+        ),
+    )
+
+
 # Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
-MIGRATIONS = [_migrate_v1, _migrate_v2]
+MIGRATIONS = [_migrate_v1, _migrate_v2, _migrate_v3]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -652,9 +670,11 @@ class _NearestExisting:
         keep = approx + error >= self.threshold
         return rows[keep][np.argsort(-approx[keep], kind="stable")][: self.CANDIDATES]
 
-    def lookup(self, j: int) -> tuple[int, float] | None:
+    def lookup(self, j: int) -> list[tuple[int, float]]:
+        """Index positions and exact cosines of the live facts (this batch's inserts included) at or above
+        the threshold, most similar first."""
         if self.threshold > 1.0:
-            return None
+            return []
         index = self.index
         positions = self.near[j]
         if index.n > self.start:  # facts this batch inserted so far
@@ -663,27 +683,103 @@ class _NearestExisting:
             positions = np.concatenate([positions, batch[approx + error >= self.threshold]])
         positions = positions[index.active[positions]]
         if len(positions) == 0:
-            return None
+            return []
         exact = SQLiteBackend._exact(self.conn, index.seq[positions], np.asarray(self.vectors[j], dtype=np.float32))
-        best = int(np.argmax(exact))
-        return (int(positions[best]), float(exact[best])) if exact[best] >= self.threshold else None
+        order = [i for i in np.argsort(-exact, kind="stable") if exact[i] >= self.threshold]
+        return [(int(positions[i]), float(exact[i])) for i in order[: self.CANDIDATES]]
 
 
 class _Tx:
-    """A write transaction on one scope file, with the scope's refreshed vector index."""
+    """A write transaction on one scope file with the scope's refreshed vector index: the
+    :class:`~autogen_shared_memory.lifecycle.WriteTx` the lifecycle decides on."""
 
-    def __init__(self, conn: sqlite3.Connection, index: _VectorIndex) -> None:
+    def __init__(self, conn: sqlite3.Connection, index: _VectorIndex, scope: ScopeRef) -> None:
         self.conn = conn
         self.index = index
+        self.scope = scope
         self.now = time.time()
         row = conn.execute("SELECT rev, n_facts FROM state WHERE id = 1").fetchone()
         self.rev = int(row[0]) + 1
         self.n_facts = int(row[1])
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.near: _NearestExisting | None = None
 
-    def audit(self, fact_id: str, event: str, actor: str, **detail: Any) -> None:
+    def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
+        rows = self.conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
+        return [fact_from_row(self.scope, row, self.now) for row in rows]
+
+    def get(self, fact_ids: Sequence[str]) -> list[Fact]:
+        if not fact_ids:
+            return []
+        return self._facts(f"id IN ({','.join('?' * len(fact_ids))})", list(fact_ids))
+
+    def live_by_hash(self, content_hash: str) -> list[Fact]:
+        return self._facts(
+            "content_hash = ? AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)",
+            (content_hash, self.now),
+        )
+
+    def nearest(self, j: int, floor: float) -> list[tuple[str, float]]:
+        if self.near is None:
+            self.near = _NearestExisting(self.conn, self.index, self.vectors, self.now, floor)
+        return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
+
+    def insert(self, draft: Draft, j: int) -> None:
+        vector = self.vectors[j]
+        cur = self.conn.execute(
+            "INSERT INTO facts (id, content, created_by, created_at, confidence, tags, category, metadata, "
+            "session_id, expires_at, supersedes, status, reinforcement, content_hash, version, updated_at, "
+            "rev, embedding, stated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', 1, ?, 1, ?, ?, ?, ?)",
+            (
+                draft.id,
+                draft.content,
+                draft.created_by,
+                draft.created_at,
+                draft.confidence,
+                json.dumps(list(draft.tags)),
+                draft.category,
+                json.dumps(draft.metadata),
+                draft.session_id,
+                draft.expires_at,
+                json.dumps(list(draft.supersedes)),
+                draft.content_hash,
+                self.now,
+                self.rev,
+                np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
+                json.dumps([draft.created_by]),
+            ),
+        )
+        assert cur.lastrowid is not None
+        self.index.append(cur.lastrowid, draft.id, vector, True, draft.expires_at)
+        self.n_facts += 1
+
+    def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
+        names = list(changes)
+        values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
+        row = self.conn.execute(
+            f"UPDATE facts SET {', '.join(f'{_q(n)} = ?' for n in names)}, version = version + 1, "
+            "updated_at = ?, rev = ? WHERE id = ? RETURNING seq, status, expires_at",
+            (*values, self.now, self.rev, fact_id),
+        ).fetchone()
+        pos = self.index.position(int(row[0])) if row is not None else None
+        if pos is not None:  # keep this transaction's later lookups right
+            self.index.active[pos] = row[1] == "active"
+            self.index.expires[pos] = np.inf if row[2] is None else row[2]
+
+    def purgeable(self) -> list[Fact]:
+        return self._facts("status != 'active' OR expires_at IS NOT NULL", ())
+
+    def delete(self, fact_ids: Sequence[str]) -> None:
+        for lo in range(0, len(fact_ids), 500):
+            chunk = list(fact_ids[lo : lo + 500])
+            self.conn.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        self.n_facts -= len(fact_ids)
+        self.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")  # rows left: reload caches
+
+    def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
         self.conn.execute(
             "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
-            (fact_id, event, actor, self.now, json.dumps(detail, default=str)),
+            (fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)),
         )
 
 
@@ -900,7 +996,7 @@ class SQLiteBackend(Backend):
             try:
                 with self._immediate(conn):
                     self._refresh(conn, index)
-                    tx = _Tx(conn, index)
+                    tx = _Tx(conn, index, scope)
                     yield tx
                     conn.execute(
                         "UPDATE state SET rev = ?, n_facts = ?, last_write = ? WHERE id = 1",
@@ -920,154 +1016,25 @@ class SQLiteBackend(Backend):
         vectors: Vectors,
         model: ModelInfo,
         near_duplicate_threshold: float,
+        similar_threshold: float,
     ) -> list[Receipt]:
-        receipts: list[Receipt] = []
-        vectors = np.asarray(vectors, dtype=np.float32)
         with self._write(scope) as tx:
             self._claim_model(tx.conn, scope, model)
-            near = _NearestExisting(tx.conn, tx.index, vectors, tx.now, near_duplicate_threshold)
-            for j, draft in enumerate(drafts):
-                receipts.append(self._write_one(tx, scope, draft, vectors[j], near.lookup(j)))
-        return receipts
-
-    def _write_one(
-        self,
-        tx: _Tx,
-        scope: ScopeRef,
-        draft: Draft,
-        vector: npt.NDArray[np.float32],
-        near: tuple[int, float] | None,
-    ) -> Receipt:
-        conn, index = tx.conn, tx.index
-        row = conn.execute(
-            "SELECT seq, id FROM facts WHERE content_hash = ? AND status = 'active' "
-            "AND (expires_at IS NULL OR expires_at > ?) LIMIT 1",
-            (draft.content_hash, tx.now),
-        ).fetchone()
-        similarity: float | None = None
-        if row is None and near is not None:
-            pos, similarity = near
-            row = (int(index.seq[pos]), index.ids[pos])
-        if row is not None:
-            seq, target = int(row[0]), str(row[1])
-            conn.execute(
-                "UPDATE facts SET reinforcement = reinforcement + 1, confidence = max(confidence, ?), "
-                "expires_at = CASE WHEN expires_at IS NULL OR ? IS NULL THEN NULL "
-                "ELSE max(expires_at, ?) END, "
-                "tags = ?, version = version + 1, updated_at = ?, rev = ? WHERE seq = ?",
-                (
-                    draft.confidence,
-                    draft.expires_at,
-                    draft.expires_at,
-                    self._merged_tags(conn, seq, draft.tags),
-                    tx.now,
-                    tx.rev,
-                    seq,
-                ),
-            )
-            detail: dict[str, Any] = {"confidence": draft.confidence}
-            if similarity is not None:
-                detail.update(similarity=round(similarity, 4), content=draft.content)
-            tx.audit(target, "reinforced", draft.created_by, **detail)
-            superseded = self._supersede(tx, draft, target)
-            return Receipt(
-                target, scope, "reinforced", duplicate_of=target, similarity=similarity, superseded=superseded
-            )
-        cur = conn.execute(
-            "INSERT INTO facts (id, content, created_by, created_at, confidence, tags, category, metadata, "
-            "session_id, expires_at, supersedes, status, reinforcement, content_hash, version, updated_at, "
-            "rev, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', 1, ?, 1, ?, ?, ?)",
-            (
-                draft.id,
-                draft.content,
-                draft.created_by,
-                draft.created_at,
-                draft.confidence,
-                json.dumps(list(draft.tags)),
-                draft.category,
-                json.dumps(draft.metadata),
-                draft.session_id,
-                draft.expires_at,
-                json.dumps(list(draft.supersedes)),
-                draft.content_hash,
-                tx.now,
-                tx.rev,
-                np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
-            ),
-        )
-        assert cur.lastrowid is not None
-        index.append(cur.lastrowid, draft.id, vector, True, draft.expires_at)
-        tx.n_facts += 1
-        tx.audit(draft.id, "created", draft.created_by, session_id=draft.session_id)
-        superseded = self._supersede(tx, draft, draft.id)
-        return Receipt(draft.id, scope, "created", superseded=superseded)
-
-    @staticmethod
-    def _merged_tags(conn: sqlite3.Connection, seq: int, tags: Sequence[str]) -> str:
-        old = json.loads(conn.execute("SELECT tags FROM facts WHERE seq = ?", (seq,)).fetchone()[0] or "[]")
-        return json.dumps(old + [t for t in tags if t not in old])
-
-    def _supersede(self, tx: _Tx, draft: Draft, new_id: str) -> tuple[str, ...]:
-        done: list[str] = []
-        for old_id in draft.supersedes:
-            if old_id == new_id:
-                continue
-            row = tx.conn.execute("SELECT seq, status FROM facts WHERE id = ?", (old_id,)).fetchone()
-            if row is None:
-                raise FactNotFoundError(f"cannot supersede {old_id!r}: no such fact in this scope")
-            if row[1] != "active":
-                raise ValueError(f"cannot supersede {old_id!r}: it is already {row[1]}")
-            tx.conn.execute(
-                "UPDATE facts SET status = 'superseded', superseded_by = ?, tombstone_by = ?, "
-                "tombstone_at = ?, tombstone_reason = ?, version = version + 1, updated_at = ?, rev = ? "
-                "WHERE seq = ?",
-                (new_id, draft.created_by, tx.now, f"superseded by {new_id}", tx.now, tx.rev, row[0]),
-            )
-            pos = tx.index.position(int(row[0]))
-            if pos is not None:
-                tx.index.active[pos] = False
-            tx.audit(old_id, "superseded", draft.created_by, superseded_by=new_id)
-            done.append(old_id)
-        return tuple(done)
+            tx.vectors = np.asarray(vectors, dtype=np.float32)
+            return lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)
 
     def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
         if self._conn(scope, create=False) is None:
             raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
         with self._write(scope) as tx:
-            row = tx.conn.execute("SELECT seq, status FROM facts WHERE id = ?", (change.fact_id,)).fetchone()
-            if row is None:
-                raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
-            if row[1] != change.status:
-                tx.conn.execute(
-                    "UPDATE facts SET status = ?, tombstone_by = ?, tombstone_at = ?, tombstone_reason = ?, "
-                    "version = version + 1, updated_at = ?, rev = ? WHERE seq = ?",
-                    (change.status, change.actor, change.at, change.reason, tx.now, tx.rev, row[0]),
-                )
-                pos = tx.index.position(int(row[0]))
-                if pos is not None:
-                    tx.index.active[pos] = change.status == "active"
-                tx.audit(change.fact_id, change.status, change.actor, reason=change.reason)
+            lifecycle.set_status(tx, scope, change.fact_id, change.status, change.actor, change.at, change.reason)
         return self.get(scope, [change.fact_id])[0]
 
     def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
         if self._conn(scope, create=False) is None:
             return []
         with self._write(scope) as tx:
-            ids = [
-                r[0]
-                for r in tx.conn.execute(
-                    "SELECT id FROM facts WHERE (status IN ('forgotten', 'superseded') AND tombstone_at < ?) "
-                    "OR (status = 'active' AND expires_at IS NOT NULL AND expires_at < ? AND expires_at < ?)",
-                    (before, before, tx.now),
-                )
-            ]
-            for fact_id in ids:
-                tx.conn.execute("DELETE FROM facts WHERE id = ?", (fact_id,))
-                tx.audit(fact_id, "purged", actor, before=before)
-            if ids:
-                tx.n_facts -= len(ids)
-                tx.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")
-        return ids
+            return lifecycle.purge(tx, before, actor)
 
     # ------------------------------------------------------------------ reads
     def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
@@ -1083,7 +1050,13 @@ class SQLiteBackend(Backend):
     def _filter_sql(self, filters: Filters, now: float) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
-        if not filters.include_inactive:
+        if filters.as_of is not None:  # lifecycle.valid_at in SQL
+            clauses.append(
+                "f.created_at <= ? AND (f.status = 'active' OR (f.status IN ('superseded', 'forgotten') "
+                "AND f.tombstone_at > ?)) AND (f.expires_at IS NULL OR f.expires_at > ?)"
+            )
+            params.extend([filters.as_of] * 3)
+        elif not filters.include_inactive:
             clauses.append("f.status = 'active' AND (f.expires_at IS NULL OR f.expires_at > ?)")
             params.append(now)
         for tag in filters.tags:
@@ -1275,7 +1248,7 @@ class SQLiteBackend(Backend):
                 index.codes.rows(n),
                 index.ids,
                 index.seq[:n],
-                index.live_mask(now, filters.include_inactive),
+                index.live_mask(now, filters.include_inactive or filters.as_of is not None),
             )
             ann = None if filters.narrows else self._ann(index)
             if ann is not None:
@@ -1520,7 +1493,7 @@ class SQLiteBackend(Backend):
                 [(np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i) for i, v in zip(ids, vectors, strict=True)],
             )
             for fact_id in ids:
-                tx.audit(fact_id, "reembedded", actor, model=model.model_id)
+                tx.audit(fact_id, "reembedded", actor, {"model": model.model_id})
             if final:
                 tx.conn.executemany(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",

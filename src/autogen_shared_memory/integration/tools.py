@@ -175,9 +175,17 @@ class MemoryRememberTool(_MemoryTool, Component[MemoryToolConfig]):
         )
         text = f"{receipt.status} fact {receipt.id} in scope {receipt.scope}"
         if receipt.status == "reinforced":
-            text += " (it was already known: its reinforcement count went up)"
+            text += " (the same fact was already stored: your statement was recorded on it)"
         if receipt.superseded:
             text += f"; superseded {', '.join(receipt.superseded)}"
+        for fact_id in receipt.similar:  # facts of the scope just written to: the caller may read them
+            fact = await self.store.aget(fact_id, agent_id=self.agent_id, group_id=self.group_id)
+            content = " ".join(fact.content.split())
+            quoted = content if len(content) <= 160 else content[:159] + "…"
+            text += (
+                f"\nsimilar to {fact.id}: {quoted!r}. If the new fact replaces it, remember it with "
+                f"supersedes=[{fact.id}]."
+            )
         return text
 
 

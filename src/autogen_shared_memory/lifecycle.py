@@ -1,0 +1,342 @@
+"""The fact lifecycle, decided once for every backend.
+
+A backend opens a write transaction on one scope and hands it to these functions as a :class:`WriteTx`: a
+handful of primitive reads and writes (find by hash, nearest vectors, insert, update, delete, audit). Every
+decision is taken here, in Python, the same way for SQLite, PostgreSQL and any third backend:
+
+* **Reinforce only what says the same thing.** A draft reinforces a live fact when the two texts are equal
+  after :func:`normalise` (NFKC, case, whitespace, surrounding punctuation), or when their cosine reaches
+  the near-duplicate threshold *and* they agree on every detail that carries meaning (:func:`same_details`:
+  numbers, dates, times, versions, identifiers, e-mails and URLs, amounts and units, names, negation).
+  Cosine alone never merges: "due on October 14" and "due on October 21" embed at 0.97 with MiniLM.
+* **Similar but distinct facts are stored**, and the receipt lists them (``Receipt.similar``) so the writer
+  can declare a replacement; invalidation is never inferred.
+* **A correction always wins.** A draft that ``supersedes`` facts is inserted as a new fact (never merged
+  into anything) and closes what it supersedes, in the same transaction; the old fact's ``valid_to`` is the
+  new fact's ``created_at``.
+* **Reinforcement never edits another author's fact**: it only records who stated it again (``stated_by``,
+  the audit trail). The author restating its own fact refreshes it (tags, confidence, a later expiry). A
+  restatement that would outlive another author's expiring fact is stored as its own fact, so it is not
+  lost when the first one expires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .model import Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
+
+# ------------------------------------------------------------------------------------ normalisation
+_SURROUNDING = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)  # punctuation, symbols and spaces at either end
+
+
+def normalise(text: str) -> str:
+    """The form in which two texts count as exact duplicates: Unicode NFKC, case-folded, whitespace runs
+    collapsed, punctuation and spaces at either end stripped (``"Answers are formatted as markdown
+    tables."`` and ``"answers are formatted as Markdown tables"`` are one fact)."""
+    folded = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    stripped = _SURROUNDING.sub("", folded)
+    return stripped or folded  # a text of punctuation only keeps its own form
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 of :func:`normalise`: the exact-duplicate key within a scope."""
+    return hashlib.sha256(normalise(text).encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------- the detail rule
+# Closed vocabularies of lower-case words that carry a fact's meaning although they are not names or
+# numbers. Kept small on purpose: a word missing here only means cosine decides for it, as before.
+_MONTHS = "january february march april may june july august september october november december"
+_MONTH_ABBR = "jan feb mar apr jun jul aug sep sept oct nov dec"
+_DAYS = "monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur thurs fri sat sun"
+_DAYS_PLURAL = "mondays tuesdays wednesdays thursdays fridays saturdays sundays weekday weekdays weekend weekends"
+_TIMES = (
+    "am pm noon midnight today tomorrow yesterday tonight morning afternoon evening night daily weekly "
+    "biweekly monthly quarterly yearly annually hourly"
+)
+_UNITS = (
+    "ms millisecond milliseconds s sec secs second seconds min mins minute minutes h hr hrs hour hours day days "
+    "week weeks month months year years b byte bytes kb mb gb tb pb kib mib gib tib bit bits kbps mbps gbps "
+    "mm cm km mi kg g lb lbs percent usd eur gbp jpy cad aud chf inr cny rps qps"
+)
+_NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand "
+    "million billion trillion dozen half quarter twice once thrice double triple first second third fourth "
+    "fifth sixth seventh eighth ninth tenth last next previous"
+)
+_NEGATION = "not no never none nobody nothing nowhere neither nor without cannot"
+_POLARITY = (
+    "always sometimes often rarely enabled disabled enable disable allowed forbidden allow deny denied "
+    "true false yes on off before after above below over under more less fewer most least min max minimum "
+    "maximum increase decrease increased decreased up down open closed public private required optional "
+    "include exclude included excluded accept reject accepted rejected approved start end only all some "
+    "every each any must may might should read write readonly dark light high low north south east west "
+    "central europe asia africa america americas oceania"
+)
+_VOCABULARY = frozenset(
+    " ".join((_MONTHS, _MONTH_ABBR, _DAYS, _DAYS_PLURAL, _TIMES, _UNITS, _NUMBER_WORDS, _NEGATION, _POLARITY)).split()
+)
+# Function words that start sentences: capitalised there, but not names.
+_FUNCTION_WORDS = frozenset(
+    """a an the this that these those it its we our us you your they their he she his her i my me there here
+    what when where which who why how if then so and or but as at by for from in into of to with please note
+    also each per is are was were be been has have had do does did will would can could shall""".split()
+)
+_SIGN_CHARS = frozenset("$€£¥₹%")
+_SIGNS = re.compile(r"[$€£¥₹%]+")
+_WORD = re.compile(r"\S+")
+_EDGE = re.compile(r"^[^\w$€£¥₹#@+\-<>=~]+|[^\w%]+$", re.UNICODE)
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_JOINED = re.compile(r"\w[-_./:@]\w", re.UNICODE)
+
+# Texts longer than this (UTF-8 bytes) may pass the model's 256-token window, past which it reads nothing:
+# two of them merge only when equal after normalisation.
+NEAR_DUPLICATE_MAX_BYTES = 512
+
+
+@dataclass(frozen=True)
+class Words:
+    """A text cut for the detail rule: every word (lower case) and the ones that carry meaning."""
+
+    all: frozenset[str]
+    details: frozenset[str]
+
+
+def words(text: str) -> Words:
+    """Cut ``text`` into words and pick its details: anything with a digit (numbers, dates, times, versions,
+    ports, ids, amounts, IPs), e-mails, URLs and joined identifiers (``us-east-1``, ``eu-west``,
+    ``snake_case``), currency and percent signs, capitalised words that are not sentence-initial function
+    words (names, products, regions, acronyms), negations (``n't`` counts as ``not``) and the closed
+    vocabularies above (months, weekdays, units, number words, polarity words such as enabled/disabled)."""
+    text = unicodedata.normalize("NFKC", text)
+    every: set[str] = set()
+    details: set[str] = set()
+    for raw in _WORD.findall(text):
+        token = _THOUSANDS.sub("", _EDGE.sub("", raw))
+        if not token:
+            continue
+        low = token.casefold().replace("’", "'")
+        if low.endswith("n't") or low == "cannot":  # "don't" = "do not", "cannot" = "can not"
+            every |= {low[:-3] or low, "not"}
+            details.add("not")
+            continue
+        parts = {low, *(p for p in _SIGNS.split(low) if p), *(ch for ch in low if ch in _SIGN_CHARS)}
+        every |= parts
+        if (
+            any(ch.isdigit() or ch in _SIGN_CHARS for ch in low)
+            or "@" in low
+            or _JOINED.search(low)
+            or low in _VOCABULARY
+            or (any(ch.isupper() for ch in token) and low not in _FUNCTION_WORDS)
+        ):
+            details |= parts
+    return Words(frozenset(every), frozenset(details))
+
+
+def same_details(a: str, b: str) -> bool:
+    """Whether two texts agree on every detail that carries meaning: each text's details all occur among
+    the other's words (so case, order and function words may differ; a number, date, name, unit or
+    negation may not)."""
+    wa, wb = words(a), words(b)
+    return wa.details <= wb.all and wb.details <= wa.all
+
+
+def says_the_same(a: str, b: str, cosine: float | None, threshold: float) -> bool:
+    """The merge rule: equal after :func:`normalise`, or a near duplicate (``cosine >= threshold``) of a
+    text short enough for the model to have read all of it, with :func:`same_details`."""
+    if normalise(a) == normalise(b):
+        return True
+    if cosine is None or cosine < threshold:
+        return False
+    if max(len(a.encode("utf-8")), len(b.encode("utf-8"))) > NEAR_DUPLICATE_MAX_BYTES:
+        return False
+    return same_details(a, b)
+
+
+# ------------------------------------------------------------------------------- the transaction
+class WriteTx(Protocol):
+    """What a backend offers the lifecycle inside one write transaction on one scope.
+
+    The backend holds the scope's write lock for the whole transaction (SQLite ``BEGIN IMMEDIATE``,
+    PostgreSQL a row lock on the scope), commits when the lifecycle function returns and rolls back if it
+    raises. ``now`` is the transaction's time. Facts inserted earlier in the transaction are visible to
+    every read below.
+    """
+
+    now: float
+
+    def get(self, fact_ids: Sequence[str]) -> list[Fact]:
+        """The facts with these ids in the scope (any status), in any order."""
+
+    def live_by_hash(self, content_hash: str) -> list[Fact]:
+        """Active, unexpired facts with this content hash, oldest first."""
+
+    def nearest(self, j: int, floor: float) -> list[tuple[str, float]]:
+        """``(id, cosine)`` of the active, unexpired facts whose cosine with the ``j``-th vector of this
+        write reaches ``floor`` (exact float32 cosines), best first, at most 8."""
+
+    def insert(self, draft: Draft, j: int) -> None:
+        """Insert ``draft`` as a new active fact with the ``j``-th vector of this write."""
+
+    def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
+        """Set columns of a fact (``status``, ``superseded_by``, ``tombstone_by``, ``tombstone_at``,
+        ``tombstone_reason``, ``reinforcement``, ``stated_by``, ``confidence``, ``tags``, ``expires_at``)
+        and bump its ``version`` and ``updated_at``. Tuples are stored as JSON lists."""
+
+    def purgeable(self) -> list[Fact]:
+        """Every fact that is not active or has an expiry (the candidates of :func:`purge_due`)."""
+
+    def delete(self, fact_ids: Sequence[str]) -> None:
+        """Physically delete facts (their audit trail stays)."""
+
+    def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
+        """Append an event to a fact's audit trail, at ``now``."""
+
+
+# -------------------------------------------------------------------------------------- writing
+MAX_SIMILAR = 3
+
+
+def write(
+    tx: WriteTx, scope: ScopeRef, drafts: Sequence[Draft], near_duplicate_threshold: float, similar_threshold: float
+) -> list[Receipt]:
+    """Apply ``drafts`` (with vectors ``0..n-1`` of this write) in order and return one receipt each.
+
+    Raises (and so rolls the whole transaction back) when a draft supersedes a fact that is not an active
+    fact of this scope.
+    """
+    done = {f.id for f in tx.get([d.id for d in drafts])}  # a retried transaction that had in fact committed
+    floor = min(near_duplicate_threshold, similar_threshold)
+    receipts: list[Receipt] = []
+    for j, draft in enumerate(drafts):
+        if draft.id in done:
+            receipts.append(Receipt(draft.id, scope, "created"))
+        elif draft.supersedes:
+            receipts.append(_correct(tx, scope, draft, j))
+        else:
+            receipts.append(_state(tx, scope, draft, j, near_duplicate_threshold, similar_threshold, floor))
+    return receipts
+
+
+def _state(
+    tx: WriteTx, scope: ScopeRef, draft: Draft, j: int, threshold: float, similar_threshold: float, floor: float
+) -> Receipt:
+    exact = tx.live_by_hash(draft.content_hash)
+    near = [(fid, cos) for fid, cos in tx.nearest(j, floor) if fid not in {f.id for f in exact}]
+    near_facts = {f.id: f for f in tx.get([fid for fid, _ in near])}
+    candidates: list[tuple[Fact, float | None]] = [(f, None) for f in exact]
+    candidates += [(near_facts[fid], cos) for fid, cos in near if fid in near_facts]
+    for fact, cosine in candidates:
+        if says_the_same(draft.content, fact.content, cosine, threshold) and _may_reinforce(fact, draft):
+            return _reinforce(tx, scope, fact, draft, cosine)
+    _insert(tx, draft, j)
+    similar = tuple(f.id for f, cos in candidates if cos is None or cos >= similar_threshold)[:MAX_SIMILAR]
+    return Receipt(draft.id, scope, "created", similar=similar)
+
+
+def _may_reinforce(fact: Fact, draft: Draft) -> bool:
+    """Another author's fact absorbs a restatement only if it lives at least as long: else the restatement
+    would vanish when that fact expires."""
+    if fact.created_by == draft.created_by or fact.expires_at is None:
+        return True
+    return draft.expires_at is not None and draft.expires_at <= fact.expires_at
+
+
+def _reinforce(tx: WriteTx, scope: ScopeRef, fact: Fact, draft: Draft, cosine: float | None) -> Receipt:
+    changes: dict[str, Any] = {"reinforcement": fact.reinforcement + 1}
+    if draft.created_by not in fact.stated_by:
+        changes["stated_by"] = (*fact.stated_by, draft.created_by)
+    if draft.created_by == fact.created_by:  # the author said it again: its own fact is refreshed
+        changes["confidence"] = max(fact.confidence, draft.confidence)
+        changes["tags"] = fact.tags + tuple(t for t in draft.tags if t not in fact.tags)
+        if fact.expires_at is not None:
+            changes["expires_at"] = None if draft.expires_at is None else max(fact.expires_at, draft.expires_at)
+    tx.update(fact.id, changes)
+    detail: dict[str, Any] = {"confidence": draft.confidence}
+    if draft.tags:
+        detail["tags"] = list(draft.tags)
+    if draft.expires_at is not None:
+        detail["expires_at"] = draft.expires_at
+    if cosine is not None:
+        detail.update(similarity=round(cosine, 4), content=draft.content)
+    tx.audit(fact.id, "reinforced", draft.created_by, detail)
+    return Receipt(fact.id, scope, "reinforced", duplicate_of=fact.id, similarity=cosine)
+
+
+def _insert(tx: WriteTx, draft: Draft, j: int) -> None:
+    tx.insert(draft, j)
+    tx.audit(draft.id, "created", draft.created_by, {"session_id": draft.session_id})
+
+
+def _correct(tx: WriteTx, scope: ScopeRef, draft: Draft, j: int) -> Receipt:
+    """A correction: always a new fact; what it supersedes is closed with a link to it."""
+    olds = {f.id: f for f in tx.get(draft.supersedes)}
+    for old_id in draft.supersedes:
+        old = olds.get(old_id)
+        if old is None:
+            raise FactNotFoundError(f"cannot supersede {old_id!r}: no such fact in {scope}")
+        if old.status != "active":
+            raise ValueError(f"cannot supersede {old_id!r}: it is already {old.status}")
+    _insert(tx, draft, j)
+    for old_id in draft.supersedes:
+        tx.update(
+            old_id,
+            {
+                "status": "superseded",
+                "superseded_by": draft.id,
+                "tombstone_by": draft.created_by,
+                "tombstone_at": draft.created_at,  # = the successor's created_at: valid_to of the old fact
+                "tombstone_reason": f"superseded by {draft.id}",
+            },
+        )
+        tx.audit(old_id, "superseded", draft.created_by, {"superseded_by": draft.id})
+    return Receipt(draft.id, scope, "created", superseded=tuple(draft.supersedes))
+
+
+# ---------------------------------------------------------------------------------- status changes
+def set_status(
+    tx: WriteTx, scope: ScopeRef, fact_id: str, status: Status, actor: str, at: float, reason: str | None
+) -> None:
+    """Tombstone a fact (``forgotten``); a no-op when it already has that status."""
+    found = tx.get([fact_id])
+    if not found:
+        raise FactNotFoundError(f"no fact {fact_id!r} in {scope}")
+    if found[0].status == status:
+        return
+    tx.update(fact_id, {"status": status, "tombstone_by": actor, "tombstone_at": at, "tombstone_reason": reason})
+    tx.audit(fact_id, status, actor, {"reason": reason})
+
+
+def purge_due(fact: Fact, before: float, now: float) -> bool:
+    """Whether ``purge(before)`` deletes a fact: closed (forgotten, superseded) before ``before``, or expired
+    before ``before`` (and by now)."""
+    if fact.status in ("forgotten", "superseded"):
+        return fact.tombstone_at is not None and fact.tombstone_at < before
+    return fact.expires_at is not None and fact.expires_at < min(before, now)
+
+
+def purge(tx: WriteTx, before: float, actor: str) -> list[str]:
+    """Delete what :func:`purge_due` selects, with a ``purged`` audit event each; returns their ids."""
+    ids = [f.id for f in tx.purgeable() if purge_due(f, before, tx.now)]
+    if ids:
+        tx.delete(ids)
+        for fact_id in ids:
+            tx.audit(fact_id, "purged", actor, {"before": before})
+    return ids
+
+
+# ------------------------------------------------------------------------------------------ time
+def valid_at(fact: Fact, at: float) -> bool:
+    """Whether a fact was believed at time ``at``: written by then, and not yet superseded, forgotten or
+    expired (the rule ``search(as_of=...)`` applies)."""
+    if fact.created_at > at:
+        return False
+    end = fact.valid_to
+    return end is None or end > at
