@@ -18,7 +18,15 @@ from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.testing import HashEmbedder
 
 # Modules whose tests are the backend contract: each of their tests runs on every backend.
-CONTRACT_MODULES = {"test_store", "test_policy", "test_recall", "test_records", "test_capsule", "test_postgres"}
+CONTRACT_MODULES = {
+    "test_lifecycle",
+    "test_store",
+    "test_policy",
+    "test_recall",
+    "test_records",
+    "test_capsule",
+    "test_postgres",
+}
 BACKENDS = ("sqlite", "postgres")
 
 

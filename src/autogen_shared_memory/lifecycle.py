@@ -63,7 +63,10 @@ _TIMES = (
 _UNITS = (
     "ms millisecond milliseconds s sec secs second seconds min mins minute minutes h hr hrs hour hours day days "
     "week weeks month months year years b byte bytes kb mb gb tb pb kib mib gib tib bit bits kbps mbps gbps "
-    "mm cm km mi kg g lb lbs percent usd eur gbp jpy cad aud chf inr cny rps qps"
+    "mm cm km mi kg g lb lbs percent usd eur gbp jpy cad aud chf inr cny rps qps kilobyte kilobytes megabyte "
+    "megabytes gigabyte gigabytes terabyte terabytes petabyte petabytes meter meters metre metres kilometer "
+    "kilometers kilometre kilometres mile miles gram grams kilogram kilograms pound pounds dollar dollars euro "
+    "euros cent cents core cores thread threads seat seats"
 )
 _NUMBER_WORDS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "

@@ -1,0 +1,91 @@
+"""The merge rule with the real all-MiniLM-L6-v2: its cosines are what decide, so the rule is tested on them.
+
+The corpus is bench/dedup_corpus.json (the same one bench/dedup.py measures): pairs that differ in one
+detail, corrections, and true duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+
+pytestmark = pytest.mark.model
+
+CORPUS = json.loads((Path(__file__).parents[1] / "bench" / "dedup_corpus.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def real(tmp_path: Path, minilm: SentenceTransformerEmbedder) -> SharedMemoryStore:
+    return SharedMemoryStore(tmp_path, embedder=minilm)
+
+
+def test_every_one_detail_different_pair_is_kept(real: SharedMemoryStore) -> None:
+    merged, unnamed = [], []
+    for i, pair in enumerate(CORPUS["distinct"]):  # each pair in a scope of its own, written as one batch
+        a, b = real.remember_many([pair["a"], pair["b"]], "group", group_id=f"p{i}")
+        if b.status != "created":
+            merged.append(pair)
+        elif real.get(a.id).content == pair["a"] and a.id not in b.similar:
+            unnamed.append(pair)
+    assert merged == []
+    assert len(CORPUS["distinct"]) >= 150
+    # the writer is told what the new fact resembles (all but the least similar pairs)
+    assert len(unnamed) <= len(CORPUS["distinct"]) // 10, unnamed
+
+
+def test_every_correction_wins_and_an_undeclared_one_is_kept(real: SharedMemoryStore) -> None:
+    for i, pair in enumerate(CORPUS["corrections"]):
+        old = real.remember(pair["old"], "group", group_id=f"c{i}")
+        new = real.remember(pair["new"], "group", group_id=f"c{i}", supersedes=[old.id])
+        assert new.status == "created" and new.superseded == (old.id,), pair
+        assert real.get(old.id).superseded_by == new.id
+        # without supersedes the new value is kept next to the old one, never merged into it
+        plain = real.remember(pair["old"], "group", group_id=f"u{i}")
+        assert real.remember(pair["new"], "group", group_id=f"u{i}").id != plain.id, pair
+
+
+def test_true_duplicates_reinforce(real: SharedMemoryStore) -> None:
+    missed = []
+    for i, pair in enumerate(CORPUS["duplicates"]):
+        a = real.remember(pair["a"], "group", group_id=f"d{i}")
+        b = real.remember(pair["b"], "group", group_id=f"d{i}")
+        if b.duplicate_of != a.id:
+            missed.append(pair)
+    assert [p for p in missed if p["kind"] != "word_order"] == []  # exact after normalisation: always
+    assert len(missed) <= 2, missed  # word order: by cosine and details
+
+
+def test_long_facts_sharing_the_models_window_stay_apart(real: SharedMemoryStore) -> None:
+    head = " ".join(f"Step {n}: the migration team checks the replica lag and the backup job." for n in range(40))
+    a = real.remember(head + " Finally the old cluster is archived.", "global")
+    b = real.remember(head + " Finally the old cluster is deleted.", "global")
+    assert b.status == "created" and b.similar == (a.id,)
+    assert real.remember(head + " finally the old cluster is deleted", "global").duplicate_of == b.id
+
+
+def _templated_writer(root: str, worker: int, out: Any) -> None:
+    store = SharedMemoryStore(root)
+    receipts = [
+        store.remember(f"Order {1000 + 60 * worker + n} ships from warehouse {n % 3 + 1} on day {n % 7 + 1}.", "global")
+        for n in range(60)
+    ]
+    out.put(sum(r.status == "created" for r in receipts))
+
+
+def test_two_processes_writing_templated_facts_keep_all(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_templated_writer, args=(str(tmp_path), w, out)) for w in range(2)]
+    for p in procs:
+        p.start()
+    created = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert created == [60, 60]
+    assert SharedMemoryStore(tmp_path).stats()[0].counts["active"] == 120

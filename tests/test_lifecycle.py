@@ -1,0 +1,309 @@
+"""The fact lifecycle: the merge rule itself (unit), and every rule through the store on both backends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.integration.tools import memory_tools
+from autogen_shared_memory.lifecycle import (
+    NEAR_DUPLICATE_MAX_BYTES,
+    content_hash,
+    normalise,
+    purge_due,
+    same_details,
+    says_the_same,
+    valid_at,
+    words,
+)
+from autogen_shared_memory.model import Fact, ScopeRef
+
+StoreFactory = Callable[..., SharedMemoryStore]
+
+
+# ------------------------------------------------------------------------------------------ the rule
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Answers are formatted as markdown tables.", "answers are formatted as Markdown tables"),
+        ("  the api uses   OAUTH2 ", "The API uses OAuth2"),
+        ("ｐｏｒｔ ８０８０ is open", "port 8080 is open"),  # NFKC
+        ('"Deploys happen on Fridays!"', "deploys happen on fridays"),
+        ("Use the ﬁle cache.", "use the file cache"),
+    ],
+)
+def test_exact_duplicates_after_normalisation(a: str, b: str) -> None:
+    assert normalise(a) == normalise(b) and content_hash(a) == content_hash(b)
+    assert says_the_same(a, b, None, 0.95)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("The Q3 report is due on October 14.", "The Q3 report is due on October 21."),  # number / date
+        ("Deploys happen on Fridays at 4 pm.", "Deploys happen on Thursdays at 4 pm."),  # weekday
+        ("Deploys happen on Fridays at 4 pm.", "Deploys happen on Fridays at 4 am."),  # time of day
+        ("We use Python 3.11 for the service.", "We use Python 3.12 for the service."),  # version
+        ("Staging listens on port 5432.", "Staging listens on port 5433."),  # port
+        ("Send invoices to billing@acme.com.", "Send invoices to billing@acme.io."),  # e-mail
+        ("The runbook is at https://wiki.acme.com/a.", "The runbook is at https://wiki.acme.com/b."),  # URL
+        ("The refund limit is $1,200.", "The refund limit is $1,500."),  # amount
+        ("Uploads are capped at 10 megabytes.", "Uploads are capped at 10 gigabytes."),  # unit
+        ("The timeout is 30 seconds.", "The timeout is 30 minutes."),  # unit
+        ("The bucket lives in us-east-1.", "The bucket lives in eu-west-1."),  # region / identifier
+        ("Dana owns the billing service.", "Priya owns the billing service."),  # name
+        ("The API paginates results.", "The API does not paginate results."),  # negation
+        ("The API paginates results.", "The API doesn't paginate results."),  # contracted negation
+        ("The cache is enabled in production.", "The cache is disabled in production."),  # polarity
+        ("Ticket INC-4521 tracks the outage.", "Ticket INC-4522 tracks the outage."),  # ticket id
+        ("The VPN gateway is 10.0.0.1.", "The VPN gateway is 10.0.0.2."),  # IP address
+        ("Churn fell by 15%.", "Churn fell by 25%."),  # percentage
+    ],
+)
+def test_one_different_detail_keeps_facts_apart(a: str, b: str) -> None:
+    assert not same_details(a, b) and not same_details(b, a)
+    assert not says_the_same(a, b, 0.999, 0.95)  # whatever the cosine
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("On Fridays the team deploys at 4 pm.", "The team deploys at 4 pm on Fridays."),  # word order
+        ("Pull requests need two approvals before merging.", "Pull requests need two approvals before a merge."),
+        ("The API does not paginate.", "The API doesn't paginate."),  # negation spelled two ways
+        ("The limit is 10,000 rows.", "The limit is 10000 rows."),  # thousands separator
+    ],
+)
+def test_same_details_lets_cosine_decide(a: str, b: str) -> None:
+    assert same_details(a, b)
+    assert says_the_same(a, b, 0.96, 0.95) and not says_the_same(a, b, 0.94, 0.95)
+
+
+def test_texts_past_the_models_window_merge_only_when_equal() -> None:
+    head = "The migration plan has many steps and every step is reviewed by the team. " * 8
+    a, b = head + "Finally the old cluster is archived.", head + "Finally the old cluster is deleted."
+    assert same_details(a, b)  # no detail tells them apart: only the length rule does
+    assert len(a.encode()) > NEAR_DUPLICATE_MAX_BYTES
+    assert not says_the_same(a, b, 1.0, 0.95)  # the model read only the shared head
+    assert says_the_same(a, a.upper(), None, 0.95)
+
+
+def test_details_of_a_text() -> None:
+    d = words("On Friday Dana moved the Q3 review to 10:30 am in us-east-1, not $1,200 or 15%.").details
+    assert {"friday", "dana", "q3", "10:30", "am", "us-east-1", "not", "$", "1200", "15", "%"} <= d
+    assert "the" not in d and "review" not in d and "on" in d
+
+
+texts = st.text(st.characters(codec="utf-8"), max_size=200)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, texts, st.floats(-1, 1) | st.none())
+def test_the_rule_is_symmetric_total_and_normalise_is_idempotent(a: str, b: str, cosine: float | None) -> None:
+    assert says_the_same(a, b, cosine, 0.95) == says_the_same(b, a, cosine, 0.95)
+    assert says_the_same(a, a, cosine, 0.95)
+    assert normalise(normalise(a)) == normalise(a)
+    assert len(content_hash(a)) == 64
+
+
+# ----------------------------------------------------------------------------------------- time rules
+def make_fact(**over: object) -> Fact:
+    fields: dict[str, object] = dict(
+        id="g_00000000000000000001",
+        scope=ScopeRef("group", "crew"),
+        content="x",
+        created_by="alice",
+        created_at=100.0,
+        confidence=1.0,
+        tags=(),
+        category=None,
+        metadata={},
+        session_id=None,
+        expires_at=None,
+        supersedes=(),
+        superseded_by=None,
+        status="active",
+        tombstone_by=None,
+        tombstone_at=None,
+        tombstone_reason=None,
+        reinforcement=1,
+        content_hash="",
+        version=1,
+        updated_at=100.0,
+    )
+    fields.update(over)
+    return Fact(**fields)  # type: ignore[arg-type]
+
+
+def test_valid_at_and_purge_due() -> None:
+    live = make_fact()
+    closed = make_fact(status="superseded", tombstone_at=200.0)
+    expiring = make_fact(expires_at=300.0)
+    assert not valid_at(live, 99.0) and valid_at(live, 100.0) and valid_at(live, 1e12)
+    assert valid_at(closed, 199.0) and not valid_at(closed, 200.0) and closed.valid_to == 200.0
+    assert valid_at(expiring, 299.0) and not valid_at(expiring, 300.0)
+    assert not purge_due(live, 1e12, 1e12)
+    assert purge_due(closed, 201.0, 0.0) and not purge_due(closed, 200.0, 1e12)
+    assert purge_due(expiring, 301.0, 301.0) and not purge_due(expiring, 301.0, 299.0)
+    assert live.stated_by == ("alice",)  # rows from before stated_by existed
+
+
+# ------------------------------------------------------------------------- the rules through the store
+def test_a_distinct_fact_is_stored_and_the_similar_one_named(make_store: StoreFactory) -> None:
+    s = make_store(near_duplicate_threshold=0.6, similar_threshold=0.6)
+    old = s.remember("The Q3 report is due on October 14.", "global")
+    new = s.remember("The Q3 report is due on October 21.", "global")
+    assert new.status == "created" and new.similar == (old.id,)
+    assert {h.content for h in s.search("Q3 report due", "global")} == {
+        "The Q3 report is due on October 14.",
+        "The Q3 report is due on October 21.",
+    }
+    # the same decision inside one batch
+    a, b = s.remember_many(["Staging listens on port 5432.", "Staging listens on port 5433."], "global")
+    assert (a.status, b.status, b.similar) == ("created", "created", (a.id,))
+    # a near duplicate that agrees on every detail reinforces
+    again = s.remember("the Q3 report is due on October 21", "global")
+    assert again.status == "reinforced" and again.duplicate_of == new.id
+
+
+def test_a_correction_always_wins(make_store: StoreFactory) -> None:
+    s = make_store()
+    for text in ("Freeze starts Monday", "freeze starts monday.", "Freeze starts Tuesday"):
+        old = s.remember("Freeze starts Monday", "global")
+        fix = s.remember(text, "global", supersedes=[old.id])
+        assert fix.status == "created" and fix.id != old.id and fix.superseded == (old.id,)
+        before, after = s.get(old.id), s.get(fix.id)
+        assert before.status == "superseded" and before.superseded_by == fix.id
+        assert before.valid_to == after.created_at and after.status == "active"
+        s.forget(fix.id)
+
+
+@pytest.mark.parametrize("workers", [6])
+def test_concurrent_corrections_have_exactly_one_winner(make_store: StoreFactory, workers: int) -> None:
+    s = make_store()
+    old = s.remember("The on-call engineer is Dana", "global")
+    results: list[str] = []
+    barrier = threading.Barrier(workers)
+
+    def correct(i: int) -> None:
+        barrier.wait()
+        try:
+            s.remember(f"The on-call engineer is engineer {i}", "global", supersedes=[old.id])
+            results.append("won")
+        except ValueError as exc:
+            assert "already superseded" in str(exc)
+            results.append("lost")
+
+    threads = [threading.Thread(target=correct, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["lost"] * (workers - 1) + ["won"]
+    counts = s.stats()[0].counts
+    assert (counts["active"], counts["superseded"]) == (1, 1)
+
+
+def test_reinforcement_never_edits_another_authors_fact(make_store: StoreFactory) -> None:
+    s = make_store(global_writers=["*"])
+    bob = s.remember("Deploys happen on Tuesdays", "global", agent_id="bob", ttl_days=7, confidence=0.6, tags=["ops"])
+    before = s.get(bob.id)
+    alice = s.remember(
+        "deploys happen on tuesdays", "global", agent_id="alice", ttl_days=3, confidence=1.0, tags=["mine"]
+    )
+    assert alice.status == "reinforced" and alice.duplicate_of == bob.id
+    after = s.get(bob.id)
+    assert (after.expires_at, after.tags, after.confidence, after.created_by) == (
+        before.expires_at,
+        ("ops",),
+        0.6,
+        "bob",
+    )
+    assert after.stated_by == ("bob", "alice") and after.reinforcement == 2
+    event = s.history(bob.id)[-1]
+    assert (event.event, event.actor, event.detail["tags"]) == ("reinforced", "alice", ["mine"])
+    # a restatement that would outlive bob's expiring fact is kept as its own fact
+    durable = s.remember("Deploys happen on Tuesdays!", "global", agent_id="carol")
+    assert durable.status == "created" and durable.similar == (bob.id,)
+    assert s.get(bob.id).expires_at == before.expires_at
+    # the author restating its own fact refreshes it
+    s.remember("Deploys happen on Tuesdays", "global", agent_id="bob", tags=["deploys"], confidence=0.9)
+    own = s.get(bob.id)
+    assert own.expires_at is None and own.tags == ("ops", "deploys") and own.confidence == 0.9
+
+
+def test_the_capsule_counts_distinct_agents_not_calls(make_store: StoreFactory) -> None:
+    s = make_store(global_writers=["*"])
+    for _ in range(20):
+        s.remember("Standup is at 9:15", "global", agent_id="bob")
+    assert "x20" not in s.recall("standup", "global") and "| x" not in s.recall("standup", "global")
+    s.remember("standup is at 9:15.", "global", agent_id="alice")
+    assert "| x2]" in s.recall("standup", "global")
+    assert s.search("standup", "global")[0].fact.reinforcement == 21
+
+
+def test_search_as_of_recalls_what_was_believed_then(make_store: StoreFactory) -> None:
+    s = make_store()
+    first = s.remember("The launch date is March 3", "global")
+    t1 = time.time()
+    time.sleep(0.01)
+    second = s.remember("The launch date is March 10", "global", supersedes=[first.id])
+    t2 = time.time()
+    time.sleep(0.01)
+    s.forget(second.id, "launch cancelled")
+    expiring = s.remember("The launch room is booked", "global", ttl_days=1)
+
+    def believed(at: float) -> set[str]:
+        return {h.id for h in s.search("launch date room", "global", as_of=at, top_k=10)}
+
+    assert believed(t1) == {first.id}
+    assert believed(t2) == {second.id}
+    assert believed(time.time()) == {expiring.id}
+    assert believed(time.time() + 2 * 86400) == set()  # expired by then
+    assert believed(0.0) == set()  # before anything was written
+    assert s.get(first.id).valid_to == s.get(second.id).created_at
+
+
+def test_remember_tool_names_the_similar_fact_and_how_to_replace_it(make_store: StoreFactory) -> None:
+    import asyncio
+
+    from autogen_core import CancellationToken
+
+    s = make_store(near_duplicate_threshold=0.6, similar_threshold=0.6)
+    s.add_group_member("crew", "alice")
+    _, remember, _ = memory_tools(s, "alice", "crew")
+    token = CancellationToken()
+    first = asyncio.run(remember.run_json({"fact": "The Q3 report is due on October 14.", "scope": "group"}, token))
+    old_id = first.split()[2]
+    text = asyncio.run(remember.run_json({"fact": "The Q3 report is due on October 21.", "scope": "group"}, token))
+    assert text.startswith("created fact g_")
+    assert f"similar to {old_id}: 'The Q3 report is due on October 14.'" in text
+    assert f"remember it with supersedes=[{old_id}]" in text
+    again = asyncio.run(remember.run_json({"fact": "the Q3 report is due on October 14", "scope": "group"}, token))
+    assert again.startswith(f"reinforced fact {old_id}") and "already stored" in again
+
+
+@pytest.mark.sqlite_only
+def test_export_of_an_older_store_is_rehashed_on_import(tmp_path: Path) -> None:
+    from autogen_shared_memory.testing import HashEmbedder
+
+    source = SharedMemoryStore(tmp_path / "a", embedder=HashEmbedder())
+    fact = source.remember("Answers are formatted as markdown tables.", "global")
+    path = tmp_path / "x.jsonl"
+    source.export(path)
+    path.write_text(path.read_text().replace(fact_hash := content_hash(fact_content(source, fact.id)), "0" * 64))
+    assert fact_hash not in path.read_text()
+    target = SharedMemoryStore(tmp_path / "b", embedder=HashEmbedder())
+    target.import_(path)
+    assert target.remember("answers are formatted as Markdown tables", "global").duplicate_of == fact.id
+
+
+def fact_content(store: SharedMemoryStore, fact_id: str) -> str:
+    return store.get(fact_id).content
