@@ -11,8 +11,10 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -668,3 +670,37 @@ def test_real_model_subprocess_then_search(
     doctor = json.loads(invoke(["--root", str(root), "doctor", "--json"]).stdout)
     model = next(c for c in doctor["checks"] if c["name"] == "embedding model")
     assert doctor["ok"] and model["status"] == "ok" and "loaded offline" in model["detail"]
+
+
+def test_search_as_of_recalls_what_was_believed_then(run: Run, ids: dict[str, str]) -> None:
+    def found(*args: str) -> list[str]:
+        hits = as_json(run("search", "launch date", "--scope", "global", *args, "--json"))
+        return [h["fact"]["id"] for h in hits]
+
+    first = as_json(run("remember", "The launch date is March 3", "--scope", "global", "--json"))["id"]
+    time.sleep(1.05)
+    then = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")  # local time, to the second: after the first fact
+    time.sleep(1.05)
+    second = as_json(
+        run("remember", "The launch date is March 10", "--scope", "global", "--supersedes", first, "--json")
+    )["id"]
+    assert found() == [second]
+    assert found("--as-of", then) == [first]
+    assert found("--as-of", "2000-01-01") == []  # nothing was written yet
+    old = as_json(run("show", first, "--json"))
+    assert old["valid_to"] == as_json(run("show", second, "--json"))["created_at"]
+    assert "valid to" in run("show", first).stdout
+    refused = run("search", "x", "--as-of", "yesterday", code=2)
+    assert "--as-of" in refused.stderr and "not a date or time" in refused.stderr
+
+
+def test_remember_shows_similar_facts_and_show_tells_who_stated_a_fact(run: Run, ids: dict[str, str]) -> None:
+    env = {"AUTOGEN_SHARED_MEMORY_GLOBAL_WRITERS": "lead,bob"}
+    first = as_json(run("remember", "Standup is at 9:15", "--scope", "global", "--as", "lead", "--json", env=env))["id"]
+    run("remember", "standup is at 9:15.", "--scope", "global", "--as", "bob", env=env)
+    assert "lead, bob" in run("show", first).stdout
+    assert as_json(run("show", first, "--json"))["stated_by"] == ["lead", "bob"]
+    port = "The staging database of the billing team listens on port {} in the main cluster"
+    old = as_json(run("remember", port.format(5432), "--scope", "group", "--group", "crew", "--json"))["id"]
+    new = run("remember", port.format(5433), "--scope", "group", "--group", "crew")
+    assert f"similar to {old}: {port.format(5432)}" in new.stdout and f"--supersedes {old}" in new.stdout

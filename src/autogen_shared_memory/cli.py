@@ -43,6 +43,7 @@ from .agent_memory import TASK_STATUSES, AgentMemory, agent_known
 from .backends.base import Backend, ModelInfo
 from .backends.sqlite import SCHEMA_VERSION
 from .embedding import Embedder, SentenceTransformerEmbedder
+from .lifecycle import purge_due
 from .model import (
     SCOPE_KINDS,
     EmbeddingModelMismatchError,
@@ -257,6 +258,7 @@ class Rows:
 def fact_json(fact: Fact) -> dict[str, Any]:
     data = dataclasses.asdict(fact)
     data["scope"] = str(fact.scope)
+    data["valid_to"] = fact.valid_to
     return data
 
 
@@ -341,6 +343,18 @@ def _scopes(values: list[str] | None) -> list[str] | None:
 def _positive(value: float | None) -> float | None:
     if value is not None and not value > 0:
         raise typer.BadParameter(f"must be a positive number of days, got {value}")
+    return value
+
+
+def _moment(value: str | None) -> str | None:
+    """An ISO 8601 date or date-time (local time unless it carries an offset)."""
+    if value is not None:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise typer.BadParameter(
+                f"{value!r} is not a date or time: use e.g. 2026-11-20 or 2026-11-20T14:30"
+            ) from None
     return value
 
 
@@ -571,6 +585,16 @@ def search_cmd(
     include_inactive: Annotated[
         bool, typer.Option("--include-inactive", help="Also forgotten, superseded and expired facts.")
     ] = False,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="WHEN",
+            callback=_moment,
+            help="Recall what was believed then (ISO date or time, local unless it has an offset): facts "
+            "written by then, not yet superseded, forgotten or expired.",
+        ),
+    ] = None,
     explain: Annotated[
         bool, typer.Option("--explain", help="Show lexical rank, semantic rank, cosine and fused score.")
     ] = False,
@@ -590,6 +614,7 @@ def search_cmd(
         top_k=top_k,
         tags=tag,
         include_inactive=include_inactive,
+        as_of=None if as_of is None else datetime.fromisoformat(as_of),
     )
     if as_json:
         emit_json(
@@ -647,7 +672,7 @@ def _fact_rows(fact: Fact) -> list[tuple[str, str]]:
         ("created by", fact.created_by),
         ("created at", _when(fact.created_at)),
         ("confidence", f"{fact.confidence:g}"),
-        ("reinforcement", str(fact.reinforcement)),
+        ("stated by", ", ".join(fact.stated_by) + (f" ({fact.reinforcement} times)" if fact.reinforcement > 1 else "")),
         ("tags", ", ".join(fact.tags) or "-"),
         ("category", fact.category or "-"),
         ("metadata", json.dumps(fact.metadata, ensure_ascii=False) if fact.metadata else "-"),
@@ -655,6 +680,7 @@ def _fact_rows(fact: Fact) -> list[tuple[str, str]]:
         ("expires at", _when(fact.expires_at)),
         ("supersedes", ", ".join(fact.supersedes) or "-"),
         ("superseded by", fact.superseded_by or "-"),
+        ("valid to", _when(fact.valid_to)),
     ]
     if fact.tombstone_at is not None:
         rows.append(
@@ -772,7 +798,7 @@ def remember_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Store a fact (an exact or near duplicate reinforces the existing fact instead)."""
+    """Store a fact (one that says the same thing as an existing fact reinforces it instead)."""
     if scope == "agent" and as_ is None:
         raise typer.BadParameter("--scope agent writes an agent's own scope: give --as AGENT", param_hint="--scope")
     if scope == "group" and group is None:
@@ -799,6 +825,8 @@ def remember_cmd(
         )
     if receipt.superseded:
         line += f"; superseded {', '.join(receipt.superseded)}"
+    for fact in (store.get(fid) for fid in receipt.similar):
+        line += f"\n  similar to {fact.id}: {_short(fact.content, 100)} (if this replaces it: --supersedes {fact.id})"
     _out().print(line)
 
 
@@ -1126,20 +1154,17 @@ def import_cmd(
 
 # -------------------------------------------------------------------------------- purge, reembed
 def purge_plan(store: SharedMemoryStore, before: float) -> dict[ScopeRef, dict[str, int]]:
-    """What ``purge`` would delete, per scope and status, found by listing the inactive facts (the same
-    rule as the backend: forgotten / superseded with a tombstone older than ``before``, expired before it)."""
+    """What ``purge`` would delete, per scope and status: the inactive facts that
+    :func:`~autogen_shared_memory.lifecycle.purge_due` selects (the rule the backends apply)."""
     plan: dict[ScopeRef, dict[str, int]] = {}
+    now = time.time()
     for stats in store.stats():
         counts = dict.fromkeys(_STALE, 0)
         if any(stats.counts.get(k, 0) for k in _STALE):
             ids = store.backend.select_ids(stats.scope, Filters(include_inactive=True), 1 << 62)
             for start in range(0, len(ids), 500):
                 for fact in store.backend.get(stats.scope, ids[start : start + 500]):
-                    if fact.status in ("forgotten", "superseded"):
-                        due = fact.tombstone_at is not None and fact.tombstone_at < before
-                    else:
-                        due = fact.status == "expired" and fact.expires_at is not None and fact.expires_at < before
-                    if due:
+                    if purge_due(fact, before, now):
                         counts[fact.status] += 1
         plan[stats.scope] = counts
     return plan
