@@ -27,6 +27,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol
 
 from .model import Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
@@ -35,6 +36,7 @@ from .model import Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
 _SURROUNDING = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)  # punctuation, symbols and spaces at either end
 
 
+@lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def normalise(text: str) -> str:
     """The form in which two texts count as exact duplicates: Unicode NFKC, case-folded, whitespace runs
     collapsed, punctuation and spaces at either end stripped (``"Answers are formatted as markdown
@@ -112,6 +114,7 @@ class Words:
     details: frozenset[str]
 
 
+@lru_cache(maxsize=8192)
 def words(text: str) -> Words:
     """Cut ``text`` into words and pick its details: anything with a digit (numbers, dates, times, versions,
     ports, ids, amounts, IPs), e-mails, URLs and joined identifiers (``us-east-1``, ``eu-west``,
@@ -181,9 +184,11 @@ class WriteTx(Protocol):
     def live_by_hash(self, content_hash: str) -> list[Fact]:
         """Active, unexpired facts with this content hash, oldest first."""
 
-    def nearest(self, j: int, floor: float) -> list[tuple[str, float]]:
-        """``(id, cosine)`` of the active, unexpired facts whose cosine with the ``j``-th vector of this
-        write reaches ``floor`` (exact float32 cosines), best first, at most 8."""
+    def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
+        """``(id, cosine)`` of the active, unexpired facts (those inserted earlier in this write included)
+        whose cosine with the ``j``-th vector of this write reaches ``floor``, best first, at most 8. A
+        cosine that may reach ``exact_from`` must be the exact float32 one (it decides a merge); below it,
+        an approximation within 1e-4 is enough (it only names similar facts)."""
 
     def insert(self, draft: Draft, j: int) -> None:
         """Insert ``draft`` as a new active fact with the ``j``-th vector of this write."""
@@ -232,16 +237,18 @@ def _state(
     tx: WriteTx, scope: ScopeRef, draft: Draft, j: int, threshold: float, similar_threshold: float, floor: float
 ) -> Receipt:
     exact = tx.live_by_hash(draft.content_hash)
-    near = [(fid, cos) for fid, cos in tx.nearest(j, floor) if fid not in {f.id for f in exact}]
-    near_facts = {f.id: f for f in tx.get([fid for fid, _ in near])}
+    same_text = {f.id for f in exact}
+    near = [(fid, cos) for fid, cos in tx.nearest(j, floor, threshold) if fid not in same_text]
+    # only facts that reach the threshold can be merged into: the others are not even read
+    near_facts = {f.id: f for f in tx.get([fid for fid, cos in near if cos >= threshold])}
     candidates: list[tuple[Fact, float | None]] = [(f, None) for f in exact]
     candidates += [(near_facts[fid], cos) for fid, cos in near if fid in near_facts]
     for fact, cosine in candidates:
         if says_the_same(draft.content, fact.content, cosine, threshold) and _may_reinforce(fact, draft):
             return _reinforce(tx, scope, fact, draft, cosine)
     _insert(tx, draft, j)
-    similar = tuple(f.id for f, cos in candidates if cos is None or cos >= similar_threshold)[:MAX_SIMILAR]
-    return Receipt(draft.id, scope, "created", similar=similar)
+    similar = [*same_text, *(fid for fid, cos in near if cos >= similar_threshold)][:MAX_SIMILAR]
+    return Receipt(draft.id, scope, "created", similar=tuple(similar))
 
 
 def _may_reinforce(fact: Fact, draft: Draft) -> bool:

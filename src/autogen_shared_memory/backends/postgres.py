@@ -994,7 +994,7 @@ class _PgTx:
             (content_hash, self.now),
         )
 
-    def nearest(self, j: int, floor: float) -> list[tuple[str, float]]:
+    def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
         if floor > 1.0:
             return []
         dim = int(self.vectors.shape[1])

@@ -618,24 +618,30 @@ class _Ann:
 
 
 class _NearestExisting:
-    """Near-duplicate lookup for one write batch.
+    """Near-duplicate and similar-fact lookup for one write batch.
 
     Up front, one pass over the scope (coarse int8 bounds for a single vector, rebuilt rows for a batch, or
-    the HNSW graph) proposes each vector's nearest live facts whose rebuilt cosine can reach the threshold
-    (the rebuilt cosine's error bound included); ``lookup(j)`` re-scores those and the facts inserted
-    earlier in this batch exactly and returns the index position and cosine of the most similar live one at
-    or above the threshold.
+    the HNSW graph) proposes each vector's nearest live facts whose rebuilt cosine can reach ``floor`` (the
+    rebuilt cosine's error bound included); ``lookup(j)`` adds the facts inserted earlier in this batch and
+    returns the most similar live ones at or above ``floor``: re-scored exactly from the file where they can
+    reach ``exact_from`` (the merge decision), rebuilt (within ~4e-5) below it (the similar list).
     """
 
     CANDIDATES = 8
 
     def __init__(
-        self, conn: sqlite3.Connection, index: _VectorIndex, vectors: Vectors, now: float, threshold: float
+        self,
+        conn: sqlite3.Connection,
+        index: _VectorIndex,
+        vectors: Vectors,
+        now: float,
+        floor: float,
+        exact_from: float,
     ) -> None:
-        self.conn, self.index, self.vectors, self.threshold = conn, index, vectors, threshold
+        self.conn, self.index, self.vectors, self.floor, self.exact_from = conn, index, vectors, floor, exact_from
         self.start = index.n
         self.near: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)] * len(vectors)
-        if threshold > 1.0 or index.n == 0 or len(vectors) == 0:
+        if floor > 1.0 or index.n == 0 or len(vectors) == 0:
             return
         live = index.live_mask(now, include_inactive=False)
         if not live.any():
@@ -648,7 +654,7 @@ class _NearestExisting:
             return
         if len(vectors) == 1:  # one remember: the coarse bounds shortlist the rows that can reach it
             q = np.asarray(vectors[0], dtype=np.float32)
-            self.near = [self._reaching(codes, _shortlist(_int8_bounds([codes], q)[0], q, live, 1, threshold), 0)]
+            self.near = [self._reaching(codes, _shortlist(_int8_bounds([codes], q)[0], q, live, 1, floor), 0)]
             return
         # float32 products of d terms: rounding within d * 2**-23 of |x| |v| (twice the textbook bound)
         slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23) * codes.norm
@@ -656,37 +662,42 @@ class _NearestExisting:
             chunk = np.asarray(vectors[lo : lo + 256], dtype=np.float32)
             scores = _scan_many(codes, chunk)
             scores += slack[:, None] * _norms(chunk)[None, :]  # upper bounds
-            for col in np.flatnonzero(scores.max(axis=0) >= threshold):  # most vectors have no near match
-                self.near[lo + col] = self._reaching(
-                    codes, np.flatnonzero((scores[:, col] >= threshold) & live), lo + col
-                )
+            for col in np.flatnonzero(scores.max(axis=0) >= floor):  # most vectors have no near match
+                rows = np.flatnonzero((scores[:, col] >= floor) & live)
+                if len(rows) > 4 * self.CANDIDATES:  # a dense neighbourhood: the best upper bounds only
+                    rows = rows[np.argpartition(-scores[rows, col], 4 * self.CANDIDATES)[: 4 * self.CANDIDATES]]
+                self.near[lo + col] = self._reaching(codes, rows, lo + col)
 
     def _reaching(self, codes: _Codes, rows: npt.NDArray[np.int64], j: int) -> npt.NDArray[np.int64]:
-        """The (at most ``CANDIDATES``) rows whose rebuilt cosine with vector ``j`` can reach the threshold,
+        """The (at most ``CANDIDATES``) rows whose rebuilt cosine with vector ``j`` can reach the floor,
         nearest first."""
         if len(rows) == 0:
             return rows
         approx, error = codes.cosines(rows, np.asarray(self.vectors[j], dtype=np.float32))
-        keep = approx + error >= self.threshold
+        keep = approx + error >= self.floor
         return rows[keep][np.argsort(-approx[keep], kind="stable")][: self.CANDIDATES]
 
     def lookup(self, j: int) -> list[tuple[int, float]]:
-        """Index positions and exact cosines of the live facts (this batch's inserts included) at or above
-        the threshold, most similar first."""
-        if self.threshold > 1.0:
+        """Index positions and cosines of the live facts (this batch's inserts included) at or above the
+        floor, most similar first; exact where they can reach ``exact_from``."""
+        if self.floor > 1.0:
             return []
         index = self.index
+        q = np.asarray(self.vectors[j], dtype=np.float32)
         positions = self.near[j]
         if index.n > self.start:  # facts this batch inserted so far
-            batch = np.arange(self.start, index.n)
-            approx, error = index.codes.cosines(batch, np.asarray(self.vectors[j], dtype=np.float32))
-            positions = np.concatenate([positions, batch[approx + error >= self.threshold]])
+            positions = np.concatenate([positions, np.arange(self.start, index.n)])
         positions = positions[index.active[positions]]
         if len(positions) == 0:
             return []
-        exact = SQLiteBackend._exact(self.conn, index.seq[positions], np.asarray(self.vectors[j], dtype=np.float32))
-        order = [i for i in np.argsort(-exact, kind="stable") if exact[i] >= self.threshold]
-        return [(int(positions[i]), float(exact[i])) for i in order[: self.CANDIDATES]]
+        approx, error = index.codes.cosines(positions, q)
+        keep = approx + error >= self.floor
+        positions, approx, error = positions[keep], approx[keep], error[keep]
+        doubt = np.flatnonzero(approx + error >= self.exact_from)
+        if len(doubt):
+            approx[doubt] = SQLiteBackend._exact(self.conn, index.seq[positions[doubt]], q)
+        order = [i for i in np.argsort(-approx, kind="stable") if approx[i] >= self.floor]
+        return [(int(positions[i]), float(approx[i])) for i in order[: self.CANDIDATES]]
 
 
 class _Tx:
@@ -719,9 +730,9 @@ class _Tx:
             (content_hash, self.now),
         )
 
-    def nearest(self, j: int, floor: float) -> list[tuple[str, float]]:
+    def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
         if self.near is None:
-            self.near = _NearestExisting(self.conn, self.index, self.vectors, self.now, floor)
+            self.near = _NearestExisting(self.conn, self.index, self.vectors, self.now, floor, exact_from)
         return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
 
     def insert(self, draft: Draft, j: int) -> None:

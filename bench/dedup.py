@@ -1,0 +1,314 @@
+"""Deduplication: the merge rule of a baseline revision and of this tree, side by side in one run.
+
+Quality, on bench/dedup_corpus.json (hand-written: pairs that differ in one detail, corrections, true
+duplicates), with the real all-MiniLM-L6-v2 vectors: distinct facts kept, corrections applied (declared
+with ``supersedes``; and kept at all when undeclared), true duplicates merged. Speed: ``remember_many``
+throughput (batches of 250, and single ``remember`` calls) into a scope already holding ``--fill`` facts,
+with the same precomputed real vectors on both sides, so the write path is what is compared.
+
+The baseline is the package source at ``--baseline`` (a git revision, default: the last commit before
+the lifecycle change), extracted with ``git archive`` and imported in a worker process; the current tree
+is imported the same way. Rounds alternate baseline and current (A B A B); rates are medians.
+
+    python bench/dedup.py --out docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+BASELINE = "5cc1c74"  # main before the fact lifecycle (issue 13)
+SECTION = "## Deduplication: old rule and new (issue 13)"
+PAIRS = {"distinct": ("a", "b"), "corrections": ("old", "new"), "duplicates": ("a", "b")}
+
+
+# ------------------------------------------------------------------------------------------ the worker
+class LookupEmbedder:
+    """Precomputed real-model vectors by text (both sides embed nothing at run time)."""
+
+    model_id = "sentence-transformers/all-MiniLM-L6-v2"
+    dimension = 384
+
+    def __init__(self, texts: list[str], vectors: np.ndarray) -> None:
+        self.rows = {t: i for i, t in enumerate(texts)}
+        self.vectors = vectors
+
+    def embed(self, texts: Any) -> np.ndarray:
+        return self.vectors[[self.rows[t] for t in texts]]
+
+
+def quality(store_cls: Any, embedder: LookupEmbedder, corpus: dict[str, Any], root: Path) -> dict[str, Any]:
+    store = store_cls(root, embedder=embedder)
+    out: dict[str, Any] = {}
+    kept: dict[str, list[int]] = {}
+    for i, pair in enumerate(corpus["distinct"]):
+        a = store.remember(pair["a"], "group", group_id=f"d{i}")
+        b = store.remember(pair["b"], "group", group_id=f"d{i}")
+        kept.setdefault(pair["kind"], []).append(int(b.id != a.id))
+    out["distinct_kept"] = {k: [sum(v), len(v)] for k, v in sorted(kept.items())}
+    applied = undeclared = 0
+    for i, pair in enumerate(corpus["corrections"]):
+        old = store.remember(pair["old"], "group", group_id=f"c{i}")
+        new = store.remember(pair["new"], "group", group_id=f"c{i}", supersedes=[old.id])
+        after = store.get(new.id, group_id=f"c{i}")
+        applied += int(new.id != old.id and after.content == pair["new"] and after.status == "active")
+        plain = store.remember(pair["old"], "group", group_id=f"u{i}")
+        undeclared += int(store.remember(pair["new"], "group", group_id=f"u{i}").id != plain.id)
+    out["corrections_applied"] = [applied, len(corpus["corrections"])]
+    out["corrections_kept_undeclared"] = [undeclared, len(corpus["corrections"])]
+    merged: dict[str, list[int]] = {}
+    for i, pair in enumerate(corpus["duplicates"]):
+        a = store.remember(pair["a"], "group", group_id=f"x{i}")
+        b = store.remember(pair["b"], "group", group_id=f"x{i}")
+        merged.setdefault(pair["kind"], []).append(int(b.id == a.id))
+    out["duplicates_merged"] = {k: [sum(v), len(v)] for k, v in sorted(merged.items())}
+    store.close()
+    return out
+
+
+def speed(store_cls: Any, embedder: LookupEmbedder, fill: list[str], fresh: list[str], root: Path) -> dict[str, float]:
+    store = store_cls(root, embedder=embedder)
+    store.remember_many(["warm-up"], "agent", agent_id="warm")
+    for lo in range(0, len(fill), 2000):
+        store.remember_many(fill[lo : lo + 2000], "global")
+    t0 = time.perf_counter()
+    for lo in range(0, len(fresh) - 100, 250):
+        store.remember_many(fresh[lo : lo + 250 if lo + 250 <= len(fresh) - 100 else len(fresh) - 100], "global")
+    batched = (len(fresh) - 100) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for text in fresh[-100:]:
+        store.remember(text, "global")
+    single = 100 / (time.perf_counter() - t0)
+    store.close()
+    return {"remember_many_per_s": batched, "remember_per_s": single}
+
+
+def worker(data: Path, out: Path) -> None:
+    import autogen_shared_memory
+    from autogen_shared_memory import SharedMemoryStore
+
+    payload = json.loads((data / "payload.json").read_text())
+    embedder = LookupEmbedder(payload["texts"], np.load(data / "vectors.npy"))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = {
+            "package": autogen_shared_memory.__file__,
+            "quality": quality(SharedMemoryStore, embedder, payload["corpus"], Path(tmp) / "q"),
+            "speed": {
+                name: speed(SharedMemoryStore, embedder, work["fill"], work["fresh"], Path(tmp) / name)
+                for name, work in payload["workloads"].items()
+            },
+        }
+    out.write_text(json.dumps(result))
+
+
+# ------------------------------------------------------------------------------------------ the parent
+def templated(n: int, seed: int) -> list[str]:
+    """Facts of a few shapes with different numbers, names and days: near neighbours that must all stay."""
+    rng = np.random.default_rng(seed)
+    names = ["Dana", "Priya", "Omar", "Lena", "Kenji", "Ana", "Tom", "Sofia"]
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+    shapes = [
+        "Order {n} ships from warehouse {w} on {d}.",
+        "{p} owns ticket INC-{n} until {d}.",
+        "The staging host {w} listens on port {n}.",
+        "Invoice {n} for customer {p} is due on {d}.",
+        "Build {n} of service {w} failed on {d}, reported by {p}.",
+    ]
+    out = []
+    for i in range(n):
+        shape = shapes[i % len(shapes)]
+        out.append(
+            shape.format(
+                n=1000 + i, w=int(rng.integers(1, 40)), d=days[int(rng.integers(5))], p=names[int(rng.integers(8))]
+            )
+        )
+    return out
+
+
+def locomo_turns(path: Path) -> list[str]:
+    """The dialogue turns of a LoCoMo file, in order, as ``speaker: text`` (read from its path; never copied)."""
+    turns: list[str] = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        conv = sample["conversation"]
+        sessions = sorted(int(k.split("_")[1]) for k, v in conv.items() if k.count("_") == 1 and isinstance(v, list))
+        for n in sessions:
+            turns += [f"{item['speaker']}: {item['text']}" for item in conv[f"session_{n}"]]
+    return turns
+
+
+def extract(rev: str, into: Path) -> Path:
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], check=True, capture_output=True).stdout
+    tar_path = into / "src.tar"
+    tar_path.write_bytes(archive)
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def run_worker(src: Path, data: Path, out: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
+    subprocess.run([sys.executable, __file__, "--worker", str(data), str(out)], check=True, env=env)
+    result: dict[str, Any] = json.loads(out.read_text())
+    if not result["package"].startswith(str(src)):
+        raise RuntimeError(f"the worker imported {result['package']}, not the source under {src}")
+    return result
+
+
+def frac(pair: list[int]) -> str:
+    return f"{pair[0]}/{pair[1]}"
+
+
+def report(
+    args: argparse.Namespace,
+    runs: dict[str, list[dict[str, Any]]],
+    machine: str,
+    payload_workloads: dict[str, dict[str, list[str]]],
+) -> str:
+    base, cur = runs["baseline"][0]["quality"], runs["current"][0]["quality"]
+    workloads = {name: (len(w["fill"]), len(w["fresh"])) for name, w in payload_workloads.items()}
+    med = {
+        side: {
+            name: {k: statistics.median(r["speed"][name][k] for r in rs) for k in rs[0]["speed"][name]}
+            for name in workloads
+        }
+        for side, rs in runs.items()
+    }
+
+    def total(d: dict[str, list[int]]) -> list[int]:
+        return [sum(v[0] for v in d.values()), sum(v[1] for v in d.values())]
+
+    exact = {k: v for k, v in base["duplicates_merged"].items() if k != "word_order"}
+    exact_now = {k: v for k, v in cur["duplicates_merged"].items() if k != "word_order"}
+    lines = [
+        SECTION,
+        "",
+        f"Command: `{' '.join(['python bench/dedup.py', *sys.argv[1:]])}` ({machine}). Baseline: `{args.baseline}` "
+        "(main before the lifecycle change); current: this tree. Corpus: `bench/dedup_corpus.json` (hand-written); "
+        "vectors: the real all-MiniLM-L6-v2, computed once and given to both sides (so the write path is what is "
+        "timed). Each corpus pair is written into a group scope of its own.",
+        "",
+        "| measure | goal | baseline | current |",
+        "| --- | --- | --- | --- |",
+        f"| distinct facts kept (one detail differs) | all | {frac(total(base['distinct_kept']))} | "
+        f"{frac(total(cur['distinct_kept']))} |",
+        f"| corrections applied (`supersedes`: the new value stored, the old closed) | all | "
+        f"{frac(base['corrections_applied'])} | {frac(cur['corrections_applied'])} |",
+        f"| corrections kept when not declared (the new value stored at all) | all | "
+        f"{frac(base['corrections_kept_undeclared'])} | {frac(cur['corrections_kept_undeclared'])} |",
+        f"| true duplicates merged, exact after normalisation | all | {frac(total(exact))} | "
+        f"{frac(total(exact_now))} |",
+        f"| true duplicates merged, word order changed | (reported) | "
+        f"{frac(base['duplicates_merged']['word_order'])} | {frac(cur['duplicates_merged']['word_order'])} |",
+    ]
+    for name, (fill, fresh) in workloads.items():
+        for key, label in (
+            ("remember_many_per_s", "`remember_many` facts/s"),
+            ("remember_per_s", "`remember` calls/s"),
+        ):
+            b, c = med["baseline"][name][key], med["current"][name][key]
+            lines.append(
+                f"| {label}, {name} ({fill:,} facts in the scope, {fresh:,} written) | >= 90% | {b:,.0f} | "
+                f"{c:,.0f} ({c / b:.0%}) |"
+            )
+    lines += ["", "Distinct facts kept, per kind (baseline / current):", ""]
+    lines.append(
+        ", ".join(
+            f"{k} {frac(base['distinct_kept'][k])} / {frac(cur['distinct_kept'][k])}"
+            for k in sorted(cur["distinct_kept"])
+        )
+    )
+    lines += ["", "Duplicates merged, per kind (baseline / current):", ""]
+    lines.append(
+        ", ".join(
+            f"{k} {frac(base['duplicates_merged'][k])} / {frac(cur['duplicates_merged'][k])}"
+            for k in sorted(cur["duplicates_merged"])
+        )
+    )
+    for name in workloads:
+        rates = "; ".join(
+            f"{side}: " + ", ".join(f"{r['speed'][name]['remember_many_per_s']:,.0f}" for r in rs)
+            for side, rs in runs.items()
+        )
+        lines += ["", f"Every round's `remember_many` rate, {name}: {rates}."]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_section(path: Path, text: str) -> None:
+    doc = path.read_text(encoding="utf-8") if path.exists() else ""
+    if SECTION in doc:
+        start = doc.index(SECTION)
+        rest = doc.find("\n## ", start + len(SECTION))
+        doc = doc[:start] + text + ("\n" + doc[rest + 1 :] if rest != -1 else "")
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    path.write_text(doc, encoding="utf-8")
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        worker(Path(sys.argv[2]), Path(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default=BASELINE, help="git revision of the old rule")
+    parser.add_argument("--corpus", type=Path, default=HERE / "dedup_corpus.json")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--fill", type=int, default=5000, help="facts in the scope before timing writes")
+    parser.add_argument("--locomo", type=Path, help="a LoCoMo JSON file: its dialogue turns are a second workload")
+    parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    args = parser.parse_args()
+
+    from autogen_shared_memory import SentenceTransformerEmbedder
+
+    corpus = json.loads(args.corpus.read_text(encoding="utf-8"))
+    fresh = [f"{t} (batch)" for t in templated(2100, 2)]
+    workloads = {"templated near neighbours": {"fill": templated(args.fill, 1), "fresh": fresh}}
+    if args.locomo:
+        turns = locomo_turns(args.locomo)
+        workloads["LoCoMo dialogue turns"] = {"fill": turns[: len(turns) // 2], "fresh": turns[len(turns) // 2 :]}
+    texts = sorted(
+        {
+            *(t for w in workloads.values() for part in w.values() for t in part),
+            *(p[k] for sec, ks in PAIRS.items() for p in corpus[sec] for k in ks),
+            "warm-up",
+        }
+    )
+    t0 = time.perf_counter()
+    vectors = np.asarray(SentenceTransformerEmbedder().embed(texts), dtype=np.float32)
+    print(f"embedded {len(texts)} texts in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    machine = f"{os.cpu_count()} cores, Python {sys.version.split()[0]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        np.save(tmpdir / "vectors.npy", vectors)
+        payload = {"texts": texts, "corpus": corpus, "workloads": workloads}
+        (tmpdir / "payload.json").write_text(json.dumps(payload))
+        (tmpdir / "base").mkdir()
+        sources = {"baseline": extract(args.baseline, tmpdir / "base"), "current": REPO / "src"}
+        runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
+        for r in range(args.rounds):
+            for side in ("baseline", "current"):  # A B A B
+                result = run_worker(sources[side], tmpdir, tmpdir / f"{side}{r}.json")
+                runs[side].append(result)
+                print(f"round {r} {side}: {result['speed']}", file=sys.stderr)
+    text = report(args, runs, machine, workloads)
+    print(text)
+    if args.out:
+        write_section(args.out, text)
+
+
+if __name__ == "__main__":
+    main()
