@@ -25,14 +25,20 @@ def real(tmp_path: Path, minilm: SentenceTransformerEmbedder) -> SharedMemorySto
     return SharedMemoryStore(tmp_path, embedder=minilm)
 
 
+def clear(store: SharedMemoryStore) -> None:
+    """Forget every live fact: the next pair meets none of the earlier ones."""
+    store.forget_all("global")
+
+
 def test_every_one_detail_different_pair_is_kept(real: SharedMemoryStore) -> None:
     merged, unnamed = [], []
-    for i, pair in enumerate(CORPUS["distinct"]):  # each pair in a scope of its own, written as one batch
-        a, b = real.remember_many([pair["a"], pair["b"]], "group", group_id=f"p{i}")
+    for pair in CORPUS["distinct"]:  # each pair written as one batch, then forgotten: pairs never meet
+        a, b = real.remember_many([pair["a"], pair["b"]], "global")
         if b.status != "created":
             merged.append(pair)
-        elif real.get(a.id).content == pair["a"] and a.id not in b.similar:
+        elif a.id not in b.similar:
             unnamed.append(pair)
+        clear(real)
     assert merged == []
     assert len(CORPUS["distinct"]) >= 150
     # the writer is told what the new fact resembles (all but the least similar pairs)
@@ -40,23 +46,26 @@ def test_every_one_detail_different_pair_is_kept(real: SharedMemoryStore) -> Non
 
 
 def test_every_correction_wins_and_an_undeclared_one_is_kept(real: SharedMemoryStore) -> None:
-    for i, pair in enumerate(CORPUS["corrections"]):
-        old = real.remember(pair["old"], "group", group_id=f"c{i}")
-        new = real.remember(pair["new"], "group", group_id=f"c{i}", supersedes=[old.id])
+    for pair in CORPUS["corrections"]:
+        old = real.remember(pair["old"], "global")
+        new = real.remember(pair["new"], "global", supersedes=[old.id])
         assert new.status == "created" and new.superseded == (old.id,), pair
         assert real.get(old.id).superseded_by == new.id
+        clear(real)
         # without supersedes the new value is kept next to the old one, never merged into it
-        plain = real.remember(pair["old"], "group", group_id=f"u{i}")
-        assert real.remember(pair["new"], "group", group_id=f"u{i}").id != plain.id, pair
+        plain = real.remember(pair["old"], "global")
+        assert real.remember(pair["new"], "global").id != plain.id, pair
+        clear(real)
 
 
 def test_true_duplicates_reinforce(real: SharedMemoryStore) -> None:
     missed = []
-    for i, pair in enumerate(CORPUS["duplicates"]):
-        a = real.remember(pair["a"], "group", group_id=f"d{i}")
-        b = real.remember(pair["b"], "group", group_id=f"d{i}")
+    for pair in CORPUS["duplicates"]:
+        a = real.remember(pair["a"], "global")
+        b = real.remember(pair["b"], "global")
         if b.duplicate_of != a.id:
             missed.append(pair)
+        clear(real)
     assert [p for p in missed if p["kind"] != "word_order"] == []  # exact after normalisation: always
     assert len(missed) <= 2, missed  # word order: by cosine and details
 
