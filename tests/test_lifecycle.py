@@ -199,6 +199,13 @@ def test_a_distinct_fact_is_stored_and_the_similar_one_named(make_store: StoreFa
     assert again.status == "reinforced" and again.duplicate_of == new.id
 
 
+def test_text_that_is_not_unicode_is_refused_and_nothing_written(make_store: StoreFactory) -> None:
+    s = make_store()
+    with pytest.raises(ValueError, match="fact content is not valid Unicode"):
+        s.remember("Build \ud83d ok", "global")  # half of an emoji, as a cut-off JSON string can carry
+    assert s.stats() == [] or s.stats()[0].counts.get("active", 0) == 0
+
+
 def test_a_correction_always_wins(make_store: StoreFactory) -> None:
     s = make_store()
     for text in ("Freeze starts Monday", "freeze starts monday.", "Freeze starts Tuesday"):

@@ -22,8 +22,9 @@ DIM = 64
 
 
 class TableEmbedder:
-    """``"v<i>"`` (or ``"va"``, ``"vb"``...: no digit, no detail that would keep near duplicates apart) embeds
-    to row ``i`` of a fixed table, so a test chooses every cosine exactly."""
+    """``"v<i>"`` embeds to row ``i`` of a fixed table, so a test chooses every cosine exactly. So do
+    ``"v a"``, ``"v, a"``, ``"v; a"``...: row ``i`` for the ``i``-th punctuation mark of ``" ,;:"``, texts
+    that differ in punctuation only (the same wording, as near duplicates need)."""
 
     model_id = "table-embedder"
     dimension = DIM
@@ -32,7 +33,7 @@ class TableEmbedder:
         self.table = table
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        rows = [int(t[1:]) if t[1:].isdigit() else ord(t[1]) - ord("a") for t in texts]
+        rows = [int(t[1:]) if t[1:].isdigit() else " ,;:".index(t[1]) for t in texts]
         return normalize(np.stack([self.table[i] for i in rows]))
 
 
@@ -68,14 +69,14 @@ def test_near_duplicate_threshold_is_decided_on_float32_cosines(tmp_path: Path) 
     rng = np.random.default_rng(3)
     table = np.stack([np.eye(DIM)[0], at_cosine(0.94999, rng), at_cosine(0.95001, rng)])
     store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), near_duplicate_threshold=0.95)
-    first = store.remember("va", "global")
-    below = store.remember("vb", "global")
+    first = store.remember("v a", "global")
+    below = store.remember("v, a", "global")
     assert below.status == "created" and below.similar == (first.id,)  # 0.94999: similar, not the same
-    above = store.remember("vc", "global")
+    above = store.remember("v; a", "global")
     assert above.status == "reinforced" and above.duplicate_of == first.id
     # the same decisions inside one batch, against facts the batch itself inserted
     other = SharedMemoryStore(tmp_path / "batch", embedder=TableEmbedder(table), near_duplicate_threshold=0.95)
-    receipts = other.remember_many(["va", "vb", "vc"], "global")
+    receipts = other.remember_many(["v a", "v, a", "v; a"], "global")
     assert [r.status for r in receipts] == ["created", "created", "reinforced"]
     assert receipts[2].duplicate_of == receipts[0].id
 

@@ -61,7 +61,7 @@ def normalise(text: str) -> str:
     collapsed, punctuation at either end stripped (``"Answers are formatted as markdown tables."`` and
     ``"answers are formatted as Markdown tables"`` are one fact; symbols such as ``$``, ``%`` or emoji
     stay: ``"Churn fell by 15%"`` is not ``"Churn fell by 15"``)."""
-    folded = " ".join(nfkc(text).casefold().split())
+    folded = " ".join(unicodedata.normalize("NFKC", nfkc(text).casefold()).split())  # NFKC again: idempotent
     start, end = 0, len(folded)
     while (
         start < end and _edge(folded[start]) and not (folded[start] == "-" and folded[start + 1 : start + 2].isdigit())

@@ -169,12 +169,21 @@ def validate_content(content: object, max_bytes: int) -> str:
         raise TypeError(f"fact content must be a str, got {type(content).__name__}")
     if not content.strip():
         raise ValueError("fact content must not be empty or whitespace only")
-    size = len(content.encode("utf-8"))
+    size = len(require_utf8(content, "fact content").encode("utf-8"))
     if size > max_bytes:
         raise ValueError(f"fact content is {size} bytes; the limit is {max_bytes} (max_fact_bytes)")
     if "\x00" in content:
         raise ValueError("fact content contains a NUL character")
     return content
+
+
+def require_utf8(value: str, what: str) -> str:
+    """Refuse text that cannot be stored as UTF-8 (a lone surrogate, e.g. half of an emoji cut off in JSON)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{what} is not valid Unicode text (a lone surrogate at position {exc.start})") from None
+    return value
 
 
 def validate_confidence(value: object) -> float:

@@ -637,10 +637,12 @@ class _NearestExisting:
         now: float,
         floor: float,
         exact_from: float,
+        inserted: Mapping[int, int],
     ) -> None:
         self.conn, self.index, self.vectors, self.floor, self.exact_from = conn, index, vectors, floor, exact_from
-        self.start = index.n
         self.near: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)] * len(vectors)
+        self.earlier = self._within_batch()
+        self.position = inserted  # batch vector -> index position, for the ones this batch inserted
         if floor > 1.0 or index.n == 0 or len(vectors) == 0:
             return
         live = index.live_mask(now, include_inactive=False)
@@ -668,6 +670,27 @@ class _NearestExisting:
                     rows = rows[np.argpartition(-scores[rows, col], 4 * self.CANDIDATES)[: 4 * self.CANDIDATES]]
                 self.near[lo + col] = self._reaching(codes, rows, lo + col)
 
+    def _within_batch(self) -> list[npt.NDArray[np.int64]]:
+        """For each vector of the batch, the earlier ones whose cosine with it can reach the floor (at most
+        ``4 * CANDIDATES``, the nearest): one float32 product per block of the batch, instead of comparing
+        each vector with every fact inserted before it (quadratic per-row work for big batches)."""
+        n = len(self.vectors)
+        out = [np.zeros(0, dtype=np.int64)] * n
+        if self.floor > 1.0 or n < 2:
+            return out
+        vectors = np.asarray(self.vectors, dtype=np.float32)
+        keep = 4 * self.CANDIDATES
+        for lo in range(1, n, 512):
+            hi = min(n, lo + 512)
+            block = vectors[lo:hi] @ vectors[:hi].T  # float32 products: well within 1e-4 of the exact ones
+            for r, j in enumerate(range(lo, hi)):
+                row = block[r, :j]
+                found = np.flatnonzero(row >= self.floor - 1e-4)
+                if len(found) > keep:
+                    found = found[np.argpartition(-row[found], keep)[:keep]]
+                out[j] = found
+        return out
+
     def _reaching(self, codes: _Codes, rows: npt.NDArray[np.int64], j: int) -> npt.NDArray[np.int64]:
         """The (at most ``CANDIDATES``) rows whose rebuilt cosine with vector ``j`` can reach the floor,
         nearest first."""
@@ -684,9 +707,8 @@ class _NearestExisting:
             return []
         index = self.index
         q = np.asarray(self.vectors[j], dtype=np.float32)
-        positions = self.near[j]
-        if index.n > self.start:  # facts this batch inserted so far
-            positions = np.concatenate([positions, np.arange(self.start, index.n)])
+        batch = [self.position[i] for i in self.earlier[j] if i in self.position]  # inserted by this batch
+        positions = np.concatenate([self.near[j], np.asarray(batch, dtype=np.int64)]) if batch else self.near[j]
         positions = positions[index.active[positions]]
         if len(positions) == 0:
             return []
@@ -714,6 +736,7 @@ class _Tx:
         self.n_facts = int(row[1])
         self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.near: _NearestExisting | None = None
+        self.inserted: dict[int, int] = {}  # vector of this write -> its index position
 
     def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
         rows = self.conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
@@ -732,7 +755,9 @@ class _Tx:
 
     def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
         if self.near is None:
-            self.near = _NearestExisting(self.conn, self.index, self.vectors, self.now, floor, exact_from)
+            self.near = _NearestExisting(
+                self.conn, self.index, self.vectors, self.now, floor, exact_from, self.inserted
+            )
         return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
 
     def insert(self, draft: Draft, j: int) -> None:
@@ -762,6 +787,7 @@ class _Tx:
         )
         assert cur.lastrowid is not None
         self.index.append(cur.lastrowid, draft.id, vector, True, draft.expires_at)
+        self.inserted[j] = self.index.n - 1  # later vectors of the batch may match it
         self.n_facts += 1
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:

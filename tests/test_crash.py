@@ -1,0 +1,122 @@
+"""kill -9 while the lifecycle writes: no acknowledged write is lost, no invariant is broken, files stay sound."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION
+from autogen_shared_memory.model import Filters, ScopeRef
+from autogen_shared_memory.testing import HashEmbedder
+
+# Writes, restatements by two authors, corrections and forgets, one acknowledgement line per returned call.
+WRITER = textwrap.dedent(
+    """
+    import json, random, sys
+    from autogen_shared_memory import SharedMemoryStore
+    from autogen_shared_memory.testing import HashEmbedder
+
+    store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder(), global_writers=["*"])
+    rng = random.Random(int(sys.argv[2]))
+    live = []
+    print("ready", flush=True)
+    for n in range(100000):
+        who = rng.choice(["alice", "bob"])
+        roll = rng.random()
+        if roll < 0.5:
+            batch = [f"order {rng.randrange(50)} ships on day {rng.randrange(7)}" for _ in range(rng.randrange(1, 20))]
+            receipts = store.remember_many(batch, "global", agent_id=who)
+            live += [r.id for r in receipts if r.status == "created"]
+            print(json.dumps({"op": "write", "ids": [r.id for r in receipts], "by": who}), flush=True)
+        elif roll < 0.8 and live:
+            old = live.pop(rng.randrange(len(live)))
+            try:
+                new = store.remember(f"correction {n} of {old}", "global", agent_id=who, supersedes=[old])
+            except ValueError:  # already closed by an earlier forget
+                continue
+            live.append(new.id)
+            print(json.dumps({"op": "correct", "old": old, "new": new.id}), flush=True)
+        elif live:
+            fid = live.pop(rng.randrange(len(live)))
+            store.forget(fid, "done", agent_id=who)
+            print(json.dumps({"op": "forget", "id": fid}), flush=True)
+    """
+)
+
+
+def _kill_midway(root: Path, seed: int, after: float) -> list[dict[str, object]]:
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(seed)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(after)
+    os.kill(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate()
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_kill_9_during_writes_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    acked: list[dict[str, object]] = []
+    for round_ in range(6):
+        acked += _kill_midway(tmp_path, round_, rng.uniform(0.2, 1.2))
+    with sqlite3.connect(tmp_path / "global.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    assert len(acked) > 20
+    for op in acked:
+        if op["op"] == "write":
+            for fid in op["ids"]:  # type: ignore[attr-defined]
+                assert op["by"] in store.get(fid).stated_by
+        elif op["op"] == "correct":
+            old, new = store.get(str(op["old"])), store.get(str(op["new"]))
+            assert old.status == "superseded" and old.superseded_by == new.id and new.supersedes == (old.id,)
+            assert old.valid_to == new.created_at
+        else:
+            assert store.get(str(op["id"])).status == "forgotten"
+    # invariants over every fact, acknowledged or not: a closed fact's successor exists; counts agree
+    ids = store.backend.select_ids(ScopeRef("global"), Filters(include_inactive=True), 1 << 30)
+    facts = store.backend.get(ScopeRef("global"), ids)
+    for fact in facts:
+        assert fact.stated_by[0] == fact.created_by and fact.reinforcement >= len(fact.stated_by)
+        if fact.status == "superseded":
+            assert fact.superseded_by is not None and store.get(fact.superseded_by).supersedes == (fact.id,)
+    stats = store.stats()[0]
+    assert sum(stats.counts.values()) == len(facts)
+
+
+@pytest.mark.sqlite_only
+def test_kill_9_during_the_schema_3_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01, similar_threshold=1.01)
+    store.remember_many([f"fact number {i} of the old store" for i in range(20000)], "global")  # no dedup: fast
+    store.close()
+    with sqlite3.connect(tmp_path / "global.db") as conn:  # back to schema 2
+        conn.execute("ALTER TABLE facts DROP COLUMN stated_by")
+        conn.execute("PRAGMA user_version = 2")
+    opener = (
+        "import sys; from autogen_shared_memory import SharedMemoryStore; print('open', flush=True); "
+        "SharedMemoryStore(sys.argv[1]).stats()"
+    )
+    for delay in (0.0, 0.02, 0.05, 0.1):
+        proc = subprocess.Popen([sys.executable, "-c", opener, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+        time.sleep(delay)
+        proc.kill()
+        proc.wait()
+        with sqlite3.connect(tmp_path / "global.db") as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(facts)")}
+            assert (version, "stated_by" in columns) in ((2, False), (SCHEMA_VERSION, True))  # all or nothing
+            assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 20000
+    reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    assert reopened.stats()[0].counts["active"] == 20000 and reopened.stats()[0].schema_version == SCHEMA_VERSION
