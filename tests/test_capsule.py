@@ -10,35 +10,11 @@ from hypothesis import strategies as st
 
 from autogen_shared_memory import Hit, SharedMemoryStore
 from autogen_shared_memory.capsule import capsule, truncate_utf8
-from autogen_shared_memory.model import Fact, ScopeRef
+from autogen_shared_memory.testing import make_fact
 
 
 def make_hit(content: str, i: int = 0, **over: object) -> Hit:
-    fields: dict[str, object] = dict(
-        id=f"g_{i:020x}",
-        scope=ScopeRef("group", "crew"),
-        content=content,
-        created_by="alice",
-        created_at=1_700_000_000.0,
-        confidence=1.0,
-        tags=(),
-        category=None,
-        metadata={},
-        session_id=None,
-        expires_at=None,
-        supersedes=(),
-        superseded_by=None,
-        status="active",
-        tombstone_by=None,
-        tombstone_at=None,
-        tombstone_reason=None,
-        reinforcement=1,
-        content_hash="",
-        version=1,
-        updated_at=1_700_000_000.0,
-    )
-    fields.update(over)
-    return Hit(Fact(**fields), 0.03, 1, 1, 0.9)  # type: ignore[arg-type]
+    return Hit(make_fact(id=f"g_{i:020x}", content=content, **over), 0.03, 1, 1, 0.9)
 
 
 @given(st.lists(st.text(min_size=1, max_size=600), max_size=30), st.integers(min_value=64, max_value=5000))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory import SharedMemoryStore, testing
 from autogen_shared_memory.integration.tools import memory_tools
 from autogen_shared_memory.lifecycle import (
     content_hash,
@@ -21,7 +21,7 @@ from autogen_shared_memory.lifecycle import (
     valid_at,
     wording,
 )
-from autogen_shared_memory.model import Fact, ScopeRef
+from autogen_shared_memory.model import Fact
 
 StoreFactory = Callable[..., SharedMemoryStore]
 
@@ -141,31 +141,7 @@ def test_the_rule_is_symmetric_total_and_normalise_is_idempotent(a: str, b: str,
 
 # ----------------------------------------------------------------------------------------- time rules
 def make_fact(**over: object) -> Fact:
-    fields: dict[str, object] = dict(
-        id="g_00000000000000000001",
-        scope=ScopeRef("group", "crew"),
-        content="x",
-        created_by="alice",
-        created_at=100.0,
-        confidence=1.0,
-        tags=(),
-        category=None,
-        metadata={},
-        session_id=None,
-        expires_at=None,
-        supersedes=(),
-        superseded_by=None,
-        status="active",
-        tombstone_by=None,
-        tombstone_at=None,
-        tombstone_reason=None,
-        reinforcement=1,
-        content_hash="",
-        version=1,
-        updated_at=100.0,
-    )
-    fields.update(over)
-    return Fact(**fields)  # type: ignore[arg-type]
+    return testing.make_fact(created_at=100.0, **over)
 
 
 def test_valid_at_and_purge_due() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from autogen_core import Component, ComponentBase
@@ -14,6 +15,7 @@ from pydantic import BaseModel
 from typing_extensions import Self
 
 from .embedding import Vectors, normalize
+from .model import Fact, ScopeRef
 from .recall import fold, query_terms, stem
 
 
@@ -59,3 +61,33 @@ class HashEmbedder(ComponentBase[HashEmbedderConfig], Component[HashEmbedderConf
             if not out[row].any():
                 out[row, 0] = 1.0
         return normalize(out)
+
+
+def make_fact(**fields: Any) -> Fact:
+    """An active group fact by ``alice`` with every field set, for tests of code that reads facts; any field
+    can be given."""
+    values: dict[str, Any] = {
+        "id": "g_00000000000000000001",
+        "scope": ScopeRef("group", "crew"),
+        "content": "a fact",
+        "created_by": "alice",
+        "created_at": 1_700_000_000.0,
+        "confidence": 1.0,
+        "tags": (),
+        "category": None,
+        "metadata": {},
+        "session_id": None,
+        "expires_at": None,
+        "supersedes": (),
+        "superseded_by": None,
+        "status": "active",
+        "tombstone_by": None,
+        "tombstone_at": None,
+        "tombstone_reason": None,
+        "reinforcement": 1,
+        "content_hash": "",
+        "version": 1,
+        "updated_at": 1_700_000_000.0,
+        **fields,
+    }
+    return Fact(**values)

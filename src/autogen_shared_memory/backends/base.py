@@ -253,6 +253,54 @@ def reembed_scope(
     return done
 
 
+# The columns of a new fact that come from its draft, in the order of :func:`draft_values` (JSON as text).
+DRAFT_COLUMNS = (
+    "id",
+    "content",
+    "created_by",
+    "created_at",
+    "confidence",
+    "tags",
+    "category",
+    "metadata",
+    "session_id",
+    "expires_at",
+    "supersedes",
+    "content_hash",
+    "stated_by",
+)
+
+
+def draft_values(draft: Draft) -> tuple[Any, ...]:
+    """The values of :data:`DRAFT_COLUMNS` for a new fact (its author is the first of ``stated_by``); the
+    backend adds ``status='active'``, ``reinforcement=1``, ``version=1``, ``updated_at`` and the vector."""
+    return (
+        draft.id,
+        draft.content,
+        draft.created_by,
+        draft.created_at,
+        draft.confidence,
+        json.dumps(list(draft.tags)),
+        draft.category,
+        json.dumps(draft.metadata),
+        draft.session_id,
+        draft.expires_at,
+        json.dumps(list(draft.supersedes)),
+        draft.content_hash,
+        json.dumps([draft.created_by]),
+    )
+
+
+def as_of_clause(prefix: str, mark: str) -> str:
+    """:func:`~autogen_shared_memory.lifecycle.valid_at` as an SQL condition on the fact columns (``prefix``
+    names their table, ``mark`` is the driver's placeholder); its three parameters are the time, thrice."""
+    p = prefix
+    return (
+        f"{p}created_at <= {mark} AND ({p}status = 'active' OR ({p}status IN ('superseded', 'forgotten') "
+        f"AND {p}tombstone_at > {mark})) AND ({p}expires_at IS NULL OR {p}expires_at > {mark})"
+    )
+
+
 def compare_model(scope: ScopeRef, meta: Mapping[str, str], model: ModelInfo) -> None:
     """Raise EmbeddingModelMismatchError if a scope's recorded model (``meta``) is not ``model``."""
     stored, dim = meta.get("embedding_model"), meta.get("embedding_dim")

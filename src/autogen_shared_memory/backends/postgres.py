@@ -35,7 +35,16 @@ from ..model import (
     SharedMemoryError,
 )
 from ..records import TABLES, TableSpec, table_spec
-from .base import Backend, ModelInfo, StatusChange, compare_model, fact_from_row
+from .base import (
+    DRAFT_COLUMNS,
+    Backend,
+    ModelInfo,
+    StatusChange,
+    as_of_clause,
+    compare_model,
+    draft_values,
+    fact_from_row,
+)
 
 try:
     import psycopg
@@ -392,11 +401,8 @@ class PostgresBackend(Backend):
     def _filter_sql(filters: Filters, now: float) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
-        if filters.as_of is not None:  # lifecycle.valid_at in SQL
-            clauses.append(
-                "created_at <= %s AND (status = 'active' OR (status IN ('superseded', 'forgotten') "
-                "AND tombstone_at > %s)) AND (expires_at IS NULL OR expires_at > %s)"
-            )
+        if filters.as_of is not None:
+            clauses.append(as_of_clause("", "%s"))
             params.extend([filters.as_of] * 3)
         elif not filters.include_inactive:
             clauses.append("status = 'active' AND (expires_at IS NULL OR expires_at > %s)")
@@ -1009,29 +1015,11 @@ class _PgTx:
         return [(fid, float(cos)) for fid, cos in rows if cos >= floor]
 
     def insert(self, draft: Draft, j: int) -> None:
+        marks = ", ".join("%s::jsonb" if c in _JSON_COLUMNS else "%s" for c in DRAFT_COLUMNS)
         self.conn.execute(
-            "INSERT INTO asm_facts (scope_kind, owner, id, content, created_by, created_at, confidence, tags, "
-            "category, metadata, session_id, expires_at, supersedes, status, reinforcement, content_hash, version, "
-            "updated_at, embedding, stated_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s::jsonb, %s, %s, "
-            "%s::jsonb, 'active', 1, %s, 1, %s, %s::vector, %s::jsonb)",
-            (
-                *self.key,
-                draft.id,
-                draft.content,
-                draft.created_by,
-                draft.created_at,
-                draft.confidence,
-                json.dumps(list(draft.tags)),
-                draft.category,
-                json.dumps(draft.metadata),
-                draft.session_id,
-                draft.expires_at,
-                json.dumps(list(draft.supersedes)),
-                draft.content_hash,
-                self.now,
-                _vec(self.vectors[j]),
-                json.dumps([draft.created_by]),
-            ),
+            f"INSERT INTO asm_facts (scope_kind, owner, {', '.join(DRAFT_COLUMNS)}, status, reinforcement, version, "
+            f"updated_at, embedding) VALUES (%s, %s, {marks}, 'active', 1, 1, %s, %s::vector)",
+            (*self.key, *draft_values(draft), self.now, _vec(self.vectors[j])),
         )
         self.changed += 1
         self.n_delta += 1

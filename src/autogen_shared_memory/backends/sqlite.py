@@ -55,7 +55,16 @@ from ..model import (
 )
 from ..recall import fold, fts5_expression, stem
 from ..records import TABLES, TableSpec, table_spec
-from .base import Backend, ModelInfo, StatusChange, compare_model, fact_from_row
+from .base import (
+    DRAFT_COLUMNS,
+    Backend,
+    ModelInfo,
+    StatusChange,
+    as_of_clause,
+    compare_model,
+    draft_values,
+    fact_from_row,
+)
 
 SCHEMA_VERSION = 3
 
@@ -763,27 +772,9 @@ class _Tx:
     def insert(self, draft: Draft, j: int) -> None:
         vector = self.vectors[j]
         cur = self.conn.execute(
-            "INSERT INTO facts (id, content, created_by, created_at, confidence, tags, category, metadata, "
-            "session_id, expires_at, supersedes, status, reinforcement, content_hash, version, updated_at, "
-            "rev, embedding, stated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', 1, ?, 1, ?, ?, ?, ?)",
-            (
-                draft.id,
-                draft.content,
-                draft.created_by,
-                draft.created_at,
-                draft.confidence,
-                json.dumps(list(draft.tags)),
-                draft.category,
-                json.dumps(draft.metadata),
-                draft.session_id,
-                draft.expires_at,
-                json.dumps(list(draft.supersedes)),
-                draft.content_hash,
-                self.now,
-                self.rev,
-                np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
-                json.dumps([draft.created_by]),
-            ),
+            f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, status, reinforcement, version, updated_at, rev, "
+            f"embedding) VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 'active', 1, 1, ?, ?, ?)",
+            (*draft_values(draft), self.now, self.rev, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
         assert cur.lastrowid is not None
         self.index.append(cur.lastrowid, draft.id, vector, True, draft.expires_at)
@@ -1087,11 +1078,8 @@ class SQLiteBackend(Backend):
     def _filter_sql(self, filters: Filters, now: float) -> tuple[str, list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
-        if filters.as_of is not None:  # lifecycle.valid_at in SQL
-            clauses.append(
-                "f.created_at <= ? AND (f.status = 'active' OR (f.status IN ('superseded', 'forgotten') "
-                "AND f.tombstone_at > ?)) AND (f.expires_at IS NULL OR f.expires_at > ?)"
-            )
+        if filters.as_of is not None:
+            clauses.append(as_of_clause("f.", "?"))
             params.extend([filters.as_of] * 3)
         elif not filters.include_inactive:
             clauses.append("f.status = 'active' AND (f.expires_at IS NULL OR f.expires_at > ?)")
