@@ -80,11 +80,16 @@ def quality(store_cls: Any, embedder: LookupEmbedder, corpus: dict[str, Any], ro
     return out
 
 
+def stored_in_global(store: Any) -> int:
+    return sum(sum(st.counts.values()) for st in store.stats() if st.scope.kind == "global")
+
+
 def speed(store_cls: Any, embedder: LookupEmbedder, fill: list[str], fresh: list[str], root: Path) -> dict[str, float]:
     store = store_cls(root, embedder=embedder)
     store.remember_many(["warm-up"], "agent", agent_id="warm")
     for lo in range(0, len(fill), 2000):
         store.remember_many(fill[lo : lo + 2000], "global")
+    before = stored_in_global(store)
     t0 = time.perf_counter()
     for lo in range(0, len(fresh) - 100, 250):
         store.remember_many(fresh[lo : lo + 250 if lo + 250 <= len(fresh) - 100 else len(fresh) - 100], "global")
@@ -93,8 +98,9 @@ def speed(store_cls: Any, embedder: LookupEmbedder, fill: list[str], fresh: list
     for text in fresh[-100:]:
         store.remember(text, "global")
     single = 100 / (time.perf_counter() - t0)
+    stored = stored_in_global(store) - before
     store.close()
-    return {"remember_many_per_s": batched, "remember_per_s": single}
+    return {"remember_many_per_s": batched, "remember_per_s": single, "stored": stored}
 
 
 def worker(data: Path, out: Path) -> None:
@@ -182,7 +188,7 @@ def report(
     workloads = {name: (len(w["fill"]), len(w["fresh"])) for name, w in payload_workloads.items()}
     med = {
         side: {
-            name: {k: statistics.median(r["speed"][name][k] for r in rs) for k in rs[0]["speed"][name]}
+            name: {k: statistics.median(r["speed"][name][k] for r in rs) for k in rs[0]["speed"][name] if k != "stored"}
             for name in workloads
         }
         for side, rs in runs.items()
@@ -215,6 +221,10 @@ def report(
         f"{frac(base['duplicates_merged']['word_order'])} | {frac(cur['duplicates_merged']['word_order'])} |",
     ]
     for name, (fill, fresh) in workloads.items():
+        stored = [int(runs[side][0]["speed"][name]["stored"]) for side in ("baseline", "current")]
+        lines.append(
+            f"| facts stored of the {fresh:,} written, {name} | all distinct ones | {stored[0]:,} | {stored[1]:,} |"
+        )
         for key, label in (
             ("remember_many_per_s", "`remember_many` facts/s"),
             ("remember_per_s", "`remember` calls/s"),

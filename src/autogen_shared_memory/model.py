@@ -7,6 +7,7 @@ other backend speak the same language and the store's logic (policy, fusion, cap
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -14,6 +15,7 @@ import secrets
 import threading
 import time
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -186,22 +188,61 @@ def require_utf8(value: str, what: str) -> str:
     return value
 
 
-def validate_confidence(value: object) -> float:
+def finite_number(value: object, what: str) -> float:
+    """``value`` as a finite float: a TypeError for a non-number (bools included), a ValueError naming
+    ``what`` for NaN, infinities and integers too large for a float (``10**400``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"confidence must be a number in [0, 1], got {type(value).__name__}")
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"confidence must be in [0, 1], got {value!r}")
-    return float(value)
+        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ValueError(f"{what} is too large: {str(value)[:20]}...") from None
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a finite number, got {value!r}")
+    return number
+
+
+def validate_confidence(value: object, what: str = "confidence") -> float:
+    number = finite_number(value, what)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{what} must be in [0, 1], got {value!r}")
+    return number
+
+
+MAX_TTL_DAYS = 36_525.0  # a century: beyond it, leave ttl_days out (no expiry)
 
 
 def expiry_from_ttl(ttl_days: object, now: float) -> float | None:
     if ttl_days is None:
         return None
-    if isinstance(ttl_days, bool) or not isinstance(ttl_days, (int, float)):
-        raise TypeError(f"ttl_days must be a number of days or None, got {type(ttl_days).__name__}")
-    if math.isnan(ttl_days) or math.isinf(ttl_days) or ttl_days <= 0:
-        raise ValueError(f"ttl_days must be a positive, finite number of days, got {ttl_days!r}")
-    return now + float(ttl_days) * 86400.0
+    days = finite_number(ttl_days, "ttl_days")
+    if not 0 < days <= MAX_TTL_DAYS:
+        raise ValueError(f"ttl_days must be a number of days in (0, {MAX_TTL_DAYS:g}], got {ttl_days!r}")
+    return now + days * 86400.0
+
+
+MAX_TAGS = 32
+MAX_LABEL_CHARS = 64  # a tag or a category
+MAX_SESSION_ID_CHARS = 128
+MAX_METADATA_BYTES = 64 * 1024
+MAX_METADATA_DEPTH = 16
+
+
+def _layout_char(ch: str) -> bool:
+    """Control, format and line or paragraph separator characters: they fake layout in a capsule."""
+    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+
+
+def validate_label(value: object, what: str) -> str:
+    """A tag or category: a non-blank string of at most 64 characters, valid Unicode, on one line."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    if not value.strip() or len(value) > MAX_LABEL_CHARS:
+        raise ValueError(f"{what} must be a non-blank string of at most {MAX_LABEL_CHARS} characters, got {value!r}")
+    require_utf8(value, what)
+    if any(_layout_char(ch) for ch in value):
+        raise ValueError(f"{what} {value!r} contains a control, format or line-break character; not allowed")
+    return value
 
 
 def validate_tags(tags: object) -> tuple[str, ...]:
@@ -209,13 +250,69 @@ def validate_tags(tags: object) -> tuple[str, ...]:
         return ()
     if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):
         raise TypeError("tags must be a list of strings")
-    out: list[str] = []
-    for tag in tags:
-        if not isinstance(tag, str) or not tag.strip() or len(tag) > 64 or _CONTROL.search(tag):
-            raise ValueError(f"each tag must be a non-blank string of at most 64 characters, got {tag!r}")
-        if tag not in out:
-            out.append(tag)
-    return tuple(out)
+    if len(tags) > MAX_TAGS:
+        raise ValueError(f"{len(tags)} tags; the limit is {MAX_TAGS}")
+    return tuple(dict.fromkeys(validate_label(tag, "each tag") for tag in tags))
+
+
+def validate_session_id(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"session_id must be a string, got {type(value).__name__}")
+    if not value or len(value) > MAX_SESSION_ID_CHARS:
+        raise ValueError(f"session_id must be 1 to {MAX_SESSION_ID_CHARS} characters, got {len(value)}")
+    require_utf8(value, "session_id")
+    if any(_layout_char(ch) for ch in value):
+        raise ValueError("session_id contains a control, format or line-break character; not allowed")
+    return value
+
+
+def validate_reason(value: object) -> str | None:
+    """A forget reason: free text of at most 1000 characters, valid Unicode, without NUL."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 1000:
+        raise ValueError("reason must be a string of at most 1000 characters")
+    require_utf8(value, "reason")
+    if "\x00" in value:
+        raise ValueError("reason contains a NUL character; not allowed")
+    return value
+
+
+def validate_metadata(value: object) -> dict[str, Any]:
+    """Metadata: a JSON object of at most 64 KiB and 16 levels, string keys, finite numbers, valid Unicode
+    without NUL (what both SQLite's JSON and PostgreSQL's jsonb store alike)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"metadata must be a mapping, got {type(value).__name__}")
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:  # iterative: a deeply nested value cannot exhaust the Python stack
+        item, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"metadata keys must be strings, got {type(key).__name__}")
+                stack += [(key, depth), (inner, depth + 1)]
+        elif isinstance(item, (list, tuple)):
+            stack += [(inner, depth + 1) for inner in item]
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("metadata contains a NUL character; not allowed")
+            require_utf8(item, "metadata")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"metadata holds {item!r}; only finite numbers are allowed")
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 2**63:
+            raise ValueError("metadata holds an integer beyond 64 bits")
+        elif item is not None and not isinstance(item, (bool, int, float)):
+            raise TypeError(f"metadata must hold JSON values only, got {type(item).__name__}")
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
+    return dict(value)
 
 
 @dataclass(frozen=True)

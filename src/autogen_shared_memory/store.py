@@ -34,6 +34,7 @@ from .embedding import Embedder, SentenceTransformerEmbedder
 from .lifecycle import content_hash
 from .model import (
     DEFAULT_MAX_FACT_BYTES,
+    MAX_TAGS,
     SCOPE_KINDS,
     AuditEvent,
     Draft,
@@ -41,17 +42,23 @@ from .model import (
     FactNotFoundError,
     Filters,
     Hit,
+    MemoryAccessDenied,
     Receipt,
     ScopeKind,
     ScopeName,
     ScopeRef,
     ScopeStats,
     expiry_from_ttl,
+    finite_number,
     kind_of_fact_id,
     new_fact_id,
     validate_confidence,
     validate_content,
+    validate_label,
+    validate_metadata,
     validate_owner_id,
+    validate_reason,
+    validate_session_id,
     validate_tags,
 )
 from .policy import PRIVATE_KEY, AccessPolicy
@@ -77,6 +84,7 @@ ENV_ROOT = "AUTOGEN_SHARED_MEMORY_DIR"
 ENV_DSN = "AUTOGEN_SHARED_MEMORY_DSN"
 DEFAULT_ROOT = Path("~/.autogen/shared_memory")
 MAX_QUERY_CHARS = 4096
+MAX_SUPERSEDES = 32
 _FACT_FIELDS = {
     "content",
     "fact",
@@ -138,9 +146,9 @@ def _timestamp(value: float | datetime | None, what: str) -> float | None:
         return None
     if isinstance(value, datetime):
         return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be a datetime or a UNIX timestamp")
-    return float(value)
+    return finite_number(value, what)
 
 
 def _positive_int(value: object, what: str, maximum: int) -> int:
@@ -389,17 +397,18 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         kind = spec.get("scope")
         if kind not in SCOPE_KINDS:
             raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {kind!r}")
-        metadata = spec.get("metadata") or {}
-        if not isinstance(metadata, Mapping):
-            raise TypeError("metadata must be a mapping")
+        metadata = validate_metadata(spec.get("metadata"))
         category = spec.get("category")
-        if category is not None and (not isinstance(category, str) or not category.strip() or len(category) > 64):
-            raise ValueError(f"category must be a non-blank string of at most 64 characters, got {category!r}")
-        supersedes = tuple(spec.get("supersedes") or ())
+        if category is not None:
+            validate_label(category, "category")
+        raw = spec.get("supersedes") or ()
+        if isinstance(raw, str) or not isinstance(raw, (list, tuple)) or len(raw) > MAX_SUPERSEDES:
+            raise ValueError(f"supersedes must be a list of at most {MAX_SUPERSEDES} fact ids")
+        supersedes = tuple(dict.fromkeys(raw))
         for old in supersedes:
             if kind_of_fact_id(old) != kind:
                 raise ValueError(f"a {kind} fact can only supersede facts of the same scope, not {old!r}")
-        session_id = spec.get("session_id") or self.session_id
+        session_id = validate_session_id(spec.get("session_id")) or self.session_id
         return kind, Draft(
             id=new_fact_id(kind),
             content=content,
@@ -408,12 +417,42 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             confidence=validate_confidence(spec.get("confidence", 1.0)),
             tags=validate_tags(spec.get("tags")),
             category=category,
-            metadata=dict(metadata),
-            session_id=str(session_id),
+            metadata=metadata,
+            session_id=session_id,
             expires_at=expiry_from_ttl(spec.get("ttl_days"), now),
             supersedes=supersedes,
             content_hash=content_hash(content),
         )
+
+    def _agent(self, agent_id: str | None) -> str | None:
+        """Validate a caller's agent id; the operator's id is not an agent's (its facts read "by system")."""
+        if agent_id is None:
+            return None
+        validate_owner_id(agent_id, "agent_id")
+        if agent_id == self.operator_id:
+            raise ValueError(
+                f"agent_id {agent_id!r} is this store's operator_id: agents may not act as the operator "
+                "(call without agent_id for trusted code, or give the store another operator_id)"
+            )
+        return agent_id
+
+    def _check_supersedes(self, refs: Sequence[ScopeRef], drafts: Sequence[Draft]) -> None:
+        """Every fact a batch supersedes exists, is active and is superseded once: checked for the whole batch
+        before anything is embedded or written (a concurrent writer can still close one first: then that
+        scope's transaction fails whole, and scopes written before it stay written)."""
+        wanted: dict[ScopeRef, list[str]] = {}
+        for ref, draft in zip(refs, drafts, strict=True):
+            for old in draft.supersedes:
+                if old in wanted.get(ref, []):
+                    raise ValueError(f"{old!r} is superseded twice in one batch")
+                wanted.setdefault(ref, []).append(old)
+        for ref, ids in wanted.items():
+            found = {f.id: f for f in self.backend.get(ref, ids)}
+            for old in ids:
+                if old not in found:
+                    raise FactNotFoundError(f"cannot supersede {old!r}: no such fact in {ref}")
+                if found[old].status != "active":
+                    raise ValueError(f"cannot supersede {old!r}: it is already {found[old].status}")
 
     # ------------------------------------------------------------------ writing
     def remember(
@@ -474,8 +513,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         unknown = set(defaults) - _FACT_FIELDS
         if unknown:
             raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
-        if agent_id is not None:
-            validate_owner_id(agent_id, "agent_id")
+        self._agent(agent_id)
         now = time.time()
         base = {"scope": scope, **defaults}
         planned = [self._draft(item, base, agent_id, now) for item in facts]
@@ -485,6 +523,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             self.backend.check_model(ref, self.model)
         if not planned:
             return []
+        self._check_supersedes(refs, [draft for _, draft in planned])
         vectors = self.embedder.embed([d.content for _, d in planned])  # no lock held while embedding
         receipts: list[Receipt | None] = [None] * len(planned)
         for ref in dict.fromkeys(refs):
@@ -510,9 +549,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         group_id: str | None = None,
     ) -> Fact:
         """Tombstone a fact (soft delete): search stops returning it, its row and audit trail stay."""
-        if reason is not None and (not isinstance(reason, str) or len(reason) > 1000):
-            raise ValueError("reason must be a string of at most 1000 characters")
-        fact = self._locate(fact_id, agent_id, group_id)
+        validate_reason(reason)
+        fact = self._readable(fact_id, self._agent(agent_id), group_id)
         self.policy.check_write(agent_id, fact.scope, "forget facts in")
         actor = agent_id if agent_id is not None else self.operator_id
         return self.backend.set_status(fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason))
@@ -592,16 +630,23 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                     return found[0]
         raise FactNotFoundError(f"no fact with id {fact_id!r}")
 
+    def _readable(self, fact_id: str, agent_id: str | None, group_id: str | None) -> Fact:
+        """The fact, if the caller may read its scope; a fact it may not read is answered exactly as one that
+        does not exist (no oracle for other agents' private ids)."""
+        fact = self._locate(fact_id, agent_id, group_id)
+        try:
+            self.policy.check_read(agent_id, fact.scope)
+        except MemoryAccessDenied:
+            raise FactNotFoundError(f"no fact with id {fact_id!r}") from None
+        return fact
+
     def get(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> Fact:
         """One fact by id, with its provenance and lifecycle state (any status)."""
-        fact = self._locate(fact_id, agent_id, group_id)
-        self.policy.check_read(agent_id, fact.scope)
-        return fact
+        return self._readable(fact_id, self._agent(agent_id), group_id)
 
     def history(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> list[AuditEvent]:
         """The audit trail of a fact and of its whole supersede chain, oldest first."""
-        fact = self._locate(fact_id, agent_id, group_id)
-        self.policy.check_read(agent_id, fact.scope)
+        fact = self._readable(fact_id, self._agent(agent_id), group_id)
         chain: dict[str, Fact | None] = {}
         todo: list[str] = [fact_id]
         while todo:
@@ -658,13 +703,15 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         refs = self._search_scopes(scope, agent_id, group_id, other_agent)
         if isinstance(created_by, str):
             created_by = [created_by]
+        if created_by is not None and (not isinstance(created_by, (list, tuple)) or len(created_by) > MAX_TAGS):
+            raise ValueError(f"created_by must be an agent id or a list of at most {MAX_TAGS} of them")
         filters = Filters(
             tags=validate_tags(tags),
-            created_by=tuple(created_by or ()),
-            category=category,
+            created_by=tuple(validate_owner_id(a, "created_by") for a in created_by or ()),
+            category=None if category is None else validate_label(category, "category"),
             since=_timestamp(since, "since"),
             until=_timestamp(until, "until"),
-            min_confidence=None if min_confidence is None else validate_confidence(min_confidence),
+            min_confidence=None if min_confidence is None else validate_confidence(min_confidence, "min_confidence"),
             include_inactive=bool(include_inactive),
             as_of=_timestamp(as_of, "as_of"),
         )
@@ -748,8 +795,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     def _search_scopes(
         self, scope: ScopeName, agent_id: str | None, group_id: str | None, other_agent: str | None
     ) -> list[ScopeRef]:
-        if agent_id is not None:
-            validate_owner_id(agent_id, "agent_id")
+        self._agent(agent_id)
         if scope == "all":
             refs = [ScopeRef("agent", agent_id)] if agent_id is not None else []
             if group_id is not None:
