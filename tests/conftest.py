@@ -20,6 +20,7 @@ from autogen_shared_memory.testing import HashEmbedder
 # Modules whose tests are the backend contract: each of their tests runs on every backend.
 CONTRACT_MODULES = {
     "test_lifecycle",
+    "test_hostile",
     "test_store",
     "test_policy",
     "test_recall",

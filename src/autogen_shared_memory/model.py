@@ -203,7 +203,10 @@ def finite_number(value: object, what: str) -> float:
 
 
 def validate_confidence(value: object, what: str = "confidence") -> float:
-    number = finite_number(value, what)
+    try:
+        number = finite_number(value, what)
+    except ValueError:
+        raise ValueError(f"{what} must be in [0, 1], got {str(value)[:20]}") from None
     if not 0.0 <= number <= 1.0:
         raise ValueError(f"{what} must be in [0, 1], got {value!r}")
     return number
@@ -217,7 +220,7 @@ def expiry_from_ttl(ttl_days: object, now: float) -> float | None:
         return None
     days = finite_number(ttl_days, "ttl_days")
     if not 0 < days <= MAX_TTL_DAYS:
-        raise ValueError(f"ttl_days must be a number of days in (0, {MAX_TTL_DAYS:g}], got {ttl_days!r}")
+        raise ValueError(f"ttl_days must be a positive number of days, at most {MAX_TTL_DAYS:g}, got {ttl_days!r}")
     return now + days * 86400.0
 
 

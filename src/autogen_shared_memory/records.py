@@ -15,6 +15,20 @@ from typing import Any
 MAX_RECORD_BYTES = 256 * 1024
 
 
+def storable_text(text: str) -> str:
+    """A record's text as every backend can store it: a lone surrogate (half of an emoji cut off in a
+    model's JSON) becomes a ``\\udxxx`` escape and NUL a ``\\x00`` escape. Records are logs of what was
+    said: kept, with the bytes that cannot be stored shown, rather than refused (one bad argument must not
+    cost a tool call its record)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def record_id(prefix: str) -> str:
     return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(4)}"
 

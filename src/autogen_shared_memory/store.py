@@ -63,7 +63,7 @@ from .model import (
 )
 from .policy import PRIVATE_KEY, AccessPolicy
 from .recall import query_terms, rrf
-from .records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from .records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
 
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool
@@ -828,7 +828,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             if not isinstance(record, (ConversationRecord, ToolCallRecord)):
                 raise TypeError(f"not a record: {type(record).__name__}")
             ref = ScopeRef("agent", record.agent_id)
-            groups.setdefault((ref, record.table), []).append(record.to_row())
+            row = {k: storable_text(v) if isinstance(v, str) else v for k, v in record.to_row().items()}
+            groups.setdefault((ref, record.table), []).append(row)
         for (ref, table), rows in groups.items():
             self.backend.append_records(ref, table, rows)
 

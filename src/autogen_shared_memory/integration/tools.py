@@ -8,6 +8,7 @@ raising. The tools are AutoGen components, so an agent or team that holds them d
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import abstractmethod
 from typing import Any, Literal
@@ -19,6 +20,8 @@ from typing_extensions import Self
 
 from ..model import FactNotFoundError, MemoryAccessDenied, validate_owner_id
 from ..store import SharedMemoryStore
+
+logger = logging.getLogger("autogen_shared_memory")
 
 SEARCH, REMEMBER, FORGET = "memory_search", "memory_remember", "memory_forget"
 TOOL_NAMES = (SEARCH, REMEMBER, FORGET)
@@ -112,15 +115,18 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
             text = f"ERROR: {exc}. Nothing was changed."
         if self.record_calls:
             failed = text.startswith(FAILURE_PREFIXES)
-            await self.store.alog_tool_call(
-                self.agent_id,
-                self.name,
-                args.model_dump(mode="json"),
-                text,
-                success=not failed,
-                duration_ms=(time.perf_counter() - started) * 1000.0,
-                error=text if failed else None,
-            )
+            try:
+                await self.store.alog_tool_call(
+                    self.agent_id,
+                    self.name,
+                    args.model_dump(mode="json"),
+                    text,
+                    success=not failed,
+                    duration_ms=(time.perf_counter() - started) * 1000.0,
+                    error=text if failed else None,
+                )
+            except Exception:  # the call's answer stands; a record that cannot be written is logged
+                logger.exception("could not record a %s call of %s", self.name, self.agent_id)
         return text
 
     @abstractmethod
