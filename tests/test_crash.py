@@ -120,3 +120,15 @@ def test_kill_9_during_the_schema_3_migration_leaves_the_file_as_it_was(tmp_path
             assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 20000
     reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     assert reopened.stats()[0].counts["active"] == 20000 and reopened.stats()[0].schema_version == SCHEMA_VERSION
+
+
+@pytest.mark.sqlite_only
+def test_half_built_files_of_a_killed_process_are_removed(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that no longer runs
+    stale = [tmp_path / f".global.db.{dead.pid}.123.tmp{suffix}" for suffix in ("", "-wal", "-shm")]
+    live = tmp_path / f".global.db.{os.getpid()}.456.tmp"
+    for leftover in [*stale, live]:
+        leftover.write_bytes(b"half")
+    SharedMemoryStore(tmp_path, embedder=HashEmbedder()).remember("first fact", "global")
+    assert not any(p.exists() for p in stale) and live.exists()

@@ -895,6 +895,7 @@ class SQLiteBackend(Backend):
         """Build a new scope file under a temporary name (WAL on, schema in place), then publish it with
         an atomic hard link: concurrent processes never see (or race to initialise) a half-made file."""
         self.root.mkdir(parents=True, exist_ok=True)
+        _remove_stale_builds(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             conn = sqlite3.connect(tmp, isolation_level=None)
@@ -1725,6 +1726,19 @@ class SQLiteBackend(Backend):
                     conn.close()
             self._all_conns.clear()
             self._indexes.clear()
+
+
+def _remove_stale_builds(path: Path) -> None:
+    """Delete the half-built files (``.<name>.<pid>.<thread>.tmp`` and its ``-wal``/``-shm``) that a process
+    killed while creating ``path`` left behind; a build of a live process is left alone."""
+    for leftover in path.parent.glob(f".{path.name}.*.tmp*"):
+        try:
+            pid = int(leftover.name[len(path.name) + 2 :].split(".")[0])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            leftover.unlink(missing_ok=True)
+        except (ValueError, PermissionError, OSError):
+            continue  # not ours to judge (another user's process, an odd name)
 
 
 def _q(name: str) -> str:

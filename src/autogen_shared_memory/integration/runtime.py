@@ -237,16 +237,18 @@ class MemoryRecorder(DefaultInterventionHandler):
             if any(r is None for r in batch):
                 return
 
-    def flush(self, timeout: float = 30.0) -> None:
-        """Block until every record observed so far is written (for tests and shutdown)."""
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Block until every record observed so far is written (for tests and shutdown); False if some were
+        still pending when ``timeout`` ran out."""
         deadline = time.monotonic() + timeout
         while self._queue.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.005)
+        return not self._queue.unfinished_tasks
 
-    async def aflush(self, timeout: float = 30.0) -> None:
+    async def aflush(self, timeout: float = 30.0) -> bool:
         import asyncio
 
-        await asyncio.to_thread(self.flush, timeout)
+        return await asyncio.to_thread(self.flush, timeout)
 
     def close(self) -> None:
         """Write what is pending and stop the writer thread."""
