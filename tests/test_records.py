@@ -474,7 +474,7 @@ async def test_automatic_recording_through_a_team_run(store: SharedMemoryStore) 
     runtime.start()
     await team.run(task="write the draft")
     await runtime.stop_when_idle()
-    await recorder.aflush()
+    assert await recorder.aflush()  # True: nothing left pending
     me = store.for_agent("writer", "crew")
     info = me.get_agent("writer")
     assert info.description == "Writes drafts" and info.status == "active" and info.last_active_at is not None
