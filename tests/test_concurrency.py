@@ -153,3 +153,17 @@ def test_a_store_without_torch_embedder_never_imports_torch(tmp_path: Path) -> N
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_open_files_stay_bounded_when_a_lookup_visits_every_scope(tmp_path: Path) -> None:
+    from autogen_shared_memory import FactNotFoundError
+
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    for g in range(150):
+        store.remember(f"fact of group {g}", "group", group_id=f"g{g}")
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(FactNotFoundError):
+        store.get("g_0000000000000000beef")  # an invented id: every group file is looked at
+    opened = len(os.listdir("/proc/self/fd")) - before
+    assert opened <= 3 * store.backend.MAX_OPEN_SCOPES  # type: ignore[attr-defined]
+    assert store.search("fact of group 7", "group", group_id="g7")[0].content == "fact of group 7"

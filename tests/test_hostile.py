@@ -206,7 +206,7 @@ def test_tool_calls_never_raise_whatever_the_model_sends(
                 "ttl_days": ttl_days,
                 "supersedes": supersedes,
             },
-        ),  # fmt: skip
+        ),
         (search, {"query": query, "scope": scope, "top_k": top_k}),
         (forget, {"fact_id": fact_id, "reason": reason}),
     ]

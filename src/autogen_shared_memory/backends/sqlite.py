@@ -814,6 +814,10 @@ class _Tx:
 class SQLiteBackend(Backend):
     """Facts in SQLite files under ``root``; safe for many threads and processes at once."""
 
+    # Connections (two file handles each, with the WAL) kept open per thread: a deployment with hundreds of
+    # group files, or a lookup of an invented id that visits every file, must not exhaust file descriptors.
+    MAX_OPEN_SCOPES = 64
+
     def __init__(
         self,
         root: str | os.PathLike[str],
@@ -876,8 +880,9 @@ class SQLiteBackend(Backend):
         if self._closed:
             raise RuntimeError("the memory store is closed")
         conns = self._conns()
-        conn = conns.get(scope)
+        conn = conns.pop(scope, None)
         if conn is not None:
+            conns[scope] = conn  # most recently used last
             return conn
         path = self.path_of(scope)
         if not path.exists():
@@ -889,6 +894,12 @@ class SQLiteBackend(Backend):
         conns[scope] = conn
         with self._lock:
             self._all_conns.append(conn)
+        while len(conns) > self.MAX_OPEN_SCOPES:  # bound this thread's file handles: close the least used
+            _, idle = next(iter(conns.items()))
+            del conns[next(iter(conns))]
+            with self._lock:
+                self._all_conns.remove(idle)
+            idle.close()  # SQLite keeps its locks on a file while another connection of ours has it open
         return conn
 
     def _create_file(self, path: Path, scope: ScopeRef) -> None:
