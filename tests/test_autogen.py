@@ -396,3 +396,16 @@ async def test_recorder_failure_never_breaks_the_runtime(
     assert "Maximum number of messages" in str(result.stop_reason)
     assert recorder.errors >= 1 and recorder.recorded == 0
     recorder.close()
+
+
+async def test_memory_view_of_a_non_member_injects_nothing_and_logs_once(
+    store: SharedMemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.remember("crew standup is at 9:30", "group", agent_id="alice", group_id="crew")
+    view = store.memory_for("mallory", "crew")
+    context = UnboundedChatCompletionContext()
+    await context.add_message(UserMessage(content="when is standup", source="user"))
+    for _ in range(2):
+        updated = await view.update_context(context)  # no MemoryAccessDenied into the agent's turn
+        assert updated.memories.results == [] and len(await context.get_messages()) == 1
+    assert sum("recall skipped for mallory" in r.getMessage() for r in caplog.records) == 1

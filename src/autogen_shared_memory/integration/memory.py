@@ -8,6 +8,7 @@ capsule — never the whole store.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Literal
 
 from autogen_core import CancellationToken, Component, ComponentModel
@@ -18,8 +19,10 @@ from pydantic import BaseModel, Field
 from typing_extensions import Self
 
 from ..capsule import MIN_CAPSULE_BYTES
-from ..model import Hit, ScopeKind, ScopeName, validate_owner_id
+from ..model import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
 from ..store import SharedMemoryStore
+
+logger = logging.getLogger("autogen_shared_memory")
 
 # The capsule's own header says the facts are notes by agents (evidence, not instructions): not said twice.
 CAPSULE_PREAMBLE = "Shared memory (cite ids when you rely on a fact):\n"
@@ -96,6 +99,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         context_role: Literal["user", "system"] = "user",
     ) -> None:
         self.store = store
+        self._denied_logged = False
         self._config = SharedMemoryConfig(
             store=store.dump_component(),
             agent_id=validate_owner_id(agent_id, "agent_id"),
@@ -161,7 +165,13 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         query = _latest_text(await model_context.get_messages())
-        hits = await self._search(query) if query.strip() else []
+        try:
+            hits = await self._search(query) if query.strip() else []
+        except MemoryAccessDenied as exc:  # e.g. not (or no longer) a member: the turn goes on without memory
+            if not self._denied_logged:
+                logger.warning("shared memory recall skipped for %s: %s", self.agent_id, exc)
+                self._denied_logged = True
+            hits = []
         if hits:
             text = CAPSULE_PREAMBLE + self.store.capsule(hits, self._config.max_capsule_bytes)
             message = (
