@@ -218,3 +218,21 @@ def test_tool_calls_never_raise_whatever_the_model_sends(
             continue
         assert isinstance(text, str) and text.encode("utf-8")
         assert text.startswith(("created", "reinforced", "[memory", "forgot", "ERROR:", "DENIED")), text
+
+
+def test_a_write_budget_bounds_how_fast_an_agent_fills_a_scope(make_store: StoreFactory) -> None:
+    s = make_store(write_budget=5, global_writers=["*"])
+    s.add_group_member("crew", "alice")
+    s.remember_many([f"note {i}" for i in range(4)], "group", agent_id="alice", group_id="crew")
+    before = everything(s)
+    with pytest.raises(MemoryAccessDenied, match="write budget is 5"):
+        s.remember_many(["note 4", "note 5"], "group", agent_id="alice", group_id="crew")
+    assert everything(s) == before  # all or nothing
+    s.remember("note 4", "group", agent_id="alice", group_id="crew")
+    with pytest.raises(MemoryAccessDenied, match="write budget"):
+        s.remember("one more", "group", agent_id="alice", group_id="crew")
+    s.remember("alice's own scope has its own budget", "agent", agent_id="alice")
+    s.remember("trusted code is not limited", "group", group_id="crew")
+    _, remember, _ = memory_tools(s, "alice", "crew")
+    text = asyncio.run(remember.run_json({"fact": "flood", "scope": "group"}, CancellationToken()))
+    assert text.startswith("DENIED") and "write budget" in text

@@ -178,6 +178,7 @@ class SharedMemoryStoreConfig(BaseModel):
     max_fact_bytes: int = DEFAULT_MAX_FACT_BYTES
     operator_id: str = "system"
     vector_index: VectorIndexKind = "exact"
+    write_budget: int | None = None
 
 
 # Stores loaded from equal configs in one process are one instance: tools, memories and agents loaded
@@ -219,6 +220,9 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             each other credit.
         max_fact_bytes: the largest fact accepted, in UTF-8 bytes.
         operator_id: the ``created_by`` recorded for writes by trusted code.
+        write_budget: at most this many facts an agent may write into one scope in 24 hours (None: no
+            limit). Bounds how fast one agent (or a prompt injected into it) can flood a shared scope;
+            trusted code is not limited.
         vector_index: ``"exact"`` (default) scans every vector of a scope; ``"hnsw"`` answers the semantic
             leg of scopes with 20,000+ facts from an HNSW graph (the ``[ann]`` extra): ~1 ms instead of a scan
             that grows with the scope, at a measured recall cost (docs/benchmarks.md). SQLite files only;
@@ -249,6 +253,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         max_fact_bytes: int = DEFAULT_MAX_FACT_BYTES,
         operator_id: str = "system",
         vector_index: VectorIndexKind = "exact",
+        write_budget: int | None = None,
     ) -> None:
         if not near_duplicate_threshold > 0.0 or math.isnan(near_duplicate_threshold):
             raise ValueError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
@@ -293,6 +298,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self.context_weights = context_weights
         self.max_fact_bytes = _positive_int(max_fact_bytes, "max_fact_bytes", 16 * 1024 * 1024)
         self.operator_id = validate_owner_id(operator_id, "operator_id")
+        self.write_budget = None if write_budget is None else _positive_int(write_budget, "write_budget", 10**9)
         self.session_id = uuid.uuid4().hex
         self._model: ModelInfo | None = None
         self._closed = False
@@ -313,6 +319,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             max_fact_bytes=self.max_fact_bytes,
             operator_id=self.operator_id,
             vector_index=vector_index,
+            write_budget=self.write_budget,
         )
         if self._config.embedder is not None:  # loading this config in this process reuses this instance
             with _LOADED_LOCK:
@@ -355,6 +362,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 max_fact_bytes=config.max_fact_bytes,
                 operator_id=config.operator_id,
                 vector_index=config.vector_index,
+                write_budget=config.write_budget,
             )
             _LOADED[key] = store
             return store
@@ -435,6 +443,18 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 "(call without agent_id for trusted code, or give the store another operator_id)"
             )
         return agent_id
+
+    def _check_budget(self, agent_id: str | None, ref: ScopeRef, adding: int, now: float) -> None:
+        """Refuse a batch that would take an agent past ``write_budget`` facts in one scope in 24 hours."""
+        if self.write_budget is None or agent_id is None:
+            return
+        recent = Filters(created_by=(agent_id,), since=now - 86400.0, include_inactive=True)
+        written = len(self.backend.select_ids(ref, recent, self.write_budget + 1))
+        if written + adding > self.write_budget:
+            raise MemoryAccessDenied(
+                f"agent {agent_id!r} has written {written} facts to {ref} in the last 24 hours; its write budget "
+                f"is {self.write_budget} (write_budget): nothing was written"
+            )
 
     def _check_supersedes(self, refs: Sequence[ScopeRef], drafts: Sequence[Draft]) -> None:
         """Every fact a batch supersedes exists, is active and is superseded once: checked for the whole batch
@@ -520,6 +540,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         refs = [self.scope_ref(kind, agent_id=agent_id, group_id=group_id) for kind, _ in planned]
         for ref in dict.fromkeys(refs):
             self.policy.check_write(agent_id, ref)
+            self._check_budget(agent_id, ref, refs.count(ref), now)
             self.backend.check_model(ref, self.model)
         if not planned:
             return []
