@@ -302,6 +302,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self.session_id = uuid.uuid4().hex
         self._model: ModelInfo | None = None
         self._closed = False
+        self._recorders: weakref.WeakSet[MemoryRecorder] = weakref.WeakSet()
         self._config = SharedMemoryStoreConfig(
             root=str(self.root) if dsn is None else None,
             dsn=dsn,
@@ -914,6 +915,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self, agent_id: str, *, session_id: str | None = None, query: str | None = None, limit: int = 100
     ) -> list[ConversationRecord]:
         """An agent's recorded messages: newest first, or ranked by full-text match of ``query``."""
+        self._settle_records()
         where = {"session_id": session_id} if session_id else {}
         terms = query_terms(query) if query else []
         if query is not None and not terms:
@@ -927,8 +929,14 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         )
         return [ConversationRecord.from_row(r) for r in rows]
 
+    def _settle_records(self, timeout: float = 10.0) -> None:
+        """Let this process's recorders write what they observed, so a read sees every record made before it."""
+        for recorder in list(self._recorders):
+            recorder.flush(timeout)
+
     def tool_history(self, agent_id: str, *, tool_name: str | None = None, limit: int = 50) -> list[ToolCallRecord]:
         """An agent's recorded tool calls, newest first."""
+        self._settle_records()
         where = {"tool_name": tool_name} if tool_name else {}
         rows = self.backend.read_records(
             ScopeRef("agent", agent_id), "tool_calls", where, limit=_positive_int(limit, "limit", 100_000)
@@ -1045,9 +1053,16 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self, agent_id: str, group_id: str | None = None, *, record_calls: bool = True
     ) -> list[BaseTool[BaseModel, BaseModel]]:
         """``memory_search``, ``memory_remember`` and ``memory_forget`` bound to one agent (and group),
-        for a core-API tool-calling loop; each call is logged in the agent's tool history."""
+        for a core-API tool-calling loop; each call is logged in the agent's tool history.
+
+        Binding an agent to a group enrols it as a member, as ``attach`` does for a team's agents: tools
+        handed out for a group would otherwise deny every group call at run time (this is trusted code
+        choosing the agent's team; a model never reaches it)."""
         from .integration.tools import memory_tools
 
+        self._agent(agent_id)
+        if group_id is not None:
+            self.add_group_member(group_id, agent_id)
         return list(memory_tools(self, agent_id, group_id, record_calls=record_calls))
 
     def memory_for(self, agent_id: str, group_id: str | None = None, **options: Any) -> SharedMemory:
@@ -1061,7 +1076,9 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         records every agent's messages and tool calls (writes happen in a background thread)."""
         from .integration.runtime import MemoryRecorder
 
-        return MemoryRecorder(self, session_id=session_id)
+        recorder = MemoryRecorder(self, session_id=session_id)
+        self._recorders.add(recorder)
+        return recorder
 
     def register(self, runtime: Any, *, session_id: str | None = None) -> MemoryRecorder:
         """Add the recording handler to an existing runtime (one that was built without it)."""

@@ -241,7 +241,9 @@ class MemoryRecorder(DefaultInterventionHandler):
         """Block until every record observed so far is written (for tests and shutdown); False if some were
         still pending when ``timeout`` ran out."""
         deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+        if threading.get_ident() == self._thread.ident:  # the writer itself: waiting would never end
+            return not self._queue.unfinished_tasks
+        while self._queue.unfinished_tasks and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.005)
         return not self._queue.unfinished_tasks
 
