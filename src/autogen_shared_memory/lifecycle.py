@@ -190,6 +190,9 @@ def write(
     for j, draft in enumerate(drafts):
         if draft.id in done:
             receipts.append(Receipt(draft.id, scope, "created"))
+        elif draft.status == "pending":  # held for review: stored as said, merged into nothing, recalled by no one
+            _insert(tx, draft, j)
+            receipts.append(Receipt(draft.id, scope, "held"))
         elif draft.supersedes:
             receipts.append(_correct(tx, scope, draft, j))
         else:
@@ -278,11 +281,18 @@ def _correct(tx: WriteTx, scope: ScopeRef, draft: Draft, j: int) -> Receipt:
 def set_status(
     tx: WriteTx, scope: ScopeRef, fact_id: str, status: Status, actor: str, at: float, reason: str | None
 ) -> None:
-    """Tombstone a fact (``forgotten``); a no-op when it already has that status."""
+    """Tombstone a fact (``forgotten``), or approve a fact held for review (``pending`` to ``active``); a
+    no-op when it already has that status."""
     found = tx.get([fact_id])
     if not found:
         raise FactNotFoundError(f"no fact {fact_id!r} in {scope}")
     if found[0].status == status:
+        return
+    if status == "active":
+        if found[0].status != "pending":
+            raise ValueError(f"only a fact held for review can be approved; {fact_id!r} is {found[0].status}")
+        tx.update(fact_id, {"status": "active"})
+        tx.audit(fact_id, "approved", actor, {"reason": reason})
         return
     tx.update(fact_id, {"status": status, "tombstone_by": actor, "tombstone_at": at, "tombstone_reason": reason})
     tx.audit(fact_id, status, actor, {"reason": reason})

@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 ScopeKind = Literal["agent", "group", "global"]
 ScopeName = Literal["agent", "group", "global", "all"]
-Status = Literal["active", "forgotten", "superseded", "expired"]
+Status = Literal["active", "pending", "forgotten", "superseded", "expired"]
 
 SCOPE_KINDS: tuple[ScopeKind, ...] = ("agent", "group", "global")
-STATUSES: tuple[Status, ...] = ("active", "forgotten", "superseded", "expired")
+STATUSES: tuple[Status, ...] = ("active", "pending", "forgotten", "superseded", "expired")
 _ID_PREFIX: dict[ScopeKind, str] = {"agent": "a", "group": "g", "global": "w"}
 _PREFIX_KIND: dict[str, ScopeKind] = {v: k for k, v in _ID_PREFIX.items()}
 
@@ -334,6 +334,7 @@ class Draft:
     expires_at: float | None = None
     supersedes: tuple[str, ...] = ()
     content_hash: str = ""
+    status: Status = "active"  # "pending": a global write held for review (stored, not recalled)
 
 
 @dataclass(frozen=True)
@@ -390,14 +391,16 @@ class Fact:
 class Receipt:
     """What ``remember`` returns: the id that now holds the fact and whether it was new.
 
-    ``reinforced`` means the same thing was said again (``duplicate_of`` holds it, ``similarity`` is the
+    ``held`` means the fact is stored but held for review (a global write by an agent that is not a global
+    writer, with ``review_global_writes``): recalled once approved. ``reinforced`` means the same thing was
+    said again (``duplicate_of`` holds it, ``similarity`` is the
     cosine of a near duplicate). ``similar`` lists live facts the new one resembles but was not merged into
     (they differ in a detail): if the new fact replaces one, remember it with ``supersedes=[that id]``.
     """
 
     id: str
     scope: ScopeRef
-    status: Literal["created", "reinforced"]
+    status: Literal["created", "reinforced", "held"]
     duplicate_of: str | None = None
     similarity: float | None = None
     superseded: tuple[str, ...] = ()

@@ -9,6 +9,7 @@ async method is the sync one run off the event loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import math
 import os
@@ -179,6 +180,7 @@ class SharedMemoryStoreConfig(BaseModel):
     operator_id: str = "system"
     vector_index: VectorIndexKind = "exact"
     write_budget: int | None = None
+    review_global_writes: bool = False
 
 
 # Stores loaded from equal configs in one process are one instance: tools, memories and agents loaded
@@ -220,6 +222,9 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             each other credit.
         max_fact_bytes: the largest fact accepted, in UTF-8 bytes.
         operator_id: the ``created_by`` recorded for writes by trusted code.
+        review_global_writes: let agents that are not global writers write the global scope, but hold their
+            facts for review: stored with status ``pending``, never recalled, until trusted code or a global
+            writer approves them (``approve``; ``pending()`` lists them). Off: such writes are denied.
         write_budget: at most this many facts an agent may write into one scope in 24 hours (None: no
             limit). Bounds how fast one agent (or a prompt injected into it) can flood a shared scope;
             trusted code is not limited.
@@ -254,6 +259,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         operator_id: str = "system",
         vector_index: VectorIndexKind = "exact",
         write_budget: int | None = None,
+        review_global_writes: bool = False,
     ) -> None:
         if not near_duplicate_threshold > 0.0 or math.isnan(near_duplicate_threshold):
             raise ValueError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
@@ -299,6 +305,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         self.max_fact_bytes = _positive_int(max_fact_bytes, "max_fact_bytes", 16 * 1024 * 1024)
         self.operator_id = validate_owner_id(operator_id, "operator_id")
         self.write_budget = None if write_budget is None else _positive_int(write_budget, "write_budget", 10**9)
+        self.review_global_writes = bool(review_global_writes)
         self.session_id = uuid.uuid4().hex
         self._model: ModelInfo | None = None
         self._closed = False
@@ -321,6 +328,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             operator_id=self.operator_id,
             vector_index=vector_index,
             write_budget=self.write_budget,
+            review_global_writes=self.review_global_writes,
         )
         if self._config.embedder is not None:  # loading this config in this process reuses this instance
             with _LOADED_LOCK:
@@ -364,6 +372,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 operator_id=config.operator_id,
                 vector_index=config.vector_index,
                 write_budget=config.write_budget,
+                review_global_writes=config.review_global_writes,
             )
             _LOADED[key] = store
             return store
@@ -444,6 +453,30 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
                 "(call without agent_id for trusted code, or give the store another operator_id)"
             )
         return agent_id
+
+    def _held(self, agent_id: str | None, ref: ScopeRef) -> bool:
+        """Whether this agent's writes to ``ref`` are held for review instead of denied."""
+        if not self.review_global_writes or agent_id is None or ref.kind != "global":
+            return False
+        try:
+            self.policy.check_write(agent_id, ref)
+        except MemoryAccessDenied:
+            return True
+        return False
+
+    def pending(self) -> list[Fact]:
+        """The global facts held for review, oldest first (trusted code's view)."""
+        ref = ScopeRef("global")
+        ids = self.backend.select_ids(ref, Filters(include_inactive=True), 1 << 30)
+        return [f for f in self.backend.get(ref, ids) if f.status == "pending"]
+
+    def approve(self, fact_id: str, *, agent_id: str | None = None, reason: str | None = None) -> Fact:
+        """Release a fact held for review into recall; trusted code or a global writer only."""
+        validate_reason(reason)
+        fact = self._readable(fact_id, self._agent(agent_id), None)
+        self.policy.check_write(agent_id, fact.scope, "approve facts in")
+        actor = agent_id if agent_id is not None else self.operator_id
+        return self.backend.set_status(fact.scope, StatusChange(fact_id, "active", actor, time.time(), reason))
 
     def _check_budget(self, agent_id: str | None, ref: ScopeRef, adding: int, now: float) -> None:
         """Refuse a batch that would take an agent past ``write_budget`` facts in one scope in 24 hours."""
@@ -539,12 +572,23 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         base = {"scope": scope, **defaults}
         planned = [self._draft(item, base, agent_id, now) for item in facts]
         refs = [self.scope_ref(kind, agent_id=agent_id, group_id=group_id) for kind, _ in planned]
+        held = {ref for ref in refs if self._held(agent_id, ref)}
         for ref in dict.fromkeys(refs):
-            self.policy.check_write(agent_id, ref)
+            if ref not in held:
+                self.policy.check_write(agent_id, ref)
             self._check_budget(agent_id, ref, refs.count(ref), now)
             self.backend.check_model(ref, self.model)
         if not planned:
             return []
+        if held:
+            for i, ref in enumerate(refs):
+                if ref in held:
+                    if planned[i][1].supersedes:
+                        raise MemoryAccessDenied(
+                            f"agent {agent_id!r} may not supersede global facts: its global writes are held "
+                            "for review (not a global writer)"
+                        )
+                    planned[i] = (planned[i][0], dataclasses.replace(planned[i][1], status="pending"))
         self._check_supersedes(refs, [draft for _, draft in planned])
         vectors = self.embedder.embed([d.content for _, d in planned])  # no lock held while embedding
         receipts: list[Receipt | None] = [None] * len(planned)
@@ -1114,6 +1158,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
 
     # ------------------------------------------------------------------ async twins
     aremember = _off_loop(remember)
+    aapprove = _off_loop(approve)
+    apending = _off_loop(pending)
     aremember_many = _off_loop(remember_many)
     aforget = _off_loop(forget)
     aforget_all = _off_loop(forget_all)

@@ -268,12 +268,14 @@ DRAFT_COLUMNS = (
     "supersedes",
     "content_hash",
     "stated_by",
+    "status",
 )
 
 
 def draft_values(draft: Draft) -> tuple[Any, ...]:
-    """The values of :data:`DRAFT_COLUMNS` for a new fact (its author is the first of ``stated_by``); the
-    backend adds ``status='active'``, ``reinforcement=1``, ``version=1``, ``updated_at`` and the vector."""
+    """The values of :data:`DRAFT_COLUMNS` for a new fact (its author is the first of ``stated_by``; its
+    status ``active``, or ``pending`` for a write held for review); the backend adds ``reinforcement=1``,
+    ``version=1``, ``updated_at`` and the vector."""
     return (
         draft.id,
         draft.content,
@@ -288,6 +290,7 @@ def draft_values(draft: Draft) -> tuple[Any, ...]:
         json.dumps(list(draft.supersedes)),
         draft.content_hash,
         json.dumps([draft.created_by]),
+        draft.status,
     )
 
 

@@ -1017,8 +1017,8 @@ class _PgTx:
     def insert(self, draft: Draft, j: int) -> None:
         marks = ", ".join("%s::jsonb" if c in _JSON_COLUMNS else "%s" for c in DRAFT_COLUMNS)
         self.conn.execute(
-            f"INSERT INTO asm_facts (scope_kind, owner, {', '.join(DRAFT_COLUMNS)}, status, reinforcement, version, "
-            f"updated_at, embedding) VALUES (%s, %s, {marks}, 'active', 1, 1, %s, %s::vector)",
+            f"INSERT INTO asm_facts (scope_kind, owner, {', '.join(DRAFT_COLUMNS)}, reinforcement, version, "
+            f"updated_at, embedding) VALUES (%s, %s, {marks}, 1, 1, %s, %s::vector)",
             (*self.key, *draft_values(draft), self.now, _vec(self.vectors[j])),
         )
         self.changed += 1

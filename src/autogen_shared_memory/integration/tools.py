@@ -182,6 +182,8 @@ class MemoryRememberTool(_MemoryTool, Component[MemoryToolConfig]):
         text = f"{receipt.status} fact {receipt.id} in scope {receipt.scope}"
         if receipt.status == "reinforced":
             text += " (the same fact was already stored: your statement was recorded on it)"
+        elif receipt.status == "held":
+            text += " (held for review: it is recalled once a global writer approves it)"
         if receipt.superseded:
             text += f"; superseded {', '.join(receipt.superseded)}"
         for fact_id in receipt.similar:  # facts of the scope just written to: the caller may read them
