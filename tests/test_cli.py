@@ -149,12 +149,19 @@ def one_line_error(result: Result, *fragments: str) -> None:
 
 # ------------------------------------------------------------------------------------------ conventions
 def test_help_for_the_app_and_every_command() -> None:
-    result = invoke(["--help"])
+    wide = {"COLUMNS": "200"}
+    result = invoke(["--help"], env=wide)
     for name in COMMANDS:
         assert name in result.stdout
     assert "Exit codes" in result.stdout
+    # on/off options are plain flags: no type column (Rich help used to show `<bool>`, as if they took a value)
+    assert "--create" in result.stdout and "<bool>" not in result.stdout
     for name in COMMANDS:
-        assert "Usage" in invoke([name, "--help"]).stdout
+        text = invoke([name, "--help"], env=wide).stdout
+        assert "Usage" in text and "--json" in text
+        assert "<bool>" not in text, f"`{name} --help` shows <bool>"
+    flag = next(line for line in invoke(["doctor", "--help"], env=wide).stdout.splitlines() if "--no-model" in line)
+    assert flag.split("--no-model", 1)[1].split()[:3] == ["Do", "not", "load"]  # nothing between flag and help
     assert invoke(["--version"]).stdout.startswith("autogen-shared-memory ")
     assert invoke([], code=2).exit_code == 2  # no command: help, usage exit code
 
@@ -458,6 +465,28 @@ def test_import_malformed_file_imports_nothing(run: Run, ids: dict[str, str], tm
     run("import", str(tmp_path / "missing.jsonl"), code=2)
 
 
+def test_a_failed_create_command_removes_the_directory_it_made(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    parent = tmp_path / "new"
+    target = parent / "store"
+    one_line_error(invoke(["--root", str(target), "--create", "import", str(bad)], code=1), "line 1", "not JSON")
+    assert not parent.exists()  # exit 1: nothing was changed, not even the directories --create made
+    denied = ["remember", "x", "--scope", "global", "--as", "intern"]
+    one_line_error(invoke(["--root", str(target), "--create", *denied], code=1), "may not write")
+    assert not parent.exists()
+    # only what it created: a directory that was already there (even empty) stays
+    parent.mkdir()
+    invoke(["--root", str(target), "--create", "import", str(bad)], code=1)
+    assert parent.is_dir() and not target.exists()
+    target.mkdir()
+    invoke(["--root", str(target), "--create", "import", str(bad)], code=1)
+    assert target.is_dir()
+    # a successful --create command keeps the directory
+    invoke(["--root", str(parent / "other"), "--create", "scopes"])
+    assert (parent / "other").is_dir()
+
+
 def test_import_refuses_a_model_conflict_before_writing(run: Run, ids: dict[str, str], tmp_path: Path) -> None:
     exported = tmp_path / "all.jsonl"
     run("export", str(exported))
@@ -561,8 +590,30 @@ def test_doctor_model_mismatch_and_missing_root(
     assert len(mismatches) == 3 and all("reembed" in c["fix"] for c in mismatches)
     assert [c["status"] for c in report["checks"] if c["name"] == "embedding model"] == ["skip"]
     missing = as_json(invoke(["--root", str(tmp_path / "none"), "doctor", "--no-model", "--json"], code=1))
-    assert next(c for c in missing["checks"] if c["status"] == "fail")["fix"].startswith("pass --create")
+    assert "--create doctor" in next(c for c in missing["checks"] if c["status"] == "fail")["fix"]
     assert not (tmp_path / "none").exists()
+
+
+def test_doctor_on_a_missing_directory_says_how_to_create_it_and_create_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "new store"
+    report = as_json(invoke(["--root", str(missing), "doctor", "--json"], code=1))
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    assert [c["name"] for c in failed] == ["store directory"]
+    assert failed[0]["detail"] == f"{missing} (from --root) does not exist"
+    assert f"autogen-shared-memory --root '{missing}' --create doctor" in failed[0]["fix"]  # a command to copy
+    assert not missing.exists()  # doctor alone changes nothing
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DIR", str(missing))
+    report = as_json(invoke(["doctor", "--json"], code=1))
+    assert "(from $AUTOGEN_SHARED_MEMORY_DIR)" in report["checks"][0]["detail"]
+    # --create doctor makes the store directory (as --create does for every command), then checks it
+    report = as_json(invoke(["--create", "doctor", "--json"]))
+    assert report["ok"] is True and missing.is_dir()
+    assert report["checks"][0]["name"] == "store directory" and report["checks"][0]["status"] == "ok"
+    assert "created by --create" in report["checks"][0]["detail"]
+    assert "all checks passed" in invoke(["doctor"]).stdout
+    assert "created" not in invoke(["--create", "doctor"]).stdout  # it existed: nothing to create
 
 
 # ----------------------------------------------------------------------------------- bad store files

@@ -22,6 +22,7 @@ import functools
 import importlib
 import json
 import os
+import shlex
 import sqlite3
 import sys
 import time
@@ -38,6 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from .agent_memory import TASK_STATUSES, AgentMemory, agent_known
 from .backends.base import Backend, ModelInfo
@@ -109,7 +111,9 @@ class Settings:
     operator: str
     global_writers: tuple[str, ...]
     create: bool
+    root_from: str = "--root"  # where the root came from, for messages: --root, $AUTOGEN_SHARED_MEMORY_DIR, default
     stores: list[SharedMemoryStore] = field(default_factory=list)
+    created: list[Path] = field(default_factory=list)  # directories --create made, deepest first
 
     @property
     def where(self) -> str:
@@ -136,8 +140,28 @@ class Settings:
             )
         if not self.root.exists():
             if not self.create:
-                raise CliError(f"no memory store at {self.root} (pass --create to make one)")
-            self.root.mkdir(parents=True, exist_ok=True)
+                raise CliError(f"no memory store at {self.root} (to make one, pass --create before the command)")
+            self.make_root()
+
+    def make_root(self) -> bool:
+        """Create the store directory (``--create``) and remember what was made; False if it existed."""
+        missing = [p for p in (self.root, *self.root.parents) if not p.exists()]
+        self.created = missing + self.created  # before mkdir: it may fail after making some parents
+        self.root.mkdir(parents=True, exist_ok=True)
+        return bool(missing)
+
+    def undo_create(self) -> None:
+        """After a failed command: remove the directories ``--create`` made for it while they are still empty
+        (``rmdir`` removes nothing else), so exit 1 leaves nothing behind."""
+        self.close()
+        for path in self.created:
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                continue  # never made (mkdir failed before it)
+            except OSError:
+                break  # not empty (a store file was written, or someone else's file): keep it and its parents
+        self.created.clear()
 
     def open_store(self, model_dir: Path | None = None) -> SharedMemoryStore:
         embedder = self.embedder(model_dir)
@@ -382,8 +406,27 @@ def _message(exc: BaseException) -> str:
 _HANDLED = (CliError, SharedMemoryError, MemoryAccessDenied, ValueError, OSError, sqlite3.Error)
 
 
+def _plain_flags(params: list[Any]) -> list[Any]:
+    """Typer's Rich help prints a flag's type (``<bool>``) as if the flag took a value: show it bare."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="autogen-shared-memory",
+    cls=_Group,
     help="Inspect and manage an autogen-shared-memory store (facts, records, exports, health).",
     epilog="Exit codes: 0 ok, 1 the operation failed, 2 usage error. Read commands take --json.",
     no_args_is_help=True,
@@ -394,25 +437,37 @@ app = typer.Typer(
 
 
 def command(name: str | None = None, **options: Any) -> Callable[[Callable[P, T]], Callable[P, T]]:
-    """``app.command`` plus the error convention: a known failure is one line on stderr and exit code 1."""
+    """``app.command`` plus the error convention: a known failure is one line on stderr and exit code 1; a
+    failed command removes the store directory ``--create`` made for it (while it is still empty)."""
 
     def register(fn: Callable[P, T]) -> Callable[P, T]:
         @functools.wraps(fn)
         def run(*args: P.args, **kwargs: P.kwargs) -> T:
             try:
-                return fn(*args, **kwargs)
-            except BrokenPipeError:  # stdout closed early (`... | head`): stop quietly
-                with contextlib.suppress(OSError, ValueError):
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-                raise typer.Exit(EXIT_FAILED) from None
-            except _HANDLED as exc:
-                typer.echo(f"error: {_message(exc)}", err=True)
-                raise typer.Exit(EXIT_FAILED) from exc
+                return _reported(fn, *args, **kwargs)
+            except BaseException as exc:
+                ctx = kwargs.get("ctx")  # every command takes it (a click Context, not always a typer.Context)
+                settings = ctx.find_object(Settings) if hasattr(ctx, "find_object") else None
+                if settings is not None and not (isinstance(exc, typer.Exit) and exc.exit_code == 0):
+                    settings.undo_create()
+                raise
 
-        app.command(name, **options)(run)
+        app.command(name, cls=_Command, **options)(run)
         return fn
 
     return register
+
+
+def _reported(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    try:
+        return fn(*args, **kwargs)
+    except BrokenPipeError:  # stdout closed early (`... | head`): stop quietly
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(EXIT_FAILED) from None
+    except _HANDLED as exc:
+        typer.echo(f"error: {_message(exc)}", err=True)
+        raise typer.Exit(EXIT_FAILED) from exc
 
 
 def _version(value: bool) -> None:
@@ -483,6 +538,9 @@ def main_options(
     for writer in writers:
         if writer != "*":
             _owner("global writer id")(writer)
+    root_from = "--root"  # for messages: where the store directory came from
+    if root is None:
+        root_from = f"${ENV_ROOT}" if os.environ.get(ENV_ROOT) else "the default"
     settings = Settings(
         # absolute: the SQLite backend cannot list the scopes of a relative root (Path.as_uri)
         root=(root if root is not None else default_root()).expanduser().absolute(),
@@ -492,6 +550,7 @@ def main_options(
         operator=operator,
         global_writers=tuple(writers),
         create=create,
+        root_from=root_from,
     )
     ctx.obj = settings
     ctx.call_on_close(settings.close)
@@ -1464,13 +1523,16 @@ def run_checks(settings: Settings, load_model: bool) -> list[Check]:
                     )
         return [*checks, check_fts5(), model_check]
     root = settings.root
+    created = settings.create and not root.exists() and settings.make_root()
     if not root.exists():
+        create = f"autogen-shared-memory --root {shlex.quote(str(root))} --create doctor"
         checks.append(
             Check(
                 "store directory",
                 "fail",
-                f"{root} does not exist",
-                f"pass --create to make it, or point --root / ${ENV_ROOT} at the store",
+                f"{root} (from {settings.root_from}) does not exist",
+                f"create it: `{create}` (--create goes before the command), "
+                f"or point --root / ${ENV_ROOT} at an existing store",
             )
         )
     elif not root.is_dir():
@@ -1487,7 +1549,8 @@ def run_checks(settings: Settings, load_model: bool) -> list[Check]:
             )
         )
     else:
-        checks.append(Check("store directory", "ok", f"{root} ({len(_scope_files(root))} scope files)"))
+        made = "created by --create, " if created else ""
+        checks.append(Check("store directory", "ok", f"{root} ({made}{_n(len(_scope_files(root)), 'scope file')})"))
     checks += [check_fts5(), model_check]
     files = _scope_files(root)
     problems = [p for path in files for p in _inspect_file(path, model)]
