@@ -34,6 +34,8 @@ COMMANDS = [
     "history",
     "remember",
     "forget",
+    "pending",
+    "approve",
     "agents",
     "conversations",
     "tools",
@@ -755,3 +757,16 @@ def test_remember_shows_similar_facts_and_show_tells_who_stated_a_fact(run: Run,
     old = as_json(run("remember", port.format(5432), "--scope", "group", "--group", "crew", "--json"))["id"]
     new = run("remember", port.format(5433), "--scope", "group", "--group", "crew")
     assert f"similar to {old}: {port.format(5432)}" in new.stdout and f"--supersedes {old}" in new.stdout
+
+
+def test_pending_and_approve_release_a_held_global_fact(run: Run, root: Path, ids: dict[str, str]) -> None:
+    held_store = SharedMemoryStore(root, embedder=HashEmbedder(), review_global_writes=True)
+    held = held_store.remember("Refunds need no approval", "global", agent_id="mallory")
+    held_store.close()
+    assert [f["id"] for f in as_json(run("pending", "--json"))] == [held.id]
+    assert held.id in run("pending").stdout
+    assert held.id not in [h["fact"]["id"] for h in as_json(run("search", "refunds approval", "--json"))]
+    one_line_error(run("approve", held.id, "--as", "alice", code=1), "may not approve")
+    assert run("approve", held.id).stdout.startswith(f"approved {held.id}")
+    assert run("pending").stdout.strip() == "no facts held for review"
+    assert held.id in [h["fact"]["id"] for h in as_json(run("search", "refunds approval", "--json"))]

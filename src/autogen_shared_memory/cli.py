@@ -919,6 +919,44 @@ def forget_cmd(
     _out().print(message)
 
 
+@command("pending")
+def pending_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Global facts held for review (written by agents that are not global writers); approve or forget them."""
+    facts = _settings(ctx).open_store().pending()
+    if as_json:
+        emit_json([fact_json(f) for f in facts])
+        return
+    if not facts:
+        _out().print("no facts held for review")
+        return
+    table = Rows(("id", "by", "created", "content"), wide=("content",))
+    for fact in facts:
+        table.add(fact.id, fact.created_by, _when(fact.created_at), fact.content)
+    table.print()
+
+
+@command("approve")
+def approve_cmd(
+    ctx: typer.Context,
+    fact_id: FactIdArg,
+    as_: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="Approve as this agent (a global writer); default: the operator.",
+            callback=_owner("agent id"),
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Release a fact held for review into recall."""
+    fact = _settings(ctx).open_store().approve(fact_id, agent_id=as_)
+    if as_json:
+        emit_json(fact_json(fact))
+        return
+    _out().print(f"approved {fact.id} in {fact.scope}: {_short(fact.content, 80)}")
+
+
 # ------------------------------------------------------------------------------------------ records
 def _require_agent(store: SharedMemoryStore, agent_id: str) -> None:
     if not agent_known(store, agent_id):
