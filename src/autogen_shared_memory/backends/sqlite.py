@@ -52,6 +52,7 @@ from ..model import (
     ScopeKind,
     ScopeRef,
     ScopeStats,
+    SharedMemoryError,
 )
 from ..recall import fold, fts5_expression, stem
 from ..records import TABLES, TableSpec, table_spec
@@ -226,6 +227,187 @@ assert len(MIGRATIONS) == SCHEMA_VERSION
 def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+class StorageError(SharedMemoryError):
+    """A scope file could not be read or written: a read-only file or directory, a full disk, a file that
+    cannot be opened, an I/O error. The message names the file and what to do; ``path`` is the file and
+    the SQLite error, when there is one, is the ``__cause__``. Lock timeouts are not storage errors."""
+
+    def __init__(self, message: str, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+# SQLite primary result codes (extended codes start with them: SQLITE_READONLY_DIRECTORY, SQLITE_IOERR_WRITE)
+# that are storage errors, with what they mean for the file and what to do; the message text is the fallback
+# for errors that carry no code.
+_STORAGE_CODES = {
+    "SQLITE_READONLY": (
+        "attempt to write a readonly database",
+        "is read-only",
+        "make the file, its -wal and -shm files and its directory writable by this user, then retry",
+    ),
+    "SQLITE_FULL": (
+        "database or disk is full",
+        "cannot grow: the disk is full (or the file reached its size limit)",
+        "free space on the disk that holds it, then retry; nothing of the failed write was stored",
+    ),
+    "SQLITE_CANTOPEN": (
+        "unable to open database file",
+        "cannot be opened",
+        "check that it and its directory exist and that this user may read them (and write them, to write)",
+    ),
+    "SQLITE_IOERR": (
+        "disk i/o error",
+        "could not be read or written (I/O error)",
+        "check the disk and the file system that hold it",
+    ),
+}
+
+
+def _storage_code(exc: BaseException | None) -> str | None:
+    """The :data:`_STORAGE_CODES` key of a SQLite error, or None."""
+    if not isinstance(exc, sqlite3.Error):
+        return None
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    text = str(exc).lower()
+    for code, (message, _, _) in _STORAGE_CODES.items():
+        if name == code or name.startswith(code + "_") or (not name and message in text):
+            return code
+    return None
+
+
+def _storage_error(exc: sqlite3.Error, path: Path, read_only: str | None = None) -> StorageError | None:
+    """``exc`` as a :class:`StorageError` naming ``path``, or None when it is not a storage error (lock errors,
+    SQL errors, constraint violations are left as they are). ``read_only`` says why the file was opened
+    read-only, when it was."""
+    code = _storage_code(exc)
+    if code is None:
+        return None
+    _, what, fix = _STORAGE_CODES[code]
+    if code == "SQLITE_READONLY" and read_only:
+        what = f"is read-only ({read_only})"
+        fix = "searches and reads work; to write, " + fix.replace(", then retry", " and reopen the store")
+    return StorageError(f"{path} {what}: {exc}; {fix}", path)
+
+
+class _Connection(sqlite3.Connection):
+    """A connection to one scope file whose storage errors name the file (:func:`_storage_error`).
+
+    ``read_only`` says why the file was opened read-only (None: read-write); ``snapshot`` is set when it was
+    opened ``immutable`` (a cleanly closed WAL file in a directory where SQLite cannot create the ``-shm``):
+    the file's identity, size and mtime then, so that a change by another writer reopens it."""
+
+    path: Path = Path()
+    read_only: str | None = None
+    snapshot: tuple[int, int, int, int] | None = None
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            error = _storage_error(exc, self.path, self.read_only)
+            if error is None:
+                raise
+            raise error from exc
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        try:
+            return super().executemany(sql, parameters)
+        except sqlite3.OperationalError as exc:
+            error = _storage_error(exc, self.path, self.read_only)
+            if error is None:
+                raise
+            raise error from exc
+
+    def refuse_writes(self) -> None:
+        """Raise the :class:`StorageError` of a write to a file opened read-only."""
+        if self.read_only is not None:
+            raise StorageError(
+                f"{self.path} is read-only ({self.read_only}): searches and reads work, writes are refused; "
+                "make the file, its -wal and -shm files and its directory writable by this user, then reopen "
+                "the store",
+                self.path,
+            )
+
+    def stale(self) -> bool:
+        """An immutable snapshot of a file that another writer has changed since (or is writing now)."""
+        if self.snapshot is None:
+            return False
+        try:
+            return _signature(self.path) != self.snapshot
+        except OSError:
+            return True
+
+
+def _signature(path: Path) -> tuple[int, int, int, int]:
+    """The file's identity, size and mtime, and its WAL's size (-1: none): a writer changes one of them."""
+    st = path.stat()
+    try:
+        wal = Path(f"{path}-wal").stat().st_size
+    except FileNotFoundError:
+        wal = -1
+    return st.st_ino, st.st_size, st.st_mtime_ns, wal
+
+
+def _connect(
+    target: str | Path, path: Path, timeout: float, read_only: str | None = None, uri: bool = False
+) -> _Connection:
+    try:
+        conn = sqlite3.connect(
+            target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri, factory=_Connection
+        )
+    except sqlite3.OperationalError as exc:
+        error = _storage_error(exc, path, read_only)
+        if error is None:
+            raise
+        raise error from exc
+    assert isinstance(conn, _Connection)
+    conn.path, conn.read_only = path, read_only
+    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+    return conn
+
+
+def _read_only_reason(path: Path, otherwise: str) -> str:
+    with contextlib.suppress(OSError):
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    return otherwise
+
+
+def _writable(path: Path) -> bool:
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _connect_read_only(path: Path, timeout: float, reason: str) -> _Connection:
+    """``path`` opened read-only: ``mode=ro`` (which reads a live WAL through its ``-shm``), or, for a cleanly
+    closed file whose ``-shm`` SQLite cannot create (a read-only directory; see "Read-Only Databases" in
+    SQLite's WAL documentation), ``immutable=1``: no locks, no ``-shm``, and the connection is reopened when
+    the file changes (:meth:`_Connection.stale`). A WAL that still holds writes is never skipped."""
+    conn = _connect(f"{path.as_uri()}?mode=ro", path, timeout, reason, uri=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the first read opens the WAL
+        return conn
+    except StorageError as exc:
+        conn.close()
+        # SQLITE_CANTOPEN on a read-only file system, SQLITE_READONLY_DIRECTORY or _CANTINIT in a directory
+        # this user may not write: SQLite cannot create the -shm
+        if _storage_code(exc.__cause__) not in ("SQLITE_CANTOPEN", "SQLITE_READONLY"):
+            raise
+        wal = Path(f"{path}-wal")
+        with contextlib.suppress(FileNotFoundError):
+            if wal.stat().st_size > 0:
+                raise StorageError(
+                    f"{path} cannot be read: its write-ahead log {wal.name} holds writes not yet copied into it, "
+                    f"and SQLite cannot create {path.name}-shm to read them ({reason}); open the store once "
+                    "with write access to fold the log in, or copy the directory somewhere writable",
+                    path,
+                ) from exc
+    snapshot = _signature(path)
+    conn = _connect(f"{path.as_uri()}?mode=ro&immutable=1", path, timeout, reason, uri=True)
+    conn.snapshot = snapshot
+    return conn
 
 
 _BLAS: Any = None
@@ -772,12 +954,12 @@ class _Tx:
     def insert(self, draft: Draft, j: int) -> None:
         vector = self.vectors[j]
         cur = self.conn.execute(
-            f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, status, reinforcement, version, updated_at, rev, "
-            f"embedding) VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 'active', 1, 1, ?, ?, ?)",
+            f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, rev, "
+            f"embedding) VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 1, 1, ?, ?, ?)",
             (*draft_values(draft), self.now, self.rev, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
         assert cur.lastrowid is not None
-        self.index.append(cur.lastrowid, draft.id, vector, True, draft.expires_at)
+        self.index.append(cur.lastrowid, draft.id, vector, draft.status == "active", draft.expires_at)
         self.inserted[j] = self.index.n - 1  # later vectors of the batch may match it
         self.n_facts += 1
 
@@ -855,7 +1037,7 @@ class SQLiteBackend(Backend):
         self.max_common_term_ratio = max_common_term_ratio
         self.max_lexical_postings = max_lexical_postings
         self._local = threading.local()
-        self._all_conns: list[sqlite3.Connection] = []
+        self._all_conns: list[_Connection] = []
         self._indexes: dict[ScopeRef, _VectorIndex] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
@@ -865,26 +1047,30 @@ class SQLiteBackend(Backend):
     def path_of(self, scope: ScopeRef) -> Path:
         return self.root / scope.file_name
 
-    def _conns(self) -> dict[ScopeRef, sqlite3.Connection]:
+    def _conns(self) -> dict[ScopeRef, _Connection]:
         if os.getpid() != self._pid:  # forked: never share SQLite connections across processes
             self._pid = os.getpid()
             self._local = threading.local()
             self._all_conns = []
             self._indexes = {}
-        conns: dict[ScopeRef, sqlite3.Connection] | None = getattr(self._local, "conns", None)
+        conns: dict[ScopeRef, _Connection] | None = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
         return conns
 
-    def _conn(self, scope: ScopeRef, create: bool) -> sqlite3.Connection | None:
+    def _conn(self, scope: ScopeRef, create: bool) -> _Connection | None:
         if self._closed:
             raise RuntimeError("the memory store is closed")
         conns = self._conns()
+        path = self.path_of(scope)
         conn = conns.pop(scope, None)
         if conn is not None:
-            conns[scope] = conn  # most recently used last
-            return conn
-        path = self.path_of(scope)
+            # An immutable snapshot that another writer changed, or a read-only file a write finds writable
+            # again, is reopened; any other connection is kept.
+            if not (conn.stale() or (create and conn.read_only is not None and _writable(path))):
+                conns[scope] = conn  # most recently used last
+                return conn
+            self._forget_conn(conn)
         if not path.exists():
             if not create:
                 return None
@@ -895,21 +1081,31 @@ class SQLiteBackend(Backend):
         with self._lock:
             self._all_conns.append(conn)
         while len(conns) > self.MAX_OPEN_SCOPES:  # bound this thread's file handles: close the least used
-            _, idle = next(iter(conns.items()))
-            del conns[next(iter(conns))]
-            with self._lock:
-                self._all_conns.remove(idle)
-            idle.close()  # SQLite keeps its locks on a file while another connection of ours has it open
+            idle = conns.pop(next(iter(conns)))
+            self._forget_conn(idle)  # SQLite keeps its locks on a file while another connection of ours has it open
         return conn
+
+    def _forget_conn(self, conn: _Connection) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._all_conns.remove(conn)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
 
     def _create_file(self, path: Path, scope: ScopeRef) -> None:
         """Build a new scope file under a temporary name (WAL on, schema in place), then publish it with
         an atomic hard link: concurrent processes never see (or race to initialise) a half-made file."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create {path}: its directory {self.root} cannot be made ({exc}); create it, writable by "
+                "this user, or open the store where it can",
+                path,
+            ) from exc
         _remove_stale_builds(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            conn = sqlite3.connect(tmp, isolation_level=None)
+            conn = _connect(tmp, tmp, self.busy_timeout)
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 self._migrate(conn, scope)
@@ -921,14 +1117,61 @@ class SQLiteBackend(Backend):
             except OSError:  # pragma: no cover - file systems without hard links
                 if not path.exists():
                     os.replace(tmp, path)
+        except StorageError as exc:
+            if os.access(self.root, os.W_OK):
+                raise StorageError(f"cannot create {path}: {exc}", path) from exc.__cause__
+            why = "on a read-only file system" if _read_only_reason(self.root, "") else "read-only for this user"
+            raise StorageError(
+                f"cannot create {path}: the directory {self.root} is {why} ({exc.__cause__ or exc}); make it "
+                "writable by this user to write to this scope (the store's existing files can still be searched)",
+                path,
+            ) from exc.__cause__
         finally:
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                leftover.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    leftover.unlink(missing_ok=True)
 
-    def _open(self, path: Path, scope: ScopeRef) -> sqlite3.Connection:
-        conn = sqlite3.connect(path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+    def _open(self, path: Path, scope: ScopeRef) -> _Connection:
+        """``path`` opened read-write, or read-only when this process cannot write it (a read-only file,
+        directory or file system): searches and reads then work and every write is refused with a
+        :class:`StorageError` that says so."""
+        if not os.access(path, os.W_OK):
+            return self._open_read_only(path, scope, _read_only_reason(path, "the file is not writable by this user"))
         try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            return self._open_read_write(path, scope)
+        except StorageError as exc:
+            if _storage_code(exc.__cause__) not in ("SQLITE_CANTOPEN", "SQLITE_READONLY"):
+                raise
+            if not os.access(path.parent, os.W_OK):
+                reason = f"its directory is not writable by this user, and SQLite needs to create {path.name}-shm"
+            else:
+                reason = f"SQLite could not open it for writing: {exc.__cause__}"
+            reason = _read_only_reason(path, reason)
+            return self._open_read_only(path, scope, reason)
+
+    def _open_read_only(self, path: Path, scope: ScopeRef, reason: str) -> _Connection:
+        conn = _connect_read_only(path, self.busy_timeout, reason)
+        try:
+            version, objects = conn.execute(
+                "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
+            ).fetchone()
+            if version == 0 and objects:
+                raise NotAStoreError(f"{path} is a SQLite database but not a memory store; left untouched")
+            if version != SCHEMA_VERSION:
+                self._migrate(conn, scope)  # newer: NotAStoreError; older or empty: needs writing
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise NotAStoreError(f"{path} is not a SQLite database ({exc}); the file was left untouched") from exc
+            raise
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_read_write(self, path: Path, scope: ScopeRef) -> _Connection:
+        conn = _connect(path, path, self.busy_timeout)
+        try:
             # Refuse a foreign SQLite database before changing anything in it (even its journal mode).
             # One statement, one snapshot: another process may be committing the first migration.
             version, objects = conn.execute(
@@ -963,7 +1206,7 @@ class SQLiteBackend(Backend):
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.25)
 
-    def _migrate(self, conn: sqlite3.Connection, scope: ScopeRef) -> None:
+    def _migrate(self, conn: _Connection, scope: ScopeRef) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
@@ -971,6 +1214,13 @@ class SQLiteBackend(Backend):
             raise NotAStoreError(
                 f"{self.path_of(scope)} has schema version {version}, newer than this package supports "
                 f"({SCHEMA_VERSION}); upgrade autogen-shared-memory"
+            )
+        if conn.read_only is not None:
+            raise StorageError(
+                f"{conn.path} has schema version {version} and must be upgraded to {SCHEMA_VERSION} before this "
+                f"version can read it, but it is read-only ({conn.read_only}); open the store once with write "
+                "access, or with the autogen-shared-memory version that wrote it",
+                conn.path,
             )
         with self._immediate(conn):
             version, objects = conn.execute(  # another process may have won the race
@@ -988,15 +1238,19 @@ class SQLiteBackend(Backend):
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
-    def _immediate(self, conn: sqlite3.Connection) -> Iterator[None]:
+    def _immediate(self, conn: _Connection) -> Iterator[None]:
+        conn.refuse_writes()
         self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
             yield
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        else:
             self._retry(lambda: conn.execute("COMMIT"))
+        except BaseException:
+            # SQLITE_FULL (and some I/O errors) roll the transaction back themselves: a second ROLLBACK would
+            # replace the error that says why with "no transaction is active".
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
 
     def _index(self, scope: ScopeRef) -> _VectorIndex:
         with self._lock:
@@ -1440,14 +1694,18 @@ class SQLiteBackend(Backend):
         found: list[ScopeRef] = []
         for path in sorted(self.root.glob("*.db")):
             name = path.name
-            if not (name == "global.db" or name.startswith(("agent_", "group_"))):
+            if not (name == "global.db" or name.startswith(("agent_", "group_"))) or not path.is_file():
                 continue
+            # A file SQLite cannot read (StorageError) is not skipped: the listing would pass the scope off
+            # as empty. Only files that are not memory stores are.
             try:
-                with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=self.busy_timeout) as ro:
+                ro = _connect_read_only(path, self.busy_timeout, "listing the store's scopes")
+                try:
                     meta = dict(
                         ro.execute("SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')").fetchall()
                     )
-                ro.close()
+                finally:
+                    ro.close()
             except sqlite3.DatabaseError:
                 continue  # not ours: listing never fails because of a stray file
             if meta.get("scope_kind") in ("agent", "group", "global"):
@@ -1747,7 +2005,8 @@ def _remove_stale_builds(path: Path) -> None:
             pid = int(leftover.name[len(path.name) + 2 :].split(".")[0])
             os.kill(pid, 0)
         except ProcessLookupError:
-            leftover.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # a read-only directory: left for a process that can
+                leftover.unlink(missing_ok=True)
         except (ValueError, PermissionError, OSError):
             continue  # not ours to judge (another user's process, an odd name)
 
