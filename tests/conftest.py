@@ -21,6 +21,7 @@ from autogen_shared_memory.testing import HashEmbedder
 CONTRACT_MODULES = {
     "test_lifecycle",
     "test_hostile",
+    "test_rules",
     "test_store",
     "test_policy",
     "test_recall",
