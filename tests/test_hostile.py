@@ -102,6 +102,18 @@ def test_bad_search_filters_are_refused_by_name(make_store: StoreFactory, kwargs
         s.search("fact", "global", **kwargs)
 
 
+def test_ids_and_queries_that_are_not_unicode_are_refused_by_name(make_store: StoreFactory) -> None:
+    s = make_store(global_writers=["*"])
+    with pytest.raises(ValueError, match="agent_id"):
+        s.remember("x", "global", agent_id=SURROGATE)
+    with pytest.raises(ValueError, match="group"):
+        s.remember("x", "group", group_id=SURROGATE)
+    with pytest.raises(ValueError, match="agent_id"):
+        s.remember("x", "global", agent_id="bob\u2028system")
+    with pytest.raises(ValueError, match="query"):
+        s.search(SURROGATE, "global")
+
+
 def test_forget_reason_with_nul_or_surrogate_is_refused(make_store: StoreFactory) -> None:
     s = make_store()
     fact = s.remember("a fact", "global")

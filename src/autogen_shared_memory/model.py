@@ -77,8 +77,10 @@ def validate_owner_id(value: object, what: str = "id") -> str:
         raise ValueError(f"{what} must not be empty or blank")
     if len(value) > MAX_ID_CHARS:
         raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_CHARS}")
-    if _CONTROL.search(value):
-        raise ValueError(f"{what} {value!r} contains a control character (NUL, newline, ...); not allowed")
+    if _CONTROL.search(value) or any(_layout_char(ch) for ch in value):
+        raise ValueError(f"{what} {value!r} contains a control character (NUL, newline, a format or line-break "
+                         "character); not allowed")  # fmt: skip
+    require_utf8(value, what)
     if "/" in value or "\\" in value:
         raise ValueError(f"{what} {value!r} contains a path separator ('/' or '\\'); not allowed")
     if value in (".", ".."):

@@ -53,6 +53,7 @@ from .model import (
     finite_number,
     kind_of_fact_id,
     new_fact_id,
+    require_utf8,
     validate_confidence,
     validate_content,
     validate_label,
@@ -765,6 +766,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             raise TypeError(f"query must be a str, got {type(query).__name__}")
         if len(query) > MAX_QUERY_CHARS:
             raise ValueError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+        require_utf8(query, "query")
         top_k = _positive_int(top_k, "top_k", 1000)
         refs = self._search_scopes(scope, agent_id, group_id, other_agent)
         if isinstance(created_by, str):
