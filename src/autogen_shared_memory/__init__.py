@@ -6,7 +6,7 @@ Reciprocal Rank Fusion and returned as small byte-bounded capsules.
 """
 
 from .backends.base import Backend, ModelInfo
-from .backends.sqlite import SQLiteBackend
+from .backends.sqlite import SQLiteBackend, StorageError
 from .capsule import capsule
 from .embedding import Embedder, SentenceTransformerEmbedder
 from .integration import (
@@ -54,6 +54,7 @@ __all__ = [
     "MemoryServiceAgent",
     "ModelInfo",
     "NotAStoreError",
+    "StorageError",
     "Receipt",
     "SQLiteBackend",
     "ScopeRef",

@@ -1151,46 +1151,19 @@ class SQLiteBackend(Backend):
 
     def _open_read_only(self, path: Path, scope: ScopeRef, reason: str) -> _Connection:
         conn = _connect_read_only(path, self.busy_timeout, reason)
-        try:
-            version, objects = conn.execute(
-                "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
-            ).fetchone()
-            if version == 0 and objects:
-                raise NotAStoreError(f"{path} is a SQLite database but not a memory store; left untouched")
-            if version != SCHEMA_VERSION:
+        with _closed_on_error(conn, path):
+            if _store_version(conn, path) != SCHEMA_VERSION:
                 self._migrate(conn, scope)  # newer: NotAStoreError; older or empty: needs writing
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            if "not a database" in str(exc) or "malformed" in str(exc):
-                raise NotAStoreError(f"{path} is not a SQLite database ({exc}); the file was left untouched") from exc
-            raise
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
     def _open_read_write(self, path: Path, scope: ScopeRef) -> _Connection:
         conn = _connect(path, path, self.busy_timeout)
-        try:
-            # Refuse a foreign SQLite database before changing anything in it (even its journal mode).
-            # One statement, one snapshot: another process may be committing the first migration.
-            version, objects = conn.execute(
-                "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
-            ).fetchone()
-            if version == 0 and objects:
-                raise NotAStoreError(f"{path} is a SQLite database but not a memory store; left untouched")
+        with _closed_on_error(conn, path):
+            _store_version(conn, path)
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # persistent once set
                 self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
             self._migrate(conn, scope)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            if "not a database" in str(exc) or "malformed" in str(exc):
-                raise NotAStoreError(f"{path} is not a SQLite database ({exc}); the file was left untouched") from exc
-            raise
-        except BaseException:
-            conn.close()
-            raise
         return conn
 
     def _retry(self, fn: Any) -> Any:
@@ -2009,6 +1982,33 @@ def _remove_stale_builds(path: Path) -> None:
                 leftover.unlink(missing_ok=True)
         except (ValueError, PermissionError, OSError):
             continue  # not ours to judge (another user's process, an odd name)
+
+
+def _store_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version, read before anything in it is changed (even its journal mode): a foreign
+    SQLite database is a NotAStoreError. One statement, one snapshot: another process may be committing the
+    first migration."""
+    version, objects = conn.execute(
+        "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
+    if version == 0 and objects:
+        raise NotAStoreError(f"{path} is a SQLite database but not a memory store; left untouched")
+    return int(version)
+
+
+@contextmanager
+def _closed_on_error(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
+    """Close a connection being opened if opening fails; a file that is not a database is a NotAStoreError."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if "not a database" in str(exc) or "malformed" in str(exc):
+            raise NotAStoreError(f"{path} is not a SQLite database ({exc}); the file was left untouched") from exc
+        raise
+    except BaseException:
+        conn.close()
+        raise
 
 
 def _q(name: str) -> str:
