@@ -203,3 +203,23 @@ def test_sqlite_to_postgres_and_back_is_lossless(pg_dsn: str, tmp_path: Path) ->
     assert rows(first) == rows(middle) == rows(last)
     assert pg.search("freeze", "global")[0].content == "Freeze starts Wednesday"
     pg.close()
+
+
+def test_schema_1_is_migrated_with_stated_by_and_new_hashes(pg_dsn: str) -> None:
+    name = schema()
+    store = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    fact = store.remember("Fact from the old schema.", "global")
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 1, with a restatement by bob
+        conn.execute(f"ALTER TABLE {name}.asm_facts DROP COLUMN stated_by")
+        conn.execute(f"UPDATE {name}.asm_facts SET content_hash = 'old-rule'")
+        conn.execute(
+            f"INSERT INTO {name}.asm_audit (scope_kind, owner, fact_id, event, actor, at) "
+            "VALUES ('global', '', %s, 'reinforced', 'bob', 0)",
+            (fact.id,),
+        )
+        conn.execute(f"UPDATE {name}.asm_schema SET version = 1")
+    reopened = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    assert reopened.get(fact.id).stated_by == ("system", "bob")
+    assert reopened.remember("fact from the old schema", "global").duplicate_of == fact.id
+    reopened.close()
