@@ -170,7 +170,7 @@ def test_a_distinct_fact_is_stored_and_the_similar_one_named(make_store: StoreFa
     # the same decision inside one batch
     a, b = s.remember_many(["Staging listens on port 5432.", "Staging listens on port 5433."], "global")
     assert (a.status, b.status, b.similar) == ("created", "created", (a.id,))
-    # a near duplicate that agrees on every detail reinforces
+    # a near duplicate with the same wording reinforces
     again = s.remember("the Q3 report is due on October 21", "global")
     assert again.status == "reinforced" and again.duplicate_of == new.id
 

@@ -17,6 +17,7 @@ from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
 from autogen_shared_memory.embedding import Vectors, normalize
 from autogen_shared_memory.lifecycle import says_the_same
 from autogen_shared_memory.model import validate_label, validate_tags
+from autogen_shared_memory.testing import vector_at_cosine
 
 StoreFactory = Callable[..., SharedMemoryStore]
 DIM = 32
@@ -38,11 +39,7 @@ class TableEmbedder:
 
 def at_cosine(c: float, rng: np.random.Generator) -> np.ndarray:
     """A unit vector whose cosine with e0 (every test's query vector) is ``c``."""
-    w = rng.standard_normal(DIM)
-    w[0] = 0.0
-    v = np.sqrt(1.0 - c * c) * w / np.linalg.norm(w)
-    v[0] = c
-    return np.asarray(v, dtype=np.float64)
+    return vector_at_cosine(c, DIM, rng)
 
 
 E0 = np.eye(DIM)[0]

@@ -17,6 +17,7 @@ from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import _int8_bounds, _quantize
 from autogen_shared_memory.embedding import Vectors, normalize
 from autogen_shared_memory.model import Filters
+from autogen_shared_memory.testing import vector_at_cosine
 
 DIM = 64
 
@@ -39,11 +40,7 @@ class TableEmbedder:
 
 def at_cosine(c: float, rng: np.random.Generator) -> np.ndarray:
     """A unit vector whose cosine with e0 is ``c``."""
-    w = rng.standard_normal(DIM)
-    w[0] = 0.0
-    v = np.sqrt(1.0 - c * c) * w / np.linalg.norm(w)
-    v[0] = c
-    return v
+    return vector_at_cosine(c, DIM, rng)
 
 
 def test_scan_ranks_near_ties_by_their_float32_cosines(tmp_path: Path) -> None:

@@ -155,7 +155,8 @@ class WriteTx(Protocol):
         an approximation within 1e-4 is enough (it only names similar facts)."""
 
     def insert(self, draft: Draft, j: int) -> None:
-        """Insert ``draft`` as a new active fact with the ``j``-th vector of this write."""
+        """Insert ``draft`` as a new fact with its status (``active``, or ``pending`` for a write held for
+        review) and the ``j``-th vector of this write."""
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
         """Set columns of a fact (``status``, ``superseded_by``, ``tombstone_by``, ``tombstone_at``,

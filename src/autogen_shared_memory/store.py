@@ -204,9 +204,10 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         global_writers: agent ids allowed to write the global scope (``"*"`` for every agent). Trusted code
             (calls without ``agent_id``) may always write.
         near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one *if* the two
-            agree on every detail that carries meaning (numbers, dates, names, negation...: see
-            :mod:`~autogen_shared_memory.lifecycle`); ``> 1`` switches near duplicates off. Exact duplicates
-            (equal after Unicode, case, whitespace and punctuation normalisation) always reinforce.
+            have the same wording (the same words in order, up to punctuation, case, contractions and
+            articles: see :func:`~autogen_shared_memory.lifecycle.wording`); ``> 1`` switches near duplicates
+            off. Exact duplicates (equal after Unicode, case, whitespace and punctuation normalisation) always
+            reinforce.
         similar_threshold: cosine at or above which a stored fact that was not merged is reported in the
             receipt's ``similar`` (and by the ``memory_remember`` tool), so the writer can supersede it.
         rrf_k: the Reciprocal Rank Fusion constant (5: a fact at rank 1 of one leg beats one at rank 30 of
@@ -528,7 +529,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         """Store one fact as ``agent_id`` (None: trusted code) and return its receipt.
 
         A fact that says the same thing as an active fact of the scope (equal after normalisation, or a near
-        duplicate that agrees on every detail) reinforces it instead of adding a copy: the receipt says
+        duplicate with the same wording) reinforces it instead of adding a copy: the receipt says
         ``reinforced``. Anything else is stored, and the receipt's ``similar`` lists the facts it resembles.
         ``supersedes`` makes this fact the correction of older facts of the same scope: it is always stored
         as a new fact and they are closed, atomically.

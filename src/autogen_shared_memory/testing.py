@@ -91,3 +91,12 @@ def make_fact(**fields: Any) -> Fact:
         **fields,
     }
     return Fact(**values)
+
+
+def vector_at_cosine(c: float, dim: int, rng: np.random.Generator) -> np.ndarray:
+    """A unit vector of ``dim`` components whose cosine with the first axis is ``c`` (tests choose cosines)."""
+    w = rng.standard_normal(dim)
+    w[0] = 0.0
+    v = np.sqrt(1.0 - c * c) * w / np.linalg.norm(w)
+    v[0] = c
+    return np.asarray(v, dtype=np.float64)
