@@ -163,7 +163,7 @@ def test_open_files_stay_bounded_when_a_lookup_visits_every_scope(tmp_path: Path
         store.remember(f"fact of group {g}", "group", group_id=f"g{g}")
     before = len(os.listdir("/proc/self/fd"))
     with pytest.raises(FactNotFoundError):
-        store.get("g_0000000000000000beef")  # an invented id: every group file is looked at
+        store.get("g_0000000000000000beef")  # an invented id
     opened = len(os.listdir("/proc/self/fd")) - before
     assert opened <= 3 * store.backend.MAX_OPEN_SCOPES  # type: ignore[attr-defined]
     assert store.search("fact of group 7", "group", group_id="g7")[0].content == "fact of group 7"

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.backends.sqlite import SQLiteBackend, StorageError
+from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION, SQLiteBackend, StorageError
 from autogen_shared_memory.model import ScopeRef, SharedMemoryError
 from autogen_shared_memory.testing import HashEmbedder
 
@@ -105,7 +105,8 @@ def _fill(root: Path) -> dict[str, str]:
     }
     store.log_message("alice", "hello from alice")
     store.close()
-    assert sorted(p.name for p in root.iterdir()) == ["agent_alice.db", "global.db", "group_crew.db"]  # no -wal
+    files = ["agent_alice.db", "global.db", "group_crew.db", "ids.db"]
+    assert sorted(p.name for p in root.iterdir()) == files  # no -wal: all of it is in the files
     return ids
 
 
@@ -130,7 +131,7 @@ def test_cleanly_closed_store_in_a_read_only_directory_is_searchable(
     assert store.get(ids["group"], agent_id="alice", group_id="crew").content == "the crew meets at nine"
     assert [r.content for r in store.conversation("alice")] == ["hello from alice"]
     assert _counts(store) == {str(ScopeRef(*k)): 1 for k in (("agent", "alice"), ("global", ""), ("group", "crew"))}
-    assert [s.schema_version for s in store.stats()] == [3, 3, 3]
+    assert [s.schema_version for s in store.stats()] == [SCHEMA_VERSION] * 3
 
     # Writes fail with an error that names the file and says it is read-only, and change nothing.
     with pytest.raises(StorageError, match="read-only") as existing:
@@ -146,7 +147,22 @@ def test_cleanly_closed_store_in_a_read_only_directory_is_searchable(
     with pytest.raises(StorageError, match=r"group_crew\.db.*read-only"):
         store.forget(ids["group"], agent_id="alice", group_id="crew")
     assert _contents(store, "deploy key") == ["the deploy key rotates on fridays"]  # still usable after them
-    assert sorted(p.name for p in view.iterdir()) == ["agent_alice.db", "global.db", "group_crew.db"]
+    assert sorted(p.name for p in view.iterdir()) == ["agent_alice.db", "global.db", "group_crew.db", "ids.db"]
+
+
+@pytest.mark.parametrize("with_index", [True, False])
+def test_a_read_only_store_finds_facts_by_id_alone(
+    tmp_path: Path, read_only: ReadOnly, stores: Callable[..., SharedMemoryStore], with_index: bool
+) -> None:
+    """Without the scope (trusted code, the CLI), with or without an ``ids.db`` it cannot write."""
+    ids = _fill(tmp_path / "mem")
+    if not with_index:
+        (tmp_path / "mem" / "ids.db").unlink()
+    store = stores(read_only(tmp_path / "mem"))
+    assert store.get(ids["group"]).content == "the crew meets at nine"
+    assert store.get(ids["agent"]).content == "alice drinks green tea"
+    with pytest.raises(FactNotFoundError):
+        store.get("g_0000000000000000beef")
 
 
 def test_writable_file_in_a_read_only_directory_falls_back_to_read_only(
@@ -298,7 +314,12 @@ def test_read_only_directory_for_another_user(tmp_path: Path) -> None:
         assert str(root / "mem" / "global.db") in out["global"] and "read-only" in out["global"]
         assert "directory is not writable" in out["global"]
         assert str(root / "mem" / "agent_alice.db") in out["agent"] and "read-only" in out["agent"]
-        assert sorted(p.name for p in (root / "mem").iterdir()) == ["agent_alice.db", "global.db", "group_crew.db"]
+        assert sorted(p.name for p in (root / "mem").iterdir()) == [
+            "agent_alice.db",
+            "global.db",
+            "group_crew.db",
+            "ids.db",
+        ]
     finally:
         shutil.rmtree(root)
 

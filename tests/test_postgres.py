@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from autogen_shared_memory import ScopeRef, SharedMemoryStore
+from autogen_shared_memory import FactNotFoundError, ScopeRef, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import SCHEMA_VERSION, BackendUnavailableError, PostgresBackend, redact
 from autogen_shared_memory.testing import HashEmbedder
 
@@ -223,3 +223,20 @@ def test_schema_1_is_migrated_with_stated_by_and_new_hashes(pg_dsn: str) -> None
     assert reopened.get(fact.id).stated_by == ("system", "bob")
     assert reopened.remember("fact from the old schema", "global").duplicate_of == fact.id
     reopened.close()
+
+
+def test_a_fact_is_found_by_id_alone_through_the_id_index(pg_dsn: str) -> None:
+    name = schema()
+    store = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    ids = [store.remember(f"fact of group {g}", "group", group_id=f"g{g}").id for g in range(20)]
+    private = store.remember("alice drinks green tea", "agent", agent_id="alice").id
+    assert store.get(ids[13]).content == "fact of group 13"
+    assert store.get(private).scope == ScopeRef("agent", "alice")
+    with pytest.raises(FactNotFoundError):
+        store.get("g_0000000000000000beef")
+    with psycopg.connect(pg_dsn) as conn:  # one probe of an index, not a scan of every scope's rows
+        conn.execute(f"SET search_path TO {name}, public")
+        conn.execute("SET enable_seqscan = off")
+        plan = " ".join(r[0] for r in conn.execute("EXPLAIN SELECT * FROM asm_facts WHERE id = 'g_x'"))
+    assert "asm_facts_id" in plan
+    store.close()

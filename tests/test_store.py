@@ -45,7 +45,7 @@ def test_files_are_created_on_first_use(store: SharedMemoryStore) -> None:
     store.remember("global fact", "global")
     store.remember("group fact", "group", agent_id="alice", group_id="crew")
     store.remember("private fact", "agent", agent_id="alice")
-    assert {p.name for p in root.glob("*.db")} == {"global.db", "group_crew.db", "agent_alice.db"}
+    assert {p.name for p in root.glob("*.db")} == {"global.db", "group_crew.db", "agent_alice.db", "ids.db"}
     with sqlite3.connect(root / "global.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

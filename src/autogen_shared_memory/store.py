@@ -684,19 +684,11 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     def _locate(self, fact_id: str, agent_id: str | None, group_id: str | None) -> Fact:
         kind = kind_of_fact_id(fact_id)
         hint = {"agent": agent_id, "group": group_id, "global": ""}[kind]
-        tried: set[ScopeRef] = set()
-        if hint is not None:
-            ref = ScopeRef(kind, hint)
-            tried.add(ref)
-            found = self.backend.get(ref, [fact_id])
-            if found:
-                return found[0]
-        for ref in self.backend.scopes(kind):
-            if ref not in tried:
-                found = self.backend.get(ref, [fact_id])
-                if found:
-                    return found[0]
-        raise FactNotFoundError(f"no fact with id {fact_id!r}")
+        found = self.backend.get(ScopeRef(kind, hint), [fact_id]) if hint is not None else []
+        fact = found[0] if found else self.backend.find(fact_id)
+        if fact is None:
+            raise FactNotFoundError(f"no fact with id {fact_id!r}")
+        return fact
 
     def _readable(self, fact_id: str, agent_id: str | None, group_id: str | None) -> Fact:
         """The fact, if the caller may read its scope; a fact it may not read is answered exactly as one that

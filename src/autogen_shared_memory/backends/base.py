@@ -28,6 +28,7 @@ from ..model import (
     ScopeRef,
     ScopeStats,
     Status,
+    kind_of_fact_id,
 )
 
 
@@ -88,6 +89,18 @@ class Backend(ABC):
     @abstractmethod
     def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
         """The facts with these ids that exist in the scope, in the order asked."""
+
+    def find(self, fact_id: str) -> Fact | None:
+        """The fact with this id in whichever scope holds it (any status), or None.
+
+        Derived: asks every scope of the id's kind (:func:`~autogen_shared_memory.model.kind_of_fact_id`).
+        A backend that can look an id up directly (an index) overrides it, so that an invented id costs one
+        lookup rather than a visit to every scope."""
+        for ref in self.scopes(kind_of_fact_id(fact_id)):
+            found = self.get(ref, [fact_id])
+            if found:
+                return found[0]
+        return None
 
     @abstractmethod
     def select_ids(self, scope: ScopeRef, filters: Filters, limit: int) -> list[str]:

@@ -33,6 +33,7 @@ from ..model import (
     ScopeRef,
     ScopeStats,
     SharedMemoryError,
+    kind_of_fact_id,
 )
 from ..records import TABLES, TableSpec, table_spec
 from .base import (
@@ -57,7 +58,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 
 logger = logging.getLogger("autogen_shared_memory")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 CHANNEL = "asm_changes"
 _PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 _FACT_COLUMNS = (
@@ -174,6 +175,8 @@ class PostgresBackend(Backend):
                 self._migrate_v1(conn)
             if version < 2:
                 self._migrate_v2(conn)
+            if version < 3:  # a lookup by id alone (get, forget, history without the scope) is one index probe
+                conn.execute(f"CREATE INDEX IF NOT EXISTS asm_facts_id ON {s}.asm_facts (id)")
             if row is None:
                 conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
             else:
@@ -396,6 +399,16 @@ class PostgresBackend(Backend):
         now = time.time()
         by_id = {r[1]: fact_from_row(scope, r, now) for r in rows}
         return [by_id[i] for i in fact_ids if i in by_id]
+
+    def find(self, fact_id: str) -> Fact | None:
+        kind = kind_of_fact_id(fact_id)
+        rows = self._read(
+            lambda c: c.execute(
+                f"SELECT owner, {_FACT_COLUMNS} FROM asm_facts WHERE id = %s AND scope_kind = %s LIMIT 1",
+                (fact_id, kind),
+            ).fetchall()
+        )
+        return fact_from_row(ScopeRef(kind, rows[0][0]), rows[0][1:], time.time()) if rows else None
 
     @staticmethod
     def _filter_sql(filters: Filters, now: float) -> tuple[str, list[Any]]:

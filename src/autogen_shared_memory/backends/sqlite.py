@@ -27,7 +27,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
@@ -53,6 +53,7 @@ from ..model import (
     ScopeRef,
     ScopeStats,
     SharedMemoryError,
+    kind_of_fact_id,
 )
 from ..recall import fold, fts5_expression, stem
 from ..records import TABLES, TableSpec, table_spec
@@ -67,7 +68,7 @@ from .base import (
     fact_from_row,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _FACT_COLUMNS = (
     "seq, id, content, created_by, created_at, confidence, tags, category, metadata, session_id, "
@@ -219,8 +220,13 @@ def _migrate_v3(conn: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_v4(conn: sqlite3.Connection) -> None:
+    """Nothing changes in the file: from version 4 on, every writer records the ids it stores in the root's
+    ``ids.db`` (:class:`_IdIndex`). The version keeps older releases, which do not, from writing to it."""
+
+
 # Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
-MIGRATIONS = [_migrate_v1, _migrate_v2, _migrate_v3]
+MIGRATIONS = [_migrate_v1, _migrate_v2, _migrate_v3, _migrate_v4]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -993,6 +999,109 @@ class _Tx:
         )
 
 
+class _IdIndex:
+    """Which agent or group file holds a fact id, kept in ``ids.db`` beside the scope files: a lookup by id
+    (``get``, ``forget``, ``history``) opens one file instead of every file of the id's kind.
+
+    It holds a superset of the truth. A writer adds the ids of a batch before the transaction that stores
+    them (a crash in between leaves ids that point at a file without them: a lookup just does not find them
+    there) and removes the ids it did not store afterwards. A file nobody indexed (written by a release
+    before the index, copied in, or an ``ids.db`` that was deleted) is indexed when a lookup misses, so the
+    file may be deleted at any time. The global scope is one file and is not indexed.
+    """
+
+    FILE_NAME = "ids.db"
+
+    def __init__(self, backend: SQLiteBackend) -> None:
+        self.backend = backend
+        self.path = backend.root / self.FILE_NAME
+        self.known: set[str] = set()  # file names indexed in full (a file never leaves the index)
+
+    def _conn(self) -> _Connection:
+        """This thread's connection, creating the file and its tables if needed (StorageError if it cannot)."""
+        self.backend._conns()  # refuses a closed store; resets thread-local state after a fork
+        local = self.backend._local
+        conn: _Connection | None = getattr(local, "ids", None)
+        if conn is not None:
+            return conn
+        try:
+            self.backend.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {self.path}: {exc}", self.path) from exc
+        conn = _connect(self.path, self.path, self.backend.busy_timeout)
+        with _closed_on_error(conn, self.path):
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                self.backend._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'indexed_files'").fetchone()[0] == 0:
+                with self.backend._immediate(conn):
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS fact_scope (id TEXT NOT NULL, kind TEXT NOT NULL, "
+                        "owner TEXT NOT NULL, PRIMARY KEY (id, kind, owner)) WITHOUT ROWID"
+                    )
+                    conn.execute("CREATE TABLE IF NOT EXISTS indexed_files (name TEXT PRIMARY KEY) WITHOUT ROWID")
+        local.ids = conn
+        with self.backend._lock:
+            self.backend._all_conns.append(conn)
+        return conn
+
+    def _reader(self) -> _Connection | None:
+        """The connection for a lookup; None when the index cannot be used here (a read-only store without
+        one): lookups then visit the files."""
+        try:
+            return self._conn()
+        except (StorageError, sqlite3.DatabaseError):
+            return None
+
+    def add(self, scope: ScopeRef, fact_ids: Iterable[str]) -> None:
+        """Record ids before the transaction that stores them in ``scope``."""
+        rows = [(i, scope.kind, scope.owner) for i in fact_ids]
+        if scope.kind != "global" and rows:
+            conn = self._conn()
+            with self.backend._immediate(conn):
+                conn.executemany("INSERT OR IGNORE INTO fact_scope (id, kind, owner) VALUES (?, ?, ?)", rows)
+
+    def discard(self, scope: ScopeRef, fact_ids: Iterable[str]) -> None:
+        """Drop ids that ``scope`` did not store (merged into another fact) or no longer holds (purged)."""
+        rows = [(i, scope.kind, scope.owner) for i in fact_ids]
+        conn = self._reader() if rows and scope.kind != "global" else None
+        if conn is not None:  # best effort: an id left behind only costs a lookup one file
+            with self.backend._immediate(conn):
+                conn.executemany("DELETE FROM fact_scope WHERE id = ? AND kind = ? AND owner = ?", rows)
+
+    def mark(self, name: str) -> None:
+        """Record that every id of the file ``name`` is in the index (a new file, or one just indexed)."""
+        conn = self._conn()
+        with self.backend._immediate(conn):
+            conn.execute("INSERT OR IGNORE INTO indexed_files (name) VALUES (?)", (name,))
+        self.known.add(name)
+
+    def candidates(self, fact_id: str) -> list[ScopeRef] | None:
+        """The scopes the index says may hold ``fact_id``; None when there is no usable index."""
+        conn = self._reader()
+        if conn is None:
+            return None
+        rows = conn.execute("SELECT kind, owner FROM fact_scope WHERE id = ?", (fact_id,)).fetchall()
+        return [ScopeRef(kind, owner) for kind, owner in rows]
+
+    def catch_up(self, kind: ScopeKind) -> bool:
+        """Index every file of ``kind`` that is not indexed yet; True if there was one."""
+        names = {p.name for p in self.backend.root.glob(f"{kind}_*.db")} - self.known
+        conn = self._reader() if names else None
+        if conn is None:
+            return False
+        self.known |= {name for (name,) in conn.execute("SELECT name FROM indexed_files")}
+        missing = sorted(names - self.known)
+        for name in missing:
+            ref = self.backend._scope_of_file(self.backend.root / name)
+            scope_conn = self.backend._conn(ref, create=False) if ref is not None else None
+            if ref is None or scope_conn is None:
+                continue  # not a scope file of this store
+            self.add(ref, (fact_id for (fact_id,) in scope_conn.execute("SELECT id FROM facts")))
+            self.mark(name)
+        return bool(missing)
+
+
 class SQLiteBackend(Backend):
     """Facts in SQLite files under ``root``; safe for many threads and processes at once."""
 
@@ -1042,12 +1151,15 @@ class SQLiteBackend(Backend):
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
+        self._ids = _IdIndex(self)
 
     # ------------------------------------------------------------------ files and connections
     def path_of(self, scope: ScopeRef) -> Path:
         return self.root / scope.file_name
 
     def _conns(self) -> dict[ScopeRef, _Connection]:
+        if self._closed:
+            raise RuntimeError("the memory store is closed")
         if os.getpid() != self._pid:  # forked: never share SQLite connections across processes
             self._pid = os.getpid()
             self._local = threading.local()
@@ -1111,6 +1223,8 @@ class SQLiteBackend(Backend):
                 self._migrate(conn, scope)
             finally:
                 conn.close()  # checkpoints: the file alone holds everything
+            if scope.kind != "global":
+                self._ids.mark(path.name)  # it holds no fact yet; every writer indexes what it adds
             try:
                 with contextlib.suppress(FileExistsError):  # another thread or process published it first
                     os.link(tmp, path)
@@ -1285,10 +1399,16 @@ class SQLiteBackend(Backend):
         near_duplicate_threshold: float,
         similar_threshold: float,
     ) -> list[Receipt]:
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        conn.refuse_writes()  # a read-only scope file says so itself, before the index is touched
+        self._ids.add(scope, (d.id for d in drafts))  # before the transaction that stores them
         with self._write(scope) as tx:
             self._claim_model(tx.conn, scope, model)
             tx.vectors = np.asarray(vectors, dtype=np.float32)
-            return lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)
+            receipts = lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)
+        self._ids.discard(scope, {d.id for d in drafts} - {r.id for r in receipts})
+        return receipts
 
     def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
         if self._conn(scope, create=False) is None:
@@ -1301,7 +1421,9 @@ class SQLiteBackend(Backend):
         if self._conn(scope, create=False) is None:
             return []
         with self._write(scope) as tx:
-            return lifecycle.purge(tx, before, actor)
+            purged = lifecycle.purge(tx, before, actor)
+        self._ids.discard(scope, purged)
+        return purged
 
     # ------------------------------------------------------------------ reads
     def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
@@ -1313,6 +1435,25 @@ class SQLiteBackend(Backend):
         now = time.time()
         by_id = {row[1]: fact_from_row(scope, row, now) for row in rows}
         return [by_id[i] for i in fact_ids if i in by_id]
+
+    def find(self, fact_id: str) -> Fact | None:
+        kind = kind_of_fact_id(fact_id)
+        if kind == "global":
+            return next(iter(self.get(ScopeRef("global", ""), [fact_id])), None)
+        for attempt in range(2):
+            refs = self._ids.candidates(fact_id)
+            if refs is None:
+                return super().find(fact_id)  # no usable index (a read-only store): visit the files
+            for ref in refs:
+                found = self.get(ref, [fact_id])
+                if found:
+                    return found[0]
+            try:
+                if attempt or not self._ids.catch_up(kind):
+                    return None
+            except StorageError:
+                return super().find(fact_id)
+        return None
 
     def _filter_sql(self, filters: Filters, now: float) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -1664,28 +1805,28 @@ class SQLiteBackend(Backend):
     def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
         if not self.root.is_dir():
             return []
-        found: list[ScopeRef] = []
-        for path in sorted(self.root.glob("*.db")):
-            name = path.name
-            if not (name == "global.db" or name.startswith(("agent_", "group_"))) or not path.is_file():
-                continue
-            # A file SQLite cannot read (StorageError) is not skipped: the listing would pass the scope off
-            # as empty. Only files that are not memory stores are.
+        found = [self._scope_of_file(path) for path in sorted(self.root.glob("*.db"))]
+        return [ref for ref in found if ref is not None and (kind is None or ref.kind == kind)]
+
+    def _scope_of_file(self, path: Path) -> ScopeRef | None:
+        """The scope a file of the root holds, read from its meta; None for a file that is not a scope file
+        of this store (a stray file never fails a listing). A file SQLite cannot read raises
+        :class:`StorageError`: skipping it would pass the scope off as empty."""
+        name = path.name
+        if not (name == "global.db" or name.startswith(("agent_", "group_"))) or not path.is_file():
+            return None
+        try:
+            ro = _connect_read_only(path, self.busy_timeout, "listing the store's scopes")
             try:
-                ro = _connect_read_only(path, self.busy_timeout, "listing the store's scopes")
-                try:
-                    meta = dict(
-                        ro.execute("SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')").fetchall()
-                    )
-                finally:
-                    ro.close()
-            except sqlite3.DatabaseError:
-                continue  # not ours: listing never fails because of a stray file
-            if meta.get("scope_kind") in ("agent", "group", "global"):
-                ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
-                if ref.file_name == name and (kind is None or ref.kind == kind):
-                    found.append(ref)
-        return found
+                meta = dict(ro.execute("SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')"))
+            finally:
+                ro.close()
+        except sqlite3.DatabaseError:
+            return None
+        if meta.get("scope_kind") not in ("agent", "group", "global"):
+            return None
+        ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
+        return ref if ref.file_name == name else None
 
     # ------------------------------------------------------------------ meta and model
     def get_meta(self, scope: ScopeRef, key: str) -> str | None:
@@ -1913,6 +2054,7 @@ class SQLiteBackend(Backend):
 
     def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
         inserted = 0
+        self._ids.add(scope, (row["id"] for table, row in items if table == "facts"))
         with self._write(scope) as tx:
             conn = tx.conn
             for table, row in items:

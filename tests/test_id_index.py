@@ -1,0 +1,163 @@
+"""Looking a fact up by id without visiting every scope file (SQLite's ``ids.db``; PostgreSQL's id index).
+
+A model can send any id to ``memory_forget``: an invented one must cost one index probe, not a visit to each of
+hundreds of group files, and the index must never hide a fact that exists (written by another process, before
+the index existed, in a file copied in, or after a crash between the index and the file).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autogen_shared_memory import FactNotFoundError, SharedMemoryStore, lifecycle
+from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.testing import HashEmbedder
+
+INVENTED = "g_0000000000000000beef"
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The scope files SQLite backends open from now on, by name."""
+    names: list[str] = []
+    original = SQLiteBackend._open
+
+    def counting(self: SQLiteBackend, path: Path, scope: object) -> object:
+        names.append(path.name)
+        return original(self, path, scope)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SQLiteBackend, "_open", counting)
+    return names
+
+
+@pytest.fixture
+def crowd(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """60 group files, one fact each: the fact ids by group."""
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    ids = {f"g{g}": store.remember(f"fact of group {g}", "group", group_id=f"g{g}").id for g in range(60)}
+    store.close()
+    yield ids
+
+
+def _fresh(root: Path) -> SharedMemoryStore:
+    return SharedMemoryStore(root, embedder=HashEmbedder())
+
+
+def test_an_invented_id_opens_no_scope_file(tmp_path: Path, crowd: dict[str, str], opened: list[str]) -> None:
+    store = _fresh(tmp_path)
+    for _ in range(3):
+        with pytest.raises(FactNotFoundError):
+            store.get(INVENTED)
+        with pytest.raises(FactNotFoundError):
+            store.forget("a_0000000000000000beef")
+    assert opened == []
+    assert store.get(crowd["g41"]).content == "fact of group 41"  # a real id: its own file, and only that one
+    assert opened == ["group_g41.db"]
+
+
+def test_files_the_index_never_saw_are_indexed_on_the_first_miss(
+    tmp_path: Path, crowd: dict[str, str], opened: list[str]
+) -> None:
+    # A store written before the index existed (or whose ids.db was deleted), plus a file copied in from
+    # another deployment: every fact is still found by id, and only the first miss pays for it.
+    (tmp_path / "ids.db").unlink()
+    other = tmp_path.parent / "other"
+    elsewhere = SharedMemoryStore(other, embedder=HashEmbedder())
+    copied = elsewhere.remember("the copied group meets at ten", "group", group_id="copied").id
+    elsewhere.close()
+    shutil.copy(other / "group_copied.db", tmp_path / "group_copied.db")
+
+    store = _fresh(tmp_path)
+    assert store.get(crowd["g7"]).content == "fact of group 7"
+    assert store.get(copied).content == "the copied group meets at ten"
+    opened.clear()
+    with pytest.raises(FactNotFoundError):
+        store.get(INVENTED)
+    assert opened == []  # everything is indexed now
+    assert store.forget(crowd["g59"]).status == "forgotten"
+
+
+def test_a_file_copied_in_after_the_index_is_found(tmp_path: Path, crowd: dict[str, str]) -> None:
+    store = _fresh(tmp_path)
+    with pytest.raises(FactNotFoundError):
+        store.get(INVENTED)  # every file known
+    other = tmp_path.parent / "later"
+    elsewhere = SharedMemoryStore(other, embedder=HashEmbedder())
+    copied = elsewhere.remember("a late fact", "group", group_id="late").id
+    elsewhere.close()
+    shutil.copy(other / "group_late.db", tmp_path / "group_late.db")
+    assert store.get(copied).content == "a late fact"
+
+
+def test_another_process_writes_are_found_by_id(tmp_path: Path, crowd: dict[str, str]) -> None:
+    store = _fresh(tmp_path)
+    with pytest.raises(FactNotFoundError):
+        store.get(INVENTED)  # this process now believes it knows every file
+    code = (
+        "from autogen_shared_memory import SharedMemoryStore\n"
+        "from autogen_shared_memory.testing import HashEmbedder\n"
+        f"s = SharedMemoryStore({str(tmp_path)!r}, embedder=HashEmbedder())\n"
+        "print(s.remember('written next door', 'group', group_id='g3').id)\n"
+        "print(s.remember('a new team', 'group', group_id='newcomers').id)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    old_file, new_file = out.stdout.split()
+    assert store.get(old_file).content == "written next door"
+    assert store.get(new_file).content == "a new team"
+
+
+def test_a_crash_between_index_and_file_hides_nothing_and_invents_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _fresh(tmp_path)
+    kept = store.remember("kept before the crash", "group", group_id="crew").id
+
+    def crash(*args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt  # the process dies inside the scope transaction
+
+    with monkeypatch.context() as m:
+        m.setattr(lifecycle, "write", crash)
+        with pytest.raises(KeyboardInterrupt):
+            store.remember("lost in the crash", "group", group_id="crew")
+    with sqlite3.connect(tmp_path / "ids.db") as conn:
+        (dangling,) = {i for (i,) in conn.execute("SELECT id FROM fact_scope")} - {kept}
+    with pytest.raises(FactNotFoundError):
+        store.get(dangling)  # the index pointed at a file without it: not found, nothing invented
+    assert store.get(kept).content == "kept before the crash"
+    assert store.remember("after the crash", "group", group_id="crew").status == "created"
+
+
+def test_the_index_holds_only_what_the_files_hold(tmp_path: Path) -> None:
+    store = _fresh(tmp_path)
+    first = store.remember("the crew meets at nine", "group", group_id="crew")
+    again = store.remember("The crew meets at nine.", "group", group_id="crew")
+    assert again.status == "reinforced"
+    gone = store.remember("a fact to purge", "group", group_id="crew").id
+    store.forget(gone)
+    store.purge(older_than=0)
+
+    with sqlite3.connect(tmp_path / "ids.db") as conn:
+        indexed = sorted(conn.execute("SELECT id, kind, owner FROM fact_scope"))
+        files = [name for (name,) in conn.execute("SELECT name FROM indexed_files")]
+    assert indexed == [(first.id, "group", "crew")]  # the merged draft's id and the purged id are gone
+    assert files == ["group_crew.db"]
+
+
+def test_imported_facts_are_found_by_id(tmp_path: Path) -> None:
+    source = _fresh(tmp_path / "a")
+    fact = source.remember("alice likes green tea", "agent", agent_id="alice").id
+    dump = tmp_path / "dump.jsonl"
+    source.export(dump)
+    target = _fresh(tmp_path / "b")
+    target.import_(dump)
+    assert target.get(fact).content == "alice likes green tea"
+    with sqlite3.connect(tmp_path / "b" / "ids.db") as conn:
+        where = conn.execute("SELECT kind, owner FROM fact_scope WHERE id = ?", (fact,)).fetchall()
+    assert where == [("agent", "alice")]
