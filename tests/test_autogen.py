@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -410,3 +412,42 @@ async def test_memory_view_of_a_non_member_injects_nothing_and_logs_once(
         updated = await view.update_context(context)  # no MemoryAccessDenied into the agent's turn
         assert updated.memories.results == [] and len(await context.get_messages()) == 1
     assert sum("recall skipped for mallory" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_recording_a_runtime_does_not_warn_on_every_response(tmp_path: Path) -> None:
+    # An RPC handler that returns nothing makes a None response; autogen_core warns about every handler that
+    # passes such a response through. With the recorder, a user sees no warning per message (in a process
+    # with default warning filters, not pytest's).
+    code = f"""
+import asyncio
+from dataclasses import dataclass
+from autogen_core import AgentId, MessageContext, RoutedAgent, SingleThreadedAgentRuntime, message_handler
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.testing import HashEmbedder
+
+@dataclass
+class Ping:
+    content: str
+
+class Quiet(RoutedAgent):
+    @message_handler
+    async def on_ping(self, message: Ping, ctx: MessageContext) -> None:
+        return None
+
+async def main() -> None:
+    store = SharedMemoryStore({str(tmp_path)!r}, embedder=HashEmbedder())
+    recorder = store.runtime_handler()
+    runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
+    await Quiet.register(runtime, "quiet", lambda: Quiet("a quiet agent"))
+    runtime.start()
+    for i in range(3):
+        await runtime.send_message(Ping(f"ping {{i}}"), AgentId("quiet", "default"))
+    await runtime.stop_when_idle()
+    assert recorder.flush(10)
+    print(len(store.conversation("quiet")))
+
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "returned None" not in out.stderr

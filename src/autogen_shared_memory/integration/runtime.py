@@ -15,6 +15,7 @@ import logging
 import queue
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -80,6 +81,15 @@ class MemoryRecorder(DefaultInterventionHandler):
         self._calls: dict[str, tuple[str, FunctionCall, float]] = {}  # core-API tool calls in flight
         self._thread = threading.Thread(target=self._drain, name="shared-memory-recorder", daemon=True)
         self._thread.start()
+        # autogen_core warns whenever a handler's on_response returns None, also when the response was None to
+        # begin with (an RPC handler that returns nothing, as agentchat's do): this handler passes every
+        # response through unchanged, so without the filter every such message would warn.
+        warnings.filterwarnings(
+            "ignore",
+            message="Intervention handler on_response returned None",
+            category=RuntimeWarning,
+            module=r"autogen_core\._single_threaded_agent_runtime",
+        )
 
     # ---------------------------------------------------------------- the runtime's hooks
     async def on_send(self, message: Any, *, message_context: MessageContext, recipient: AgentId) -> Any:
