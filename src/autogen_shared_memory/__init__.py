@@ -5,18 +5,12 @@ deployment) — as SQLite files under one root, recalled by hybrid FTS5 + embedd
 Reciprocal Rank Fusion and returned as small byte-bounded capsules.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .backends.base import Backend, ModelInfo
 from .backends.sqlite import SQLiteBackend, StorageError
 from .capsule import capsule
 from .embedding import Embedder, SentenceTransformerEmbedder
-from .integration import (
-    MemoryForgetTool,
-    MemoryRecorder,
-    MemoryRememberTool,
-    MemorySearchTool,
-    MemoryServiceAgent,
-    SharedMemory,
-)
 from .model import (
     AuditEvent,
     EmbeddingModelError,
@@ -33,6 +27,35 @@ from .model import (
 )
 from .records import ConversationRecord, ToolCallRecord
 from .store import SharedMemoryStore, SharedMemoryStoreConfig
+
+if TYPE_CHECKING:
+    from .integration import (
+        MemoryForgetTool,
+        MemoryRecorder,
+        MemoryRememberTool,
+        MemorySearchTool,
+        MemoryServiceAgent,
+        SharedMemory,
+    )
+
+# The AutoGen integration imports autogen-agentchat (about 0.2 s): loaded on first use, so that a process that
+# only stores and searches (a CLI command, a worker of another framework) does not pay for it.
+_INTEGRATION = {
+    "MemoryForgetTool",
+    "MemoryRecorder",
+    "MemoryRememberTool",
+    "MemorySearchTool",
+    "MemoryServiceAgent",
+    "SharedMemory",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INTEGRATION:
+        from . import integration
+
+        return getattr(integration, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __version__ = "0.1.0"
 
