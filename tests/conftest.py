@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
 from autogen_shared_memory.testing import HashEmbedder
 
 # Modules whose tests are the backend contract: each of their tests runs on every backend.
@@ -118,8 +118,9 @@ def store(make_store: StoreFactory) -> SharedMemoryStore:
 
 
 @pytest.fixture(scope="session")
-def minilm() -> SentenceTransformerEmbedder:
-    """The real all-MiniLM-L6-v2 from the packaged copy (loaded once per test session)."""
-    model = SentenceTransformerEmbedder()
+def minilm() -> OnnxEmbedder:
+    """The real all-MiniLM-L6-v2 from the packaged weights, as the store's default embedder runs it (ONNX
+    Runtime; loaded once per test session)."""
+    model = OnnxEmbedder()
     model.load()
     return model

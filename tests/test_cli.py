@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory import OnnxEmbedder, SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.cli import Settings, app
 from autogen_shared_memory.embedding import DEFAULT_MODEL_ID
 from autogen_shared_memory.testing import HashEmbedder
@@ -657,10 +657,11 @@ def test_dsn_with_a_real_postgres(pg_dsn: str) -> None:
 # ------------------------------------------------------------------------------------- the real model
 @pytest.fixture
 def no_model_load(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    def refuse(self: SentenceTransformerEmbedder) -> None:
+    def refuse(self: object) -> None:
         raise AssertionError("the embedding model was loaded")
 
     monkeypatch.setattr(SentenceTransformerEmbedder, "load", refuse)
+    monkeypatch.setattr(OnnxEmbedder, "load", refuse)
     monkeypatch.delenv("AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER")
     yield
 
@@ -695,7 +696,7 @@ def test_commands_that_do_not_embed_never_load_the_model(root: Path, tmp_path: P
 
 @pytest.mark.model
 def test_real_model_subprocess_then_search(
-    tmp_path: Path, minilm: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, minilm: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "mem"
     with SharedMemoryStore(root, embedder=minilm) as s:

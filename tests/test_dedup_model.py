@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
 
 pytestmark = pytest.mark.model
 
@@ -21,7 +21,7 @@ CORPUS = json.loads((Path(__file__).parents[1] / "bench" / "dedup_corpus.json").
 
 
 @pytest.fixture
-def real(tmp_path: Path, minilm: SentenceTransformerEmbedder) -> SharedMemoryStore:
+def real(tmp_path: Path, minilm: OnnxEmbedder) -> SharedMemoryStore:
     return SharedMemoryStore(tmp_path, embedder=minilm)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autogen_shared_memory import EmbeddingModelError, SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory import EmbeddingModelError, OnnxEmbedder, SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.embedding import DEFAULT_MODEL_ID
 
 pytestmark = pytest.mark.model
@@ -25,13 +25,13 @@ FACTS = [
 
 
 @pytest.fixture
-def real_store(tmp_path: Path, minilm: SentenceTransformerEmbedder) -> SharedMemoryStore:
+def real_store(tmp_path: Path, minilm: OnnxEmbedder) -> SharedMemoryStore:
     store = SharedMemoryStore(tmp_path, embedder=minilm)
     store.remember_many(FACTS, "global")
     return store
 
 
-def test_model_identity_and_vectors(minilm: SentenceTransformerEmbedder) -> None:
+def test_model_identity_and_vectors(minilm: OnnxEmbedder) -> None:
     assert minilm.model_id == DEFAULT_MODEL_ID and minilm.dimension == 384
     v = minilm.embed(["hello world", "a second text"])
     assert v.shape == (2, 384) and v.dtype == np.float32

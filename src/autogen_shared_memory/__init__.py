@@ -25,6 +25,7 @@ from .model import (
     ScopeStats,
     SharedMemoryError,
 )
+from .onnx_embedding import OnnxEmbedder
 from .records import ConversationRecord, ToolCallRecord
 from .store import SharedMemoryStore, SharedMemoryStoreConfig
 
@@ -57,6 +58,7 @@ def __getattr__(name: str) -> Any:
         return getattr(integration, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -77,6 +79,7 @@ __all__ = [
     "MemoryServiceAgent",
     "ModelInfo",
     "NotAStoreError",
+    "OnnxEmbedder",
     "Receipt",
     "SQLiteBackend",
     "ScopeRef",

