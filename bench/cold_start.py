@@ -3,7 +3,12 @@
 What a user waits for: a fresh Python process that opens a store and searches it once, a newcomer's first
 ``remember`` + ``search`` into an empty directory, and the CLI's ``search`` as a whole process. The baseline
 (extracted with ``git archive``) and the current tree each fill a store of their own (their schemas
-differ), then run in alternating processes (A B A B); medians of the rounds, peak RSS from ``getrusage``:
+differ), then run in alternating processes (A B A B); medians of the rounds, peak RSS from ``getrusage``.
+
+The current tree's ONNX graph cache (``$AUTOGEN_SHARED_MEMORY_CACHE_DIR``, else ~/.cache/autogen-shared-memory)
+is built by the fill at the latest, so the rounds start warm. Each round then also runs the current tree's
+search and CLI once more with ``AUTOGEN_SHARED_MEMORY_CACHE_DIR`` pointing at an empty directory: a first-ever
+run, which builds the graph (``--no-first-build`` skips these).
 
     python bench/cold_start.py --baseline 56959ae --rounds 5
 """
@@ -20,6 +25,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 QUERY = "when does the deploy run"
@@ -56,6 +62,7 @@ assert store.search(sys.argv[2], "global")
 
 def extract(rev: str, into: Path) -> Path:
     archive = subprocess.run(["git", "archive", rev, "src"], cwd=REPO, capture_output=True, check=True).stdout
+    into.mkdir(parents=True, exist_ok=True)
     tar = into / "src.tar"
     tar.write_bytes(archive)
     with tarfile.open(tar) as t:
@@ -63,9 +70,11 @@ def extract(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def python(src: Path, *args: str) -> tuple[float, str]:
-    """Wall time of a whole process (interpreter start included) and its stdout."""
+def python(src: Path, *args: str, cache: Path | None = None) -> tuple[float, str]:
+    """Wall time of a whole process (interpreter start included) and its stdout; ``cache``: its graph cache."""
     env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if cache is not None:
+        env["AUTOGEN_SHARED_MEMORY_CACHE_DIR"] = str(cache)
     start = time.perf_counter()
     out = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -78,8 +87,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", default="56959ae", help="git revision to compare with")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--no-first-build",
+        dest="first_build",
+        action="store_false",
+        help="skip the current tree's extra runs with an empty ONNX graph cache",
+    )
     args = parser.parse_args()
     results: dict[str, dict[str, list[float]]] = {}
+    cache_env = os.environ.get("AUTOGEN_SHARED_MEMORY_CACHE_DIR")
+    cache_root = Path(cache_env).expanduser() if cache_env else Path.home() / ".cache" / "autogen-shared-memory"
+    graphs_before = sorted(p.name for p in (cache_root / "onnx").glob("*.onnx"))
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         sources = {"baseline": extract(args.baseline, base / "baseline"), "now": REPO / "src"}
@@ -100,6 +118,20 @@ def main() -> None:
                 wall, out = python(src, "-m", "autogen_shared_memory", "--root", str(roots[name]), "search", QUERY)
                 assert "deploy" in out, out
                 row.setdefault("cli_wall", []).append(wall)
+            if args.first_build:  # the current tree once more, as on a machine that never built the graph
+                row = results.setdefault("first", {})
+                wall, out = python(sources["now"], "-c", SEARCH, str(roots["now"]), QUERY, cache=base / f"c{n}s")
+                measured = json.loads(out)
+                row.setdefault("search_wall", []).append(wall)
+                row.setdefault("search_in_process", []).append(measured["in_process"])
+                row.setdefault("rss_mb", []).append(measured["rss_mb"])
+                row.setdefault("torch", []).append(float(measured["torch"]))
+                root, cache = str(roots["now"]), base / f"c{n}c"
+                wall, out = python(
+                    sources["now"], "-m", "autogen_shared_memory", "--root", root, "search", QUERY, cache=cache
+                )
+                assert "deploy" in out, out
+                row.setdefault("cli_wall", []).append(wall)
     rows = [
         ("fresh process to first search result, whole process (s)", "search_wall", "{:.2f}"),
         ("  of which: import, open, search inside the process (s)", "search_in_process", "{:.2f}"),
@@ -108,14 +140,31 @@ def main() -> None:
         ("newcomer: first remember + search in an empty directory, whole process (s)", "newcomer_wall", "{:.2f}"),
         ("CLI `search`, whole process (s)", "cli_wall", "{:.2f}"),
     ]
-    print(f"2,001 facts in global; medians of {args.rounds} alternating rounds (A B A B)\n")
-    print(f"| measure | baseline {args.baseline} | now | now / baseline |")
-    print("| --- | --- | --- | --- |")
+    first = "first" in results
+    state = "already built before this run" if graphs_before else "empty before this run (the fill built it)"
+    print(
+        f"2,001 facts in global; medians of {args.rounds} alternating rounds (A B A B); ONNX graph cache "
+        f"{cache_root}: {state}"
+        + ("; last column: the current tree with an empty graph cache (builds it), once per round" if first else "")
+        + "\n"
+    )
+    print(
+        f"| measure | baseline {args.baseline} | now | now / baseline |"
+        + (" now, first-ever run (empty graph cache) |" if first else "")
+    )
+    print("| --- | --- | --- | --- |" + (" --- |" if first else ""))
     for label, key, fmt in rows:
         old = statistics.median(results["baseline"][key])
         new = statistics.median(results["now"][key])
         ratio = f"{new / old:.2f}" if old else "-"
-        print(f"| {label} | {fmt.format(old)} | {fmt.format(new)} | {ratio} |")
+        extra = ""
+        if first:
+            built: Any = results["first"].get(key)
+            extra = f" {fmt.format(statistics.median(built)) if built else '-'} |"
+        print(f"| {label} | {fmt.format(old)} | {fmt.format(new)} | {ratio} |{extra}")
+    print("\nper round (s or MB):")
+    for name, row in results.items():
+        print(f"  {name}: " + "; ".join(f"{k} " + " ".join(f"{v:.2f}" for v in vals) for k, vals in row.items()))
 
 
 if __name__ == "__main__":
