@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors, normalize
-from autogen_shared_memory.recall import query_terms, stem
+from autogen_shared_memory.search.text import query_terms, stem
 from autogen_shared_memory.store import SharedMemoryStore
 
 SECTION = "## Core store (issue 2)"

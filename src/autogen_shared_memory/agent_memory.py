@@ -28,8 +28,9 @@ from .model import (
     validate_confidence,
     validate_owner_id,
 )
-from .recall import query_terms, rrf
 from .records import ConversationRecord, ToolCallRecord, strict_json
+from .search.fusion import rrf
+from .search.text import query_terms
 
 if TYPE_CHECKING:
     from .store import SharedMemoryStore

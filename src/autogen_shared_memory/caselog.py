@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .model import ScopeRef, SharedMemoryError, validate_owner_id
-from .recall import query_terms, rrf
+from .search.fusion import rrf
+from .search.text import query_terms
 
 if TYPE_CHECKING:
     from .store import SharedMemoryStore

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import Self
 
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
-from .backends.sqlite import SQLiteBackend, VectorIndexKind
+from .backends.sqlite import SQLiteBackend
 from .capsule import capsule as render_capsule
 from .embedding import Embedder
 from .lifecycle import content_hash
@@ -65,8 +65,10 @@ from .model import (
 )
 from .onnx_embedding import OnnxEmbedder
 from .policy import PRIVATE_KEY, AccessPolicy
-from .recall import query_terms, rrf
 from .records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
+from .search.fusion import rrf
+from .search.index import VectorIndexKind
+from .search.text import query_terms
 
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool

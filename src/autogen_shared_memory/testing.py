@@ -16,7 +16,7 @@ from typing_extensions import Self
 
 from .embedding import Vectors, normalize
 from .model import Fact, ScopeRef
-from .recall import fold, query_terms, stem
+from .search.text import fold, query_terms, stem
 
 
 class HashEmbedderConfig(BaseModel):

@@ -18,21 +18,17 @@ Why it is built this way:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import math
 import os
 import random
-import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -55,8 +51,11 @@ from ..model import (
     SharedMemoryError,
     kind_of_fact_id,
 )
-from ..recall import fold, fts5_expression, stem
 from ..records import TABLES, TableSpec, table_spec
+from ..search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
+from ..search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
+from ..search.lexical import MARKED, choose_terms, idf, shared_bm25
+from ..search.text import fold, stem
 from .base import (
     DRAFT_COLUMNS,
     Backend,
@@ -69,6 +68,13 @@ from .base import (
 )
 
 SCHEMA_VERSION = 4
+
+
+def fts5_expression(terms: Iterable[str]) -> str:
+    """An FTS5 MATCH expression: the OR of the terms, each a quoted string literal."""
+    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
+    return " OR ".join(quoted)
+
 
 _FACT_COLUMNS = (
     "seq, id, content, created_by, created_at, confidence, tags, category, metadata, session_id, "
@@ -416,514 +422,24 @@ def _connect_read_only(path: Path, timeout: float, reason: str) -> _Connection:
     return conn
 
 
-_BLAS: Any = None
-
-VectorIndexKind = Literal["exact", "hnsw"]
-_MARKED = re.compile("\x01([^\x02]*)\x02")  # a token FTS5's highlight() marked as matched
-
-
-def _idf(n_facts: int, hits: int) -> float:
-    """Inverse document frequency as FTS5's ``bm25()`` computes it."""
-    return max(math.log((n_facts - hits + 0.5) / (hits + 0.5)), 1e-6)
-
-
-_SCAN_BLOCK = 32768  # rows: below this many in all, one scan task (a thread hand-off would cost more)
-_SCAN_POOL: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _scan_pool() -> ThreadPoolExecutor:
-    """Threads that scan one block each (SimSIMD releases the GIL and uses no thread team of its own)."""
-    global _SCAN_POOL
-    if _SCAN_POOL is None or _SCAN_POOL[0] != os.getpid():
-        _SCAN_POOL = (os.getpid(), ThreadPoolExecutor(os.cpu_count() or 1, "asm-scan"))
-    return _SCAN_POOL[1]
-
-
-@dataclass
-class _Codes:
-    """Vectors as two levels of int8 codes: ``x = scale * coarse + fine_scale * fine + residual``.
-
-    A scan reads only the coarse codes (a quarter of the float32 bytes); with the fine codes a row is rebuilt
-    to within ``slack = |residual|`` (3e-5 to 4e-5 for MiniLM vectors). Each level keeps the exact norm of
-    what it leaves out (``coarse_slack = |x - scale * coarse|``, ``slack``) and ``norm = |x|``, so every
-    product computed on the codes comes with a bound on its error, not an estimate of it.
-    """
-
-    coarse: npt.NDArray[np.int8]
-    scale: npt.NDArray[np.float32]
-    coarse_slack: npt.NDArray[np.float32]
-    fine: npt.NDArray[np.int8]
-    fine_scale: npt.NDArray[np.float32]
-    slack: npt.NDArray[np.float32]
-    norm: npt.NDArray[np.float32]
-
-    def __len__(self) -> int:
-        return len(self.coarse)
-
-    def rows(self, n: int) -> _Codes:
-        """The first ``n`` rows: they stay put while other threads append (or replace the arrays)."""
-        return _Codes(*(getattr(self, f.name)[:n] for f in fields(_Codes)))
-
-    def rebuild(self, rows: npt.NDArray[np.int64] | slice) -> npt.NDArray[np.float32]:
-        """float32 vectors of ``rows``, each within its ``slack`` of the original."""
-        coarse = self.coarse[rows].astype(np.float32)
-        coarse *= self.scale[rows, None]
-        fine = self.fine[rows].astype(np.float32)
-        fine *= self.fine_scale[rows, None]
-        coarse += fine
-        return coarse
-
-    def cosines(
-        self, rows: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
-    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
-        """``q . x`` of the rebuilt ``rows`` and a bound on each one's error. The sums run in float64 (no
-        float32 accumulation error to bound), the few float32 roundings of the codes are in the margin."""
-        q64 = q.astype(np.float64)
-        products = np.einsum("ij,j->i", self.coarse[rows], q64) * self.scale[rows]  # no BLAS threads
-        products += np.einsum("ij,j->i", self.fine[rows], q64) * self.fine_scale[rows]
-        q_norm = float(np.sqrt(q64 @ q64))
-        error = q_norm * (self.slack[rows] + _ROUNDING * self.norm[rows].astype(np.float64)) + 1e-30
-        return products.astype(np.float32), error.astype(np.float32)
-
-
-def _levels(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
-    """Each row scaled so that its largest component is 127 and rounded."""
-    peak = np.abs(vectors).max(axis=1, initial=0.0)
-    scale = np.where(peak >= 127 * np.finfo(np.float32).tiny, peak / 127, 1.0).astype(np.float32)
-    return np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8), scale
-
-
-def _quantize(vectors: npt.NDArray[np.float32]) -> _Codes:
-    vectors = np.asarray(vectors, dtype=np.float32)
-    coarse, scale = _levels(vectors)
-    rest = vectors - scale[:, None] * coarse
-    fine, fine_scale = _levels(rest)
-    residual = rest - fine_scale[:, None] * fine
-    return _Codes(coarse, scale, _norms(rest), fine, fine_scale, _norms(residual), _norms(vectors))
-
-
-def _norms(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """Row norms summed in float64: float32 squares of tiny components would underflow to a zero norm."""
-    squares: npt.NDArray[np.float64] = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
-    return np.sqrt(squares).astype(np.float32)
-
-
-_ROUNDING = 1e-5  # float32 rounding of an estimate and its bound, relative to |q| |x| (it is ~1e-6);
-# an absolute 1e-30 more covers products too small for float32 at all
-
-
-@dataclass
-class _Bounds:
-    """``q . x`` for every row ``x`` of a part, estimated from the coarse codes: ``|q . x - estimate| <= error``.
-
-    With ``q = sq * q8 + e_q`` and ``x = sx * x8 + e_x``: ``q . x = sq * sx * (q8 . x8) + sq * (q8 . e_x) + e_q . x``,
-    so by Cauchy-Schwarz the error is at most ``|sq * q8| * |e_x| + |e_q| * |x|``: a bound, not an estimate
-    (~0.015 for MiniLM vectors), so a row chosen on it is never missed.
-    """
-
-    estimate: npt.NDArray[np.float32]
-    codes: _Codes
-    reach: float  # |sq * q8|
-    spill: float  # |e_q|, plus the rounding margin
-
-    def error(self, rows: npt.NDArray[np.int64] | slice = slice(None)) -> npt.NDArray[np.float32]:
-        error = self.reach * self.codes.coarse_slack[rows] + self.spill * self.codes.norm[rows]
-        return np.asarray(error + np.float32(1e-30), dtype=np.float32)
-
-    def max_error(self) -> float:
-        if len(self.estimate) == 0:
-            return 0.0
-        return float(self.reach * self.codes.coarse_slack.max() + self.spill * self.codes.norm.max()) + 1e-30
-
-
-def _int8_bounds(parts: Sequence[_Codes], q: npt.NDArray[np.float32]) -> list[_Bounds]:
-    """Bounded estimates of ``q . x`` for every row of each part.
-
-    The products run on the coarse int8 codes of both sides with SimSIMD's integer dot-product kernels (100k
-    facts: ~1.3 ms on one core, a third of a float16 scan, for a quarter of the bytes), in blocks spread
-    evenly over every core whichever part they come from.
-    """
-    import simsimd
-
-    qc = _quantize(q.reshape(1, -1))
-    q8, q_scale = qc.coarse, qc.scale[0]
-    reach = float(np.linalg.norm(float(q_scale) * q8.astype(np.float64)))
-    spill = float(qc.coarse_slack[0]) + _ROUNDING * float(qc.norm[0])
-    dots = [np.empty((1, len(p)), dtype=np.float32) for p in parts]
-
-    def block(codes: npt.NDArray[np.int8], out: npt.NDArray[np.float32], lo: int, hi: int) -> None:
-        # Exact integer sums, rounded once to float32 (beyond 2**24, at 1536-d say): the relative margin covers it.
-        simsimd.cdist(q8, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
-
-    total, workers = sum(len(p) for p in parts), os.cpu_count() or 1
-    blocks = []
-    for part, out in zip(parts, dots, strict=True):
-        n = len(part)
-        pieces = max(1, -(-2 * workers * n // total)) if total >= _SCAN_BLOCK else 1  # ~2 per core overall
-        bounds = [n * i // pieces for i in range(pieces + 1)]
-        blocks += [(part.coarse, out, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
-    if len(blocks) == 1:
-        block(*blocks[0])
-    else:
-        for task in [_scan_pool().submit(block, *b) for b in blocks]:
-            task.result()
-    out_bounds = []
-    for part, dot in zip(parts, dots, strict=True):
-        estimate = dot[0]
-        estimate *= part.scale
-        estimate *= q_scale
-        out_bounds.append(_Bounds(estimate, part, reach, spill))
-    return out_bounds
-
-
-def _shortlist(
-    bounds: _Bounds, q: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int, floor: float = -np.inf
-) -> npt.NDArray[np.int64]:
-    """The masked rows that may be among the ``k`` nearest to ``q`` and reach ``floor`` (a few hundred rows
-    of 100k): the ``k`` rows with the best estimates all have ``q . x >= kth estimate - max error``, so the
-    k-th best product is at least that, and a row whose upper bound stays below it cannot make it."""
-    estimate = bounds.estimate
-    all_live = bool(mask.all())
-    k = min(k, len(mask) if all_live else int(mask.sum()))
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    if not all_live:
-        estimate = np.where(mask, estimate, -np.inf)
-    worst = bounds.max_error()
-    cut = max(float(np.partition(estimate, len(estimate) - k)[len(estimate) - k]) - worst, floor)
-    rows = np.flatnonzero(estimate >= cut - worst)
-    return rows[estimate[rows] + bounds.error(rows) >= cut].astype(np.int64)
-
-
-def _contenders(approx: npt.NDArray[np.float32], error: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
-    """Indices of the intervals ``approx +- error`` that may hold one of the ``k`` largest values."""
-    k = min(k, len(approx))
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    lower = approx - error
-    kth = np.partition(lower, len(lower) - k)[len(lower) - k]
-    return np.flatnonzero(approx + error >= kth)
-
-
-def _overlapping(approx: npt.NDArray[np.float32], error: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
-    """Which intervals ``approx +- error`` overlap another one: only their order is in doubt."""
-    lower, upper = approx - error, approx + error
-    overlap = (lower[:, None] <= upper[None, :]) & (lower[None, :] <= upper[:, None])
-    np.fill_diagonal(overlap, False)
-    return np.asarray(overlap.any(axis=1))
-
-
-def _scan_many(codes: _Codes, vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """Products of a batch of vectors with every rebuilt row, ``(n, b)``, over blocks of rows (a float32
-    copy of the whole scope would quadruple the index's memory for the duration)."""
-    out = np.empty((len(codes), vectors.shape[0]), dtype=np.float32)
-    with one_blas_thread():
-        for lo in range(0, len(codes), 16384):
-            out[lo : lo + 16384] = codes.rebuild(slice(lo, lo + 16384)) @ vectors.T
-    return out
-
-
-_BLAS_LOCK = threading.Lock()
-_BLAS_USERS = 0
-_BLAS_LIMIT: Any = None
-
-
-@contextmanager
-def one_blas_thread() -> Iterator[None]:
-    """Keep numpy's BLAS on one thread while inside (a write batch's near-duplicate products): its spinning
-    OpenBLAS threads otherwise fight the embedding model's torch threads for the same cores (measured: query
-    embedding 3x slower). Reference counted, so overlapping writes in several threads restore the user's
-    setting only when the last one leaves."""
-    global _BLAS, _BLAS_USERS, _BLAS_LIMIT
-    with _BLAS_LOCK:
-        if _BLAS is None:
-            from threadpoolctl import ThreadpoolController
-
-            _BLAS = ThreadpoolController()
-        if _BLAS_USERS == 0:
-            _BLAS_LIMIT = _BLAS.limit(limits=1, user_api="blas")
-        _BLAS_USERS += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_USERS -= 1
-            if _BLAS_USERS == 0:
-                _BLAS_LIMIT.restore_original_limits()
-                _BLAS_LIMIT = None
-
-
-class _VectorIndex:
-    """The vectors of one scope as growable two-level int8 codes (:class:`_Codes`), refreshed from the file
-    by revision: 2 bytes per dimension, half of a float16 copy."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything (the next refresh reloads the scope); the lock is kept."""
-        self.generation = getattr(self, "generation", 0) + 1  # a graph built for an older one is dropped
-        self.ann: _Ann | None = None
-        self.ann_building = False
-        self.term_counts: tuple[int, dict[str, int]] | None = None  # (facts, facts per stem) for lexical
-        self.rev = -1
-        self.epoch = -1
-        self.n = 0
-        self.dim = 0
-        self.ids: list[str] = []
-        self.seq = np.zeros(0, dtype=np.int64)
-        self.codes = _quantize(np.zeros((0, 0), dtype=np.float32))
-        self.active = np.zeros(0, dtype=bool)
-        self.expires = np.zeros(0, dtype=np.float64)
-
-    def _grow(self, need: int, dim: int) -> None:
-        if self.dim != dim:
-            if self.n:
-                raise EmbeddingModelMismatchError(f"vector of dimension {dim} in a {self.dim}-d index")
-            self.dim = dim
-            self.codes = _quantize(np.zeros((0, dim), dtype=np.float32))
-        cap = len(self.codes)
-        if need <= cap:
-            return
-        new_cap = max(need, cap * 2, 256)
-
-        def grown(old: npt.NDArray[Any]) -> npt.NDArray[Any]:
-            arr = np.zeros((new_cap, *old.shape[1:]), dtype=old.dtype)
-            arr[: self.n] = old[: self.n]
-            return arr
-
-        self.codes = _Codes(*(grown(getattr(self.codes, f.name)) for f in fields(_Codes)))
-        for name in ("seq", "active", "expires"):
-            setattr(self, name, grown(getattr(self, name)))
-
-    def _set_vectors(self, lo: int, vectors: npt.NDArray[np.float32]) -> None:
-        codes = _quantize(vectors)
-        for f in fields(_Codes):
-            getattr(self.codes, f.name)[lo : lo + len(vectors)] = getattr(codes, f.name)
-
-    def append(
-        self, seq: int, fact_id: str, vector: npt.NDArray[np.float32], active: bool, expires: float | None
-    ) -> None:
-        self._grow(self.n + 1, int(vector.shape[-1]))
-        i = self.n
-        self._set_vectors(i, vector.reshape(1, -1))
-        self.seq[i] = seq
-        self.active[i] = active
-        self.expires[i] = np.inf if expires is None else expires
-        self.ids.append(fact_id)
-        self.n += 1
-
-    def _append_many(self, rows: Sequence[tuple[int, str, str, float | None, bytes | None]]) -> None:
-        dim = len(rows[0][4] or b"") // 4
-        if any(len(r[4] or b"") != 4 * dim for r in rows):
-            raise EmbeddingModelMismatchError("vectors of different dimensions in one scope")
-        self._grow(self.n + len(rows), dim)
-        lo, hi = self.n, self.n + len(rows)
-        self._set_vectors(lo, np.frombuffer(b"".join(r[4] or b"" for r in rows), dtype=np.float32).reshape(-1, dim))
-        self.seq[lo:hi] = [r[0] for r in rows]
-        self.active[lo:hi] = [r[2] == "active" for r in rows]
-        self.expires[lo:hi] = [np.inf if r[3] is None else r[3] for r in rows]
-        self.ids.extend(r[1] for r in rows)
-        self.n = hi
-
-    def position(self, seq: int) -> int | None:
-        i = int(np.searchsorted(self.seq[: self.n], seq))
-        return i if i < self.n and self.seq[i] == seq else None
-
-    def apply(self, rows: Sequence[tuple[int, str, str, float | None, bytes | None]]) -> None:
-        """Apply changed rows ``(seq, id, status, expires_at, embedding-or-None)`` in seq order."""
-        if self.n == 0:  # first load: whole chunks at a time (1M facts: seconds instead of ~20 s row by row)
-            rows = [r for r in rows if r[4] is not None]
-            for lo in range(0, len(rows), 65536):
-                self._append_many(rows[lo : lo + 65536])
-            return
-        for seq, fact_id, status, expires, blob in rows:
-            pos = self.position(seq) if self.n and seq <= self.seq[self.n - 1] else None
-            if pos is None:
-                if blob is None:
-                    continue
-                self.append(seq, fact_id, np.frombuffer(blob, dtype=np.float32), status == "active", expires)
-            else:
-                self.active[pos] = status == "active"
-                self.expires[pos] = np.inf if expires is None else expires
-                if blob is not None:
-                    self._set_vectors(pos, np.frombuffer(blob, dtype=np.float32).reshape(1, -1))
-
-    def live_mask(self, now: float, include_inactive: bool) -> npt.NDArray[np.bool_]:
-        if include_inactive:
-            return np.ones(self.n, dtype=bool)
-        return self.active[: self.n] & (self.expires[: self.n] > now)
-
-
 @dataclass
 class _ScopeView:
     """What one search needs of a scope: its vectors, ids, seqs and live rows, and the candidates found."""
 
     scope: ScopeRef
     conn: sqlite3.Connection
-    codes: _Codes
+    codes: Codes
     ids: list[str]
     seqs: npt.NDArray[np.int64]
     mask: npt.NDArray[np.bool_]
     found: npt.NDArray[np.int64] | None = None  # the HNSW graph's candidates, when it answered
 
 
-class _Ann:
-    """An HNSW graph (hnswlib) over the rebuilt rows of one scope's codes: approximate top-k in ~1 ms at any
-    size, where the exact scan reads every vector's coarse codes (1M facts: 384 MB per query). Labels are
-    row positions; status, expiry and filters are applied to its candidates afterwards, as for the scan."""
-
-    M = 16
-    EF_CONSTRUCTION = 64
-
-    def __init__(self, codes: _Codes, n: int, threads: int, ef: int) -> None:
-        import hnswlib
-
-        self.graph = hnswlib.Index(space="ip", dim=int(codes.coarse.shape[1]))
-        self.graph.init_index(max_elements=max(1024, n + n // 4), ef_construction=self.EF_CONSTRUCTION, M=self.M)
-        self.threads = threads
-        self.ef = ef
-        self.n = 0
-        self.add(codes, n)
-
-    def add(self, codes: _Codes, n: int) -> None:
-        """Insert rows ``self.n .. n-1`` of ``codes`` (rows are append-only within an index generation)."""
-        if n <= self.n:
-            return
-        capacity = self.graph.get_max_elements()
-        if n > capacity:
-            self.graph.resize_index(max(n, capacity + capacity // 2))
-        for lo in range(self.n, n, 65536):  # float32 copies a block at a time
-            hi = min(n, lo + 65536)
-            self.graph.add_items(codes.rebuild(slice(lo, hi)), np.arange(lo, hi), num_threads=self.threads)
-        self.n = n
-
-    def query(
-        self, q: npt.NDArray[np.float32], k: int, ef: int
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """Positions and cosines of (about) the ``k`` nearest rows, best first."""
-        found, sims = self.query_many(q.reshape(1, -1), k, ef)
-        return found[0], sims[0]
-
-    def query_many(
-        self, vectors: Vectors, k: int, ef: int | None = None
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        self.graph.set_ef(max(ef or self.ef, k))  # hnswlib's default (10) would miss near neighbours
-        labels, distances = self.graph.knn_query(vectors, k=min(k, self.n), num_threads=1)
-        return labels.astype(np.int64), (1.0 - distances).astype(np.float32)
-
-
-class _NearestExisting:
-    """Near-duplicate and similar-fact lookup for one write batch.
-
-    Up front, one pass over the scope (coarse int8 bounds for a single vector, rebuilt rows for a batch, or
-    the HNSW graph) proposes each vector's nearest live facts whose rebuilt cosine can reach ``floor`` (the
-    rebuilt cosine's error bound included); ``lookup(j)`` adds the facts inserted earlier in this batch and
-    returns the most similar live ones at or above ``floor``: re-scored exactly from the file where they can
-    reach ``exact_from`` (the merge decision), rebuilt (within ~4e-5) below it (the similar list).
-    """
-
-    CANDIDATES = 8
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        index: _VectorIndex,
-        vectors: Vectors,
-        now: float,
-        floor: float,
-        exact_from: float,
-        inserted: Mapping[int, int],
-    ) -> None:
-        self.conn, self.index, self.vectors, self.floor, self.exact_from = conn, index, vectors, floor, exact_from
-        self.near: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)] * len(vectors)
-        self.earlier = self._within_batch()
-        self.position = inserted  # batch vector -> index position, for the ones this batch inserted
-        if floor > 1.0 or index.n == 0 or len(vectors) == 0:
-            return
-        live = index.live_mask(now, include_inactive=False)
-        if not live.any():
-            return
-        codes = index.codes.rows(index.n)
-        if index.ann is not None:  # a big scope with a graph: ask it instead of scanning every vector
-            index.ann.add(codes, index.n)
-            found, _ = index.ann.query_many(vectors, min(self.CANDIDATES, index.n))
-            self.near = [self._reaching(codes, rows[live[rows]], j) for j, rows in enumerate(found)]
-            return
-        if len(vectors) == 1:  # one remember: the coarse bounds shortlist the rows that can reach it
-            q = np.asarray(vectors[0], dtype=np.float32)
-            self.near = [self._reaching(codes, _shortlist(_int8_bounds([codes], q)[0], q, live, 1, floor), 0)]
-            return
-        # float32 products of d terms: rounding within d * 2**-23 of |x| |v| (twice the textbook bound)
-        slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23) * codes.norm
-        for lo in range(0, len(vectors), 256):  # bound the n x chunk score matrix
-            chunk = np.asarray(vectors[lo : lo + 256], dtype=np.float32)
-            scores = _scan_many(codes, chunk)
-            scores += slack[:, None] * _norms(chunk)[None, :]  # upper bounds
-            for col in np.flatnonzero(scores.max(axis=0) >= floor):  # most vectors have no near match
-                rows = np.flatnonzero((scores[:, col] >= floor) & live)
-                if len(rows) > 4 * self.CANDIDATES:  # a dense neighbourhood: the best upper bounds only
-                    rows = rows[np.argpartition(-scores[rows, col], 4 * self.CANDIDATES)[: 4 * self.CANDIDATES]]
-                self.near[lo + col] = self._reaching(codes, rows, lo + col)
-
-    def _within_batch(self) -> list[npt.NDArray[np.int64]]:
-        """For each vector of the batch, the earlier ones whose cosine with it can reach the floor (at most
-        ``4 * CANDIDATES``, the nearest): one float32 product per block of the batch, instead of comparing
-        each vector with every fact inserted before it (quadratic per-row work for big batches)."""
-        n = len(self.vectors)
-        out = [np.zeros(0, dtype=np.int64)] * n
-        if self.floor > 1.0 or n < 2:
-            return out
-        vectors = np.asarray(self.vectors, dtype=np.float32)
-        keep = 4 * self.CANDIDATES
-        for lo in range(1, n, 512):
-            hi = min(n, lo + 512)
-            block = vectors[lo:hi] @ vectors[:hi].T  # float32 products: well within 1e-4 of the exact ones
-            for r, j in enumerate(range(lo, hi)):
-                row = block[r, :j]
-                found = np.flatnonzero(row >= self.floor - 1e-4)
-                if len(found) > keep:
-                    found = found[np.argpartition(-row[found], keep)[:keep]]
-                out[j] = found
-        return out
-
-    def _reaching(self, codes: _Codes, rows: npt.NDArray[np.int64], j: int) -> npt.NDArray[np.int64]:
-        """The (at most ``CANDIDATES``) rows whose rebuilt cosine with vector ``j`` can reach the floor,
-        nearest first."""
-        if len(rows) == 0:
-            return rows
-        approx, error = codes.cosines(rows, np.asarray(self.vectors[j], dtype=np.float32))
-        keep = approx + error >= self.floor
-        return rows[keep][np.argsort(-approx[keep], kind="stable")][: self.CANDIDATES]
-
-    def lookup(self, j: int) -> list[tuple[int, float]]:
-        """Index positions and cosines of the live facts (this batch's inserts included) at or above the
-        floor, most similar first; exact where they can reach ``exact_from``."""
-        if self.floor > 1.0:
-            return []
-        index = self.index
-        q = np.asarray(self.vectors[j], dtype=np.float32)
-        batch = [self.position[i] for i in self.earlier[j] if i in self.position]  # inserted by this batch
-        positions = np.concatenate([self.near[j], np.asarray(batch, dtype=np.int64)]) if batch else self.near[j]
-        positions = positions[index.active[positions]]
-        if len(positions) == 0:
-            return []
-        approx, error = index.codes.cosines(positions, q)
-        keep = approx + error >= self.floor
-        positions, approx, error = positions[keep], approx[keep], error[keep]
-        doubt = np.flatnonzero(approx + error >= self.exact_from)
-        if len(doubt):
-            approx[doubt] = SQLiteBackend._exact(self.conn, index.seq[positions[doubt]], q)
-        order = [i for i in np.argsort(-approx, kind="stable") if approx[i] >= self.floor]
-        return [(int(positions[i]), float(approx[i])) for i in order[: self.CANDIDATES]]
-
-
 class _Tx:
     """A write transaction on one scope file with the scope's refreshed vector index: the
     :class:`~autogen_shared_memory.lifecycle.WriteTx` the lifecycle decides on."""
 
-    def __init__(self, conn: sqlite3.Connection, index: _VectorIndex, scope: ScopeRef) -> None:
+    def __init__(self, conn: sqlite3.Connection, index: VectorIndex, scope: ScopeRef) -> None:
         self.conn = conn
         self.index = index
         self.scope = scope
@@ -932,7 +448,7 @@ class _Tx:
         self.rev = int(row[0]) + 1
         self.n_facts = int(row[1])
         self.vectors = np.zeros((0, 0), dtype=np.float32)
-        self.near: _NearestExisting | None = None
+        self.near: NearestExisting | None = None
         self.inserted: dict[int, int] = {}  # vector of this write -> its index position
 
     def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
@@ -952,8 +468,15 @@ class _Tx:
 
     def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
         if self.near is None:
-            self.near = _NearestExisting(
-                self.conn, self.index, self.vectors, self.now, floor, exact_from, self.inserted
+            conn = self.conn
+            self.near = NearestExisting(
+                lambda seqs, q: SQLiteBackend._exact(conn, seqs, q),
+                self.index,
+                self.vectors,
+                self.now,
+                floor,
+                exact_from,
+                self.inserted,
             )
         return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
 
@@ -1147,7 +670,7 @@ class SQLiteBackend(Backend):
         self.max_lexical_postings = max_lexical_postings
         self._local = threading.local()
         self._all_conns: list[_Connection] = []
-        self._indexes: dict[ScopeRef, _VectorIndex] = {}
+        self._indexes: dict[ScopeRef, VectorIndex] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
@@ -1339,14 +862,14 @@ class SQLiteBackend(Backend):
                     conn.execute("ROLLBACK")
             raise
 
-    def _index(self, scope: ScopeRef) -> _VectorIndex:
+    def _index(self, scope: ScopeRef) -> VectorIndex:
         with self._lock:
             index = self._indexes.get(scope)
             if index is None:
-                index = self._indexes[scope] = _VectorIndex()
+                index = self._indexes[scope] = VectorIndex()
             return index
 
-    def _refresh(self, conn: sqlite3.Connection, index: _VectorIndex) -> None:
+    def _refresh(self, conn: sqlite3.Connection, index: VectorIndex) -> None:
         """Bring the scope's vector index up to date with the file (caller holds ``index.lock``)."""
         rev, epoch = conn.execute("SELECT rev, epoch FROM state WHERE id = 1").fetchone()
         if epoch != index.epoch:
@@ -1529,11 +1052,10 @@ class SQLiteBackend(Backend):
             if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
                 hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
                 continue
-            idf = {stems[t]: (_idf(n, df.get(stems[t], 0)), _idf(n_all, df_all[stems[t]])) for t in kept}
+            idfs = {stems[t]: (idf(n, df.get(stems[t], 0)), idf(n_all, df_all[stems[t]])) for t in kept}
             for fact_id, bm25, text in rows:
-                matched = [idf[m] for m in {stem(fold(w)) for w in _MARKED.findall(text)} if m in idf]
-                local, shared = sum(m[0] for m in matched), sum(m[1] for m in matched)
-                hits.append((scope, fact_id, float(bm25) * shared / local if local > 0 else float(bm25)))
+                matched = [idfs[m] for m in {stem(fold(w)) for w in MARKED.findall(text)} if m in idfs]
+                hits.append((scope, fact_id, shared_bm25(float(bm25), matched)))
         hits.sort(key=lambda h: -h[2])
         return hits
 
@@ -1561,30 +1083,15 @@ class SQLiteBackend(Backend):
     def _choose_terms(
         self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], budget: float | None = None
     ) -> list[str]:
-        """The terms worth scoring in a file of ``n`` facts with document frequencies ``df`` (by stem).
-
-        Terms are taken rarest first while each is in at most ``max_common_term_ratio`` of the facts and
-        their posting lists together hold at most ``max_lexical_postings`` rows (the rarest term is always
-        kept; files under 1,000 facts keep every term). FTS5 computes BM25 for every row matching the OR
-        of the terms, about a microsecond per posting: without a bound, a 100k-fact scope spends 20 ms on
-        terms like "team" or "deploy" that barely move the ranking (low IDF) while the rare terms decide
-        it. The budget makes the leg's cost independent of the scope size; the semantic leg still sees
-        every fact.
-        """
-        if n < 1000 or len(terms) < 2:
-            return list(terms)
-        common = self.max_common_term_ratio * n
-        kept: set[str] = set()
-        postings = 0
-        for term in sorted(set(stems.values()), key=lambda t: df.get(t, 0)):  # "reports", "reported": one stem
-            count = df.get(term, 0)
-            if kept and (
-                count > common or postings + count > (self.max_lexical_postings if budget is None else budget)
-            ):
-                break
-            kept.add(term)
-            postings += count
-        return [t for t in terms if stems[t] in kept]
+        """:func:`~autogen_shared_memory.search.lexical.choose_terms` with this backend's settings."""
+        return choose_terms(
+            terms,
+            stems,
+            n,
+            df,
+            common_ratio=self.max_common_term_ratio,
+            budget=self.max_lexical_postings if budget is None else budget,
+        )
 
     def _prune_common_terms(self, scope: ScopeRef, terms: Sequence[str]) -> list[str]:
         stems = {t: stem(t) for t in terms}
@@ -1607,8 +1114,8 @@ class SQLiteBackend(Backend):
         now = time.time()
         views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
         to_scan = [v for v in views if v.found is None]
-        for view, bounds in zip(to_scan, _int8_bounds([v.codes for v in to_scan], q), strict=True):
-            view.found = _shortlist(bounds, q, view.mask, limit)
+        for view, bounds in zip(to_scan, int8_bounds([v.codes for v in to_scan], q), strict=True):
+            view.found = shortlist(bounds, q, view.mask, limit)
         found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
         if not found:
             return []
@@ -1616,9 +1123,9 @@ class SQLiteBackend(Backend):
         error = np.concatenate([e for _, _, _, e in found])
         owner = np.concatenate([np.full(len(rows), i) for i, (_, rows, _, _) in enumerate(found)])
         rows = np.concatenate([rows for _, rows, _, _ in found])
-        top = _contenders(approx, error, limit)
+        top = contenders(approx, error, limit)
         approx, error, owner, rows = approx[top], error[top], owner[top], rows[top]
-        doubtful = _overlapping(approx, error)
+        doubtful = overlapping(approx, error)
         for i, (view, *_) in enumerate(found):
             redo = np.flatnonzero(doubtful & (owner == i))
             if len(redo):
@@ -1693,7 +1200,7 @@ class SQLiteBackend(Backend):
                 out[[i for i, _ in rows]] = np.einsum("ij,j->i", vectors, q)  # no BLAS threads for a few rows
         return out
 
-    def _ann(self, index: _VectorIndex) -> _Ann | None:
+    def _ann(self, index: VectorIndex) -> Ann | None:
         """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet.
 
         The first search of a scope with ``ann_min_facts`` or more facts starts building the graph on a
@@ -1715,10 +1222,10 @@ class SQLiteBackend(Backend):
             ).start()
         return None
 
-    def _build_ann(self, index: _VectorIndex, generation: int, codes: _Codes, n: int) -> None:
-        ann: _Ann | None = None
+    def _build_ann(self, index: VectorIndex, generation: int, codes: Codes, n: int) -> None:
+        ann: Ann | None = None
         try:
-            ann = _Ann(codes, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)
+            ann = Ann(codes, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)
         finally:  # a failed build is retried by a later search
             with index.lock:
                 if index.generation == generation:
@@ -1741,7 +1248,7 @@ class SQLiteBackend(Backend):
             generation, codes, n = index.generation, index.codes, index.n
             built = index.ann
         if built is None:  # rows below n never change in a generation
-            built = _Ann(codes, n, threads=os.cpu_count() or 1, ef=self.ann_ef)
+            built = Ann(codes, n, threads=os.cpu_count() or 1, ef=self.ann_ef)
         with index.lock:
             if index.generation == generation and index.ann is None:
                 index.ann = built
