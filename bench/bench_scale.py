@@ -73,7 +73,7 @@ from bench_store import (
     write_section,
 )
 
-import autogen_shared_memory.backends.sqlite as sqlite_backend
+import autogen_shared_memory.backends.sqlite.backend as sqlite_backend
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
 from autogen_shared_memory.model import Filters, ScopeRef

@@ -32,11 +32,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import sqlite_utils
 
-from .. import lifecycle
-from ..embedding import Vectors
-from ..model import (
+from ... import lifecycle
+from ...embedding import Vectors
+from ...model import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -48,15 +47,14 @@ from ..model import (
     ScopeKind,
     ScopeRef,
     ScopeStats,
-    SharedMemoryError,
     kind_of_fact_id,
 )
-from ..records import TABLES, TableSpec, table_spec
-from ..search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
-from ..search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
-from ..search.lexical import MARKED, choose_terms, idf, shared_bm25
-from ..search.text import fold, stem
-from .base import (
+from ...records import TABLES, table_spec
+from ...search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
+from ...search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
+from ...search.lexical import MARKED, choose_terms, idf, shared_bm25
+from ...search.text import fold, stem
+from ..base import (
     DRAFT_COLUMNS,
     Backend,
     ModelInfo,
@@ -66,360 +64,29 @@ from .base import (
     draft_values,
     fact_from_row,
 )
-
-SCHEMA_VERSION = 4
+from .files import (
+    Connection,
+    StorageError,
+    check_sqlite_file,
+    closed_on_error,
+    connect,
+    connect_read_only,
+    is_lock_error,
+    quote,
+    read_only_reason,
+    remove_stale_builds,
+    storage_code,
+    store_version,
+    writable,
+)
+from .ids import IdIndex
+from .schema import FACT_COLUMNS, MIGRATIONS, SCHEMA_VERSION
 
 
 def fts5_expression(terms: Iterable[str]) -> str:
     """An FTS5 MATCH expression: the OR of the terms, each a quoted string literal."""
     quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
     return " OR ".join(quoted)
-
-
-_FACT_COLUMNS = (
-    "seq, id, content, created_by, created_at, confidence, tags, category, metadata, session_id, "
-    "expires_at, supersedes, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
-    "reinforcement, content_hash, version, updated_at, stated_by"
-)
-
-
-def _migrate_v1(conn: sqlite3.Connection) -> None:
-    db = sqlite_utils.Database(conn, recursive_triggers=False)
-    db["facts"].create(  # type: ignore[union-attr]
-        {
-            "seq": int,
-            "id": str,
-            "content": str,
-            "created_by": str,
-            "created_at": float,
-            "confidence": float,
-            "tags": str,
-            "category": str,
-            "metadata": str,
-            "session_id": str,
-            "expires_at": float,
-            "supersedes": str,
-            "superseded_by": str,
-            "status": str,
-            "tombstone_by": str,
-            "tombstone_at": float,
-            "tombstone_reason": str,
-            "reinforcement": int,
-            "content_hash": str,
-            "version": int,
-            "updated_at": float,
-            "rev": int,
-            "embedding": bytes,
-        },
-        pk="seq",
-        not_null={"id", "content", "created_by", "created_at", "status", "content_hash", "rev", "embedding"},
-        defaults={
-            "confidence": 1.0,
-            "tags": "[]",
-            "metadata": "{}",
-            "supersedes": "[]",
-            "reinforcement": 1,
-            "version": 1,
-        },
-    )
-    facts = db.table("facts")
-    facts.create_index(["id"], unique=True)
-    facts.create_index(["content_hash", "status"])
-    facts.create_index(["rev"])
-    facts.create_index(["created_at"])
-    facts.create_index(["created_by"])
-    facts.create_index(["session_id", "seq"])
-    db["audit"].create(  # type: ignore[union-attr]
-        {"seq": int, "fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
-        pk="seq",
-        not_null={"fact_id", "event", "actor", "at"},
-    )
-    db.table("audit").create_index(["fact_id"])
-    db["meta"].create({"key": str, "value": str}, pk="key")  # type: ignore[union-attr]
-    db["state"].create(  # type: ignore[union-attr]
-        {"id": int, "rev": int, "epoch": int, "n_facts": int, "last_write": float}, pk="id"
-    )
-    conn.execute("INSERT INTO state (id, rev, epoch, n_facts, last_write) VALUES (1, 0, 0, 0, NULL)")
-    # External-content FTS5 index kept by insert/delete triggers only: content never changes in place.
-    conn.execute(
-        "CREATE VIRTUAL TABLE facts_fts USING fts5(content, content='facts', content_rowid='seq', "
-        "tokenize='porter unicode61 remove_diacritics 2')"
-    )
-    conn.execute("CREATE VIRTUAL TABLE facts_vocab USING fts5vocab(facts_fts, 'row')")
-    conn.execute(
-        "CREATE TRIGGER facts_ai AFTER INSERT ON facts BEGIN "
-        "INSERT INTO facts_fts (rowid, content) VALUES (new.seq, new.content); END"
-    )
-    conn.execute(
-        "CREATE TRIGGER facts_ad AFTER DELETE ON facts BEGIN "
-        "INSERT INTO facts_fts (facts_fts, rowid, content) VALUES ('delete', old.seq, old.content); END"
-    )
-    conn.execute(
-        "CREATE TRIGGER facts_content_immutable BEFORE UPDATE OF content ON facts "
-        "WHEN new.content IS NOT old.content BEGIN "
-        "SELECT RAISE(ABORT, 'fact content is immutable: supersede the fact instead'); END"
-    )
-
-
-def _create_record_table(conn: sqlite3.Connection, spec: TableSpec) -> None:
-    db = sqlite_utils.Database(conn, recursive_triggers=False)
-    db[spec.name].create(  # type: ignore[union-attr]
-        {"seq": int, **spec.columns}, pk="seq", not_null=set(spec.not_null)
-    )
-    table = db.table(spec.name)
-    table.create_index(list(spec.key), unique=True)
-    for columns in spec.indexes:
-        table.create_index(list(columns))
-    if spec.fts:
-        conn.execute(
-            f"CREATE VIRTUAL TABLE {spec.name}_fts USING fts5({spec.fts}, content='{spec.name}', "
-            "content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2')"
-        )
-        conn.execute(
-            f"CREATE TRIGGER {spec.name}_ai AFTER INSERT ON {spec.name} BEGIN INSERT INTO {spec.name}_fts "
-            f"(rowid, {spec.fts}) VALUES (new.seq, new.{spec.fts}); END"
-        )
-        conn.execute(
-            f"CREATE TRIGGER {spec.name}_ad AFTER DELETE ON {spec.name} BEGIN INSERT INTO {spec.name}_fts "
-            f"({spec.name}_fts, rowid, {spec.fts}) VALUES ('delete', old.seq, old.{spec.fts}); END"
-        )
-        if not spec.append_only:
-            conn.execute(
-                f"CREATE TRIGGER {spec.name}_au AFTER UPDATE OF {spec.fts} ON {spec.name} BEGIN "
-                f"INSERT INTO {spec.name}_fts ({spec.name}_fts, rowid, {spec.fts}) "
-                f"VALUES ('delete', old.seq, old.{spec.fts}); "
-                f"INSERT INTO {spec.name}_fts (rowid, {spec.fts}) VALUES (new.seq, new.{spec.fts}); END"
-            )
-    if spec.append_only:
-        _append_only_triggers(conn, spec.name)
-
-
-def _append_only_triggers(conn: sqlite3.Connection, table: str) -> None:
-    for op in ("UPDATE", "DELETE"):
-        conn.execute(
-            f"CREATE TRIGGER {table}_no_{op.lower()} BEFORE {op} ON {table} BEGIN "
-            f"SELECT RAISE(ABORT, '{table} is append-only: {op} is not allowed'); END"
-        )
-
-
-def _migrate_v2(conn: sqlite3.Connection) -> None:
-    """Records: conversations, tool calls, tasks, profile, directory, saved conversations, agent state,
-    the append-only case log and its checkpoints (every table from :data:`records.TABLES`)."""
-    for spec in TABLES.values():
-        _create_record_table(conn, spec)
-
-
-def _migrate_v3(conn: sqlite3.Connection) -> None:
-    """Who stated each fact (``stated_by``: its author, then every other agent whose restatement reinforced
-    it, from the audit trail), and content hashes of :func:`lifecycle.normalise` (NFKC, surrounding
-    punctuation), so exact duplicates written before are recognised. Nothing is deleted or merged."""
-    conn.execute("ALTER TABLE facts ADD COLUMN stated_by TEXT NOT NULL DEFAULT '[]'")
-    restated: dict[str, list[str]] = {}
-    for fact_id, actor in conn.execute("SELECT fact_id, actor FROM audit WHERE event = 'reinforced' ORDER BY seq"):
-        restated.setdefault(fact_id, []).append(actor)
-    conn.executemany(
-        "UPDATE facts SET content_hash = ?, stated_by = ? WHERE seq = ?",
-        (
-            (lifecycle.content_hash(content), json.dumps(list(dict.fromkeys([by, *restated.get(fid, ())]))), seq)
-            for seq, fid, content, by in conn.execute("SELECT seq, id, content, created_by FROM facts").fetchall()
-        ),
-    )
-
-
-def _migrate_v4(conn: sqlite3.Connection) -> None:
-    """Nothing changes in the file: from version 4 on, every writer records the ids it stores in the root's
-    ``ids.db`` (:class:`_IdIndex`). The version keeps older releases, which do not, from writing to it."""
-
-
-# Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
-MIGRATIONS = [_migrate_v1, _migrate_v2, _migrate_v3, _migrate_v4]
-assert len(MIGRATIONS) == SCHEMA_VERSION
-
-
-def _is_lock_error(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-class StorageError(SharedMemoryError):
-    """A scope file could not be read or written: a read-only file or directory, a full disk, a file that
-    cannot be opened, an I/O error. The message names the file and what to do; ``path`` is the file and
-    the SQLite error, when there is one, is the ``__cause__``. Lock timeouts are not storage errors."""
-
-    def __init__(self, message: str, path: Path) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-# SQLite primary result codes (extended codes start with them: SQLITE_READONLY_DIRECTORY, SQLITE_IOERR_WRITE)
-# that are storage errors, with what they mean for the file and what to do; the message text is the fallback
-# for errors that carry no code.
-_STORAGE_CODES = {
-    "SQLITE_READONLY": (
-        "attempt to write a readonly database",
-        "is read-only",
-        "make the file, its -wal and -shm files and its directory writable by this user, then retry",
-    ),
-    "SQLITE_FULL": (
-        "database or disk is full",
-        "cannot grow: the disk is full (or the file reached its size limit)",
-        "free space on the disk that holds it, then retry; nothing of the failed write was stored",
-    ),
-    "SQLITE_CANTOPEN": (
-        "unable to open database file",
-        "cannot be opened",
-        "check that it and its directory exist and that this user may read them (and write them, to write)",
-    ),
-    "SQLITE_IOERR": (
-        "disk i/o error",
-        "could not be read or written (I/O error)",
-        "check the disk and the file system that hold it",
-    ),
-}
-
-
-def _storage_code(exc: BaseException | None) -> str | None:
-    """The :data:`_STORAGE_CODES` key of a SQLite error, or None."""
-    if not isinstance(exc, sqlite3.Error):
-        return None
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    text = str(exc).lower()
-    for code, (message, _, _) in _STORAGE_CODES.items():
-        if name == code or name.startswith(code + "_") or (not name and message in text):
-            return code
-    return None
-
-
-def _storage_error(exc: sqlite3.Error, path: Path, read_only: str | None = None) -> StorageError | None:
-    """``exc`` as a :class:`StorageError` naming ``path``, or None when it is not a storage error (lock errors,
-    SQL errors, constraint violations are left as they are). ``read_only`` says why the file was opened
-    read-only, when it was."""
-    code = _storage_code(exc)
-    if code is None:
-        return None
-    _, what, fix = _STORAGE_CODES[code]
-    if code == "SQLITE_READONLY" and read_only:
-        what = f"is read-only ({read_only})"
-        fix = "searches and reads work; to write, " + fix.replace(", then retry", " and reopen the store")
-    return StorageError(f"{path} {what}: {exc}; {fix}", path)
-
-
-class _Connection(sqlite3.Connection):
-    """A connection to one scope file whose storage errors name the file (:func:`_storage_error`).
-
-    ``read_only`` says why the file was opened read-only (None: read-write); ``snapshot`` is set when it was
-    opened ``immutable`` (a cleanly closed WAL file in a directory where SQLite cannot create the ``-shm``):
-    the file's identity, size and mtime then, so that a change by another writer reopens it."""
-
-    path: Path = Path()
-    read_only: str | None = None
-    snapshot: tuple[int, int, int, int] | None = None
-
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        try:
-            return super().execute(sql, parameters)
-        except sqlite3.OperationalError as exc:
-            error = _storage_error(exc, self.path, self.read_only)
-            if error is None:
-                raise
-            raise error from exc
-
-    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
-        try:
-            return super().executemany(sql, parameters)
-        except sqlite3.OperationalError as exc:
-            error = _storage_error(exc, self.path, self.read_only)
-            if error is None:
-                raise
-            raise error from exc
-
-    def refuse_writes(self) -> None:
-        """Raise the :class:`StorageError` of a write to a file opened read-only."""
-        if self.read_only is not None:
-            raise StorageError(
-                f"{self.path} is read-only ({self.read_only}): searches and reads work, writes are refused; "
-                "make the file, its -wal and -shm files and its directory writable by this user, then reopen "
-                "the store",
-                self.path,
-            )
-
-    def stale(self) -> bool:
-        """An immutable snapshot of a file that another writer has changed since (or is writing now)."""
-        if self.snapshot is None:
-            return False
-        try:
-            return _signature(self.path) != self.snapshot
-        except OSError:
-            return True
-
-
-def _signature(path: Path) -> tuple[int, int, int, int]:
-    """The file's identity, size and mtime, and its WAL's size (-1: none): a writer changes one of them."""
-    st = path.stat()
-    try:
-        wal = Path(f"{path}-wal").stat().st_size
-    except FileNotFoundError:
-        wal = -1
-    return st.st_ino, st.st_size, st.st_mtime_ns, wal
-
-
-def _connect(
-    target: str | Path, path: Path, timeout: float, read_only: str | None = None, uri: bool = False
-) -> _Connection:
-    try:
-        conn = sqlite3.connect(
-            target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri, factory=_Connection
-        )
-    except sqlite3.OperationalError as exc:
-        error = _storage_error(exc, path, read_only)
-        if error is None:
-            raise
-        raise error from exc
-    assert isinstance(conn, _Connection)
-    conn.path, conn.read_only = path, read_only
-    conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-    return conn
-
-
-def _read_only_reason(path: Path, otherwise: str) -> str:
-    with contextlib.suppress(OSError):
-        if os.statvfs(path).f_flag & os.ST_RDONLY:
-            return "it is on a read-only file system"
-    return otherwise
-
-
-def _writable(path: Path) -> bool:
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
-
-
-def _connect_read_only(path: Path, timeout: float, reason: str) -> _Connection:
-    """``path`` opened read-only: ``mode=ro`` (which reads a live WAL through its ``-shm``), or, for a cleanly
-    closed file whose ``-shm`` SQLite cannot create (a read-only directory; see "Read-Only Databases" in
-    SQLite's WAL documentation), ``immutable=1``: no locks, no ``-shm``, and the connection is reopened when
-    the file changes (:meth:`_Connection.stale`). A WAL that still holds writes is never skipped."""
-    conn = _connect(f"{path.as_uri()}?mode=ro", path, timeout, reason, uri=True)
-    try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the first read opens the WAL
-        return conn
-    except StorageError as exc:
-        conn.close()
-        # SQLITE_CANTOPEN on a read-only file system, SQLITE_READONLY_DIRECTORY or _CANTINIT in a directory
-        # this user may not write: SQLite cannot create the -shm
-        if _storage_code(exc.__cause__) not in ("SQLITE_CANTOPEN", "SQLITE_READONLY"):
-            raise
-        wal = Path(f"{path}-wal")
-        with contextlib.suppress(FileNotFoundError):
-            if wal.stat().st_size > 0:
-                raise StorageError(
-                    f"{path} cannot be read: its write-ahead log {wal.name} holds writes not yet copied into it, "
-                    f"and SQLite cannot create {path.name}-shm to read them ({reason}); open the store once "
-                    "with write access to fold the log in, or copy the directory somewhere writable",
-                    path,
-                ) from exc
-    snapshot = _signature(path)
-    conn = _connect(f"{path.as_uri()}?mode=ro&immutable=1", path, timeout, reason, uri=True)
-    conn.snapshot = snapshot
-    return conn
 
 
 @dataclass
@@ -452,7 +119,7 @@ class _Tx:
         self.inserted: dict[int, int] = {}  # vector of this write -> its index position
 
     def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
-        rows = self.conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
+        rows = self.conn.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
         return [fact_from_row(self.scope, row, self.now) for row in rows]
 
     def get(self, fact_ids: Sequence[str]) -> list[Fact]:
@@ -496,7 +163,7 @@ class _Tx:
         names = list(changes)
         values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
         row = self.conn.execute(
-            f"UPDATE facts SET {', '.join(f'{_q(n)} = ?' for n in names)}, version = version + 1, "
+            f"UPDATE facts SET {', '.join(f'{quote(n)} = ?' for n in names)}, version = version + 1, "
             "updated_at = ?, rev = ? WHERE id = ? RETURNING seq, status, expires_at",
             (*values, self.now, self.rev, fact_id),
         ).fetchone()
@@ -520,109 +187,6 @@ class _Tx:
             "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
             (fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)),
         )
-
-
-class _IdIndex:
-    """Which agent or group file holds a fact id, kept in ``ids.db`` beside the scope files: a lookup by id
-    (``get``, ``forget``, ``history``) opens one file instead of every file of the id's kind.
-
-    It holds a superset of the truth. A writer adds the ids of a batch before the transaction that stores
-    them (a crash in between leaves ids that point at a file without them: a lookup just does not find them
-    there) and removes the ids it did not store afterwards. A file nobody indexed (written by a release
-    before the index, copied in, or an ``ids.db`` that was deleted) is indexed when a lookup misses, so the
-    file may be deleted at any time. The global scope is one file and is not indexed.
-    """
-
-    FILE_NAME = "ids.db"
-
-    def __init__(self, backend: SQLiteBackend) -> None:
-        self.backend = backend
-        self.path = backend.root / self.FILE_NAME
-        self.known: set[str] = set()  # file names indexed in full (a file never leaves the index)
-
-    def _conn(self) -> _Connection:
-        """This thread's connection, creating the file and its tables if needed (StorageError if it cannot)."""
-        self.backend._conns()  # refuses a closed store; resets thread-local state after a fork
-        local = self.backend._local
-        conn: _Connection | None = getattr(local, "ids", None)
-        if conn is not None:
-            return conn
-        try:
-            self.backend.root.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"cannot create {self.path}: {exc}", self.path) from exc
-        conn = _connect(self.path, self.path, self.backend.busy_timeout)
-        with _closed_on_error(conn, self.path):
-            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                self.backend._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
-            conn.execute("PRAGMA synchronous = NORMAL")
-            if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'indexed_files'").fetchone()[0] == 0:
-                with self.backend._immediate(conn):
-                    conn.execute(
-                        "CREATE TABLE IF NOT EXISTS fact_scope (id TEXT NOT NULL, kind TEXT NOT NULL, "
-                        "owner TEXT NOT NULL, PRIMARY KEY (id, kind, owner)) WITHOUT ROWID"
-                    )
-                    conn.execute("CREATE TABLE IF NOT EXISTS indexed_files (name TEXT PRIMARY KEY) WITHOUT ROWID")
-        local.ids = conn
-        with self.backend._lock:
-            self.backend._all_conns.append(conn)
-        return conn
-
-    def _reader(self) -> _Connection | None:
-        """The connection for a lookup; None when the index cannot be used here (a read-only store without
-        one): lookups then visit the files."""
-        try:
-            return self._conn()
-        except (StorageError, sqlite3.DatabaseError):
-            return None
-
-    def add(self, scope: ScopeRef, fact_ids: Iterable[str]) -> None:
-        """Record ids before the transaction that stores them in ``scope``."""
-        rows = [(i, scope.kind, scope.owner) for i in fact_ids]
-        if scope.kind != "global" and rows:
-            conn = self._conn()
-            with self.backend._immediate(conn):
-                conn.executemany("INSERT OR IGNORE INTO fact_scope (id, kind, owner) VALUES (?, ?, ?)", rows)
-
-    def discard(self, scope: ScopeRef, fact_ids: Iterable[str]) -> None:
-        """Drop ids that ``scope`` did not store (merged into another fact) or no longer holds (purged)."""
-        rows = [(i, scope.kind, scope.owner) for i in fact_ids]
-        conn = self._reader() if rows and scope.kind != "global" else None
-        if conn is not None:  # best effort: an id left behind only costs a lookup one file
-            with self.backend._immediate(conn):
-                conn.executemany("DELETE FROM fact_scope WHERE id = ? AND kind = ? AND owner = ?", rows)
-
-    def mark(self, name: str) -> None:
-        """Record that every id of the file ``name`` is in the index (a new file, or one just indexed)."""
-        conn = self._conn()
-        with self.backend._immediate(conn):
-            conn.execute("INSERT OR IGNORE INTO indexed_files (name) VALUES (?)", (name,))
-        self.known.add(name)
-
-    def candidates(self, fact_id: str) -> list[ScopeRef] | None:
-        """The scopes the index says may hold ``fact_id``; None when there is no usable index."""
-        conn = self._reader()
-        if conn is None:
-            return None
-        rows = conn.execute("SELECT kind, owner FROM fact_scope WHERE id = ?", (fact_id,)).fetchall()
-        return [ScopeRef(kind, owner) for kind, owner in rows]
-
-    def catch_up(self, kind: ScopeKind) -> bool:
-        """Index every file of ``kind`` that is not indexed yet; True if there was one."""
-        names = {p.name for p in self.backend.root.glob(f"{kind}_*.db")} - self.known
-        conn = self._reader() if names else None
-        if conn is None:
-            return False
-        self.known |= {name for (name,) in conn.execute("SELECT name FROM indexed_files")}
-        missing = sorted(names - self.known)
-        for name in missing:
-            ref = self.backend._scope_of_file(self.backend.root / name)
-            scope_conn = self.backend._conn(ref, create=False) if ref is not None else None
-            if ref is None or scope_conn is None:
-                continue  # not a scope file of this store
-            self.add(ref, (fact_id for (fact_id,) in scope_conn.execute("SELECT id FROM facts")))
-            self.mark(name)
-        return bool(missing)
 
 
 class SQLiteBackend(Backend):
@@ -669,18 +233,18 @@ class SQLiteBackend(Backend):
         self.max_common_term_ratio = max_common_term_ratio
         self.max_lexical_postings = max_lexical_postings
         self._local = threading.local()
-        self._all_conns: list[_Connection] = []
+        self._all_conns: list[Connection] = []
         self._indexes: dict[ScopeRef, VectorIndex] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
-        self._ids = _IdIndex(self)
+        self._ids = IdIndex(self)
 
     # ------------------------------------------------------------------ files and connections
     def path_of(self, scope: ScopeRef) -> Path:
         return self.root / scope.file_name
 
-    def _conns(self) -> dict[ScopeRef, _Connection]:
+    def _conns(self) -> dict[ScopeRef, Connection]:
         if self._closed:
             raise RuntimeError("the memory store is closed")
         if os.getpid() != self._pid:  # forked: never share SQLite connections across processes
@@ -688,12 +252,12 @@ class SQLiteBackend(Backend):
             self._local = threading.local()
             self._all_conns = []
             self._indexes = {}
-        conns: dict[ScopeRef, _Connection] | None = getattr(self._local, "conns", None)
+        conns: dict[ScopeRef, Connection] | None = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
         return conns
 
-    def _conn(self, scope: ScopeRef, create: bool) -> _Connection | None:
+    def _conn(self, scope: ScopeRef, create: bool) -> Connection | None:
         if self._closed:
             raise RuntimeError("the memory store is closed")
         conns = self._conns()
@@ -702,7 +266,7 @@ class SQLiteBackend(Backend):
         if conn is not None:
             # An immutable snapshot that another writer changed, or a read-only file a write finds writable
             # again, is reopened; any other connection is kept.
-            if not (conn.stale() or (create and conn.read_only is not None and _writable(path))):
+            if not (conn.stale() or (create and conn.read_only is not None and writable(path))):
                 conns[scope] = conn  # most recently used last
                 return conn
             self._forget_conn(conn)
@@ -710,7 +274,7 @@ class SQLiteBackend(Backend):
             if not create:
                 return None
             self._create_file(path, scope)
-        _check_sqlite_file(path)
+        check_sqlite_file(path)
         conn = self._open(path, scope)
         conns[scope] = conn
         with self._lock:
@@ -720,7 +284,7 @@ class SQLiteBackend(Backend):
             self._forget_conn(idle)  # SQLite keeps its locks on a file while another connection of ours has it open
         return conn
 
-    def _forget_conn(self, conn: _Connection) -> None:
+    def _forget_conn(self, conn: Connection) -> None:
         with self._lock, contextlib.suppress(ValueError):
             self._all_conns.remove(conn)
         with contextlib.suppress(sqlite3.Error):
@@ -737,10 +301,10 @@ class SQLiteBackend(Backend):
                 "this user, or open the store where it can",
                 path,
             ) from exc
-        _remove_stale_builds(path)
+        remove_stale_builds(path)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            conn = _connect(tmp, tmp, self.busy_timeout)
+            conn = connect(tmp, tmp, self.busy_timeout)
             try:
                 conn.execute("PRAGMA journal_mode = WAL")
                 self._migrate(conn, scope)
@@ -757,7 +321,7 @@ class SQLiteBackend(Backend):
         except StorageError as exc:
             if os.access(self.root, os.W_OK):
                 raise StorageError(f"cannot create {path}: {exc}", path) from exc.__cause__
-            why = "on a read-only file system" if _read_only_reason(self.root, "") else "read-only for this user"
+            why = "on a read-only file system" if read_only_reason(self.root, "") else "read-only for this user"
             raise StorageError(
                 f"cannot create {path}: the directory {self.root} is {why} ({exc.__cause__ or exc}); make it "
                 "writable by this user to write to this scope (the store's existing files can still be searched)",
@@ -768,35 +332,35 @@ class SQLiteBackend(Backend):
                 with contextlib.suppress(OSError):
                     leftover.unlink(missing_ok=True)
 
-    def _open(self, path: Path, scope: ScopeRef) -> _Connection:
+    def _open(self, path: Path, scope: ScopeRef) -> Connection:
         """``path`` opened read-write, or read-only when this process cannot write it (a read-only file,
         directory or file system): searches and reads then work and every write is refused with a
         :class:`StorageError` that says so."""
         if not os.access(path, os.W_OK):
-            return self._open_read_only(path, scope, _read_only_reason(path, "the file is not writable by this user"))
+            return self._open_read_only(path, scope, read_only_reason(path, "the file is not writable by this user"))
         try:
             return self._open_read_write(path, scope)
         except StorageError as exc:
-            if _storage_code(exc.__cause__) not in ("SQLITE_CANTOPEN", "SQLITE_READONLY"):
+            if storage_code(exc.__cause__) not in ("SQLITE_CANTOPEN", "SQLITE_READONLY"):
                 raise
             if not os.access(path.parent, os.W_OK):
                 reason = f"its directory is not writable by this user, and SQLite needs to create {path.name}-shm"
             else:
                 reason = f"SQLite could not open it for writing: {exc.__cause__}"
-            reason = _read_only_reason(path, reason)
+            reason = read_only_reason(path, reason)
             return self._open_read_only(path, scope, reason)
 
-    def _open_read_only(self, path: Path, scope: ScopeRef, reason: str) -> _Connection:
-        conn = _connect_read_only(path, self.busy_timeout, reason)
-        with _closed_on_error(conn, path):
-            if _store_version(conn, path) != SCHEMA_VERSION:
+    def _open_read_only(self, path: Path, scope: ScopeRef, reason: str) -> Connection:
+        conn = connect_read_only(path, self.busy_timeout, reason)
+        with closed_on_error(conn, path):
+            if store_version(conn, path) != SCHEMA_VERSION:
                 self._migrate(conn, scope)  # newer: NotAStoreError; older or empty: needs writing
         return conn
 
-    def _open_read_write(self, path: Path, scope: ScopeRef) -> _Connection:
-        conn = _connect(path, path, self.busy_timeout)
-        with _closed_on_error(conn, path):
-            _store_version(conn, path)
+    def _open_read_write(self, path: Path, scope: ScopeRef) -> Connection:
+        conn = connect(path, path, self.busy_timeout)
+        with closed_on_error(conn, path):
+            store_version(conn, path)
             if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # persistent once set
                 self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -811,12 +375,12 @@ class SQLiteBackend(Backend):
             try:
                 return fn()
             except sqlite3.OperationalError as exc:
-                if not _is_lock_error(exc) or time.monotonic() > deadline:
+                if not is_lock_error(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.25)
 
-    def _migrate(self, conn: _Connection, scope: ScopeRef) -> None:
+    def _migrate(self, conn: Connection, scope: ScopeRef) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
             return
@@ -848,7 +412,7 @@ class SQLiteBackend(Backend):
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
-    def _immediate(self, conn: _Connection) -> Iterator[None]:
+    def _immediate(self, conn: Connection) -> Iterator[None]:
         conn.refuse_writes()
         self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
         try:
@@ -954,7 +518,7 @@ class SQLiteBackend(Backend):
         if conn is None or not fact_ids:
             return []
         marks = ",".join("?" * len(fact_ids))
-        rows = conn.execute(f"SELECT {_FACT_COLUMNS} FROM facts WHERE id IN ({marks})", list(fact_ids))
+        rows = conn.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE id IN ({marks})", list(fact_ids))
         now = time.time()
         by_id = {row[1]: fact_from_row(scope, row, now) for row in rows}
         return [by_id[i] for i in fact_ids if i in by_id]
@@ -1323,7 +887,7 @@ class SQLiteBackend(Backend):
         if not (name == "global.db" or name.startswith(("agent_", "group_"))) or not path.is_file():
             return None
         try:
-            ro = _connect_read_only(path, self.busy_timeout, "listing the store's scopes")
+            ro = connect_read_only(path, self.busy_timeout, "listing the store's scopes")
             try:
                 meta = dict(ro.execute("SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')"))
             finally:
@@ -1425,7 +989,7 @@ class SQLiteBackend(Backend):
         conn = self._conn(scope, create=True)
         assert conn is not None
         columns = [c for c in rows[0] if c in spec.columns]
-        sql = f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
+        sql = f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
         seqs: list[int] = []
         with self._immediate(conn):
             for row in rows:
@@ -1444,10 +1008,14 @@ class SQLiteBackend(Backend):
         columns = [c for c in rows[0] if c in spec.columns]
         updates = [c for c in columns if c not in spec.key]
         sql = (
-            f"INSERT INTO {table} ({', '.join(_q(c) for c in columns)}) "
+            f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
             f"VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT ({', '.join(_q(c) for c in spec.key)}) DO "
-            + (f"UPDATE SET {', '.join(f'{_q(c)} = excluded.{_q(c)}' for c in updates)}" if updates else "NOTHING")
+            f"ON CONFLICT ({', '.join(quote(c) for c in spec.key)}) DO "
+            + (
+                f"UPDATE SET {', '.join(f'{quote(c)} = excluded.{quote(c)}' for c in updates)}"
+                if updates
+                else "NOTHING"
+            )
         )
         with self._immediate(conn):
             conn.executemany(sql, [[row.get(c) for c in columns] for row in rows])
@@ -1464,7 +1032,7 @@ class SQLiteBackend(Backend):
         conn = self._conn(scope, create=False)
         if conn is None:
             return None
-        where = " AND ".join(f"{_q(c)} = ?" for c in key)
+        where = " AND ".join(f"{quote(c)} = ?" for c in key)
         with self._immediate(conn):
             cur = conn.execute(f"SELECT * FROM {table} WHERE {where}", list(key.values()))
             row = cur.fetchone()
@@ -1474,7 +1042,7 @@ class SQLiteBackend(Backend):
             new = {c: v for c, v in changes(current).items() if c in spec.columns and c not in spec.key}
             if new:
                 conn.execute(
-                    f"UPDATE {table} SET {', '.join(f'{_q(c)} = ?' for c in new)} WHERE {where}",
+                    f"UPDATE {table} SET {', '.join(f'{quote(c)} = ?' for c in new)} WHERE {where}",
                     [*new.values(), *key.values()],
                 )
             return {**current, **new}
@@ -1495,7 +1063,7 @@ class SQLiteBackend(Backend):
         conn = self._conn(scope, create=False)
         if conn is None:
             return []
-        clauses = [f"r.{_q(c)} = ?" if v is not None else f"r.{_q(c)} IS NULL" for c, v in (where or {}).items()]
+        clauses = [f"r.{quote(c)} = ?" if v is not None else f"r.{quote(c)} IS NULL" for c, v in (where or {}).items()]
         params: list[Any] = [v for v in (where or {}).values() if v is not None]
         if after_seq is not None:
             clauses.append("r.seq > ?")
@@ -1529,10 +1097,10 @@ class SQLiteBackend(Backend):
         conn = self._conn(scope, create=False)
         if conn is None:
             return 0
-        clauses = [f"{_q(c)} = ?" for c in (where or {})]
+        clauses = [f"{quote(c)} = ?" for c in (where or {})]
         params: list[Any] = list((where or {}).values())
         if before is not None:
-            clauses.append(f"{_q(time_column)} < ?")
+            clauses.append(f"{quote(time_column)} < ?")
             params.append(before)
         with self._immediate(conn):
             if spec.append_only:  # the explicit, operator-only purge: lift the guard inside this transaction
@@ -1581,7 +1149,7 @@ class SQLiteBackend(Backend):
                 elif table == "facts":
                     columns = [c for c in row if c not in ("seq", "rev")]
                     cur = conn.execute(
-                        f"INSERT OR IGNORE INTO facts ({', '.join(_q(c) for c in columns)}, rev) "
+                        f"INSERT OR IGNORE INTO facts ({', '.join(quote(c) for c in columns)}, rev) "
                         f"VALUES ({', '.join('?' * len(columns))}, ?)",
                         [*(row[c] for c in columns), tx.rev],
                     )
@@ -1601,7 +1169,7 @@ class SQLiteBackend(Backend):
                     spec = table_spec(table)
                     columns = [c for c in row if c in spec.columns]
                     cur = conn.execute(
-                        f"INSERT OR IGNORE INTO {table} ({', '.join(_q(c) for c in columns)}) "
+                        f"INSERT OR IGNORE INTO {table} ({', '.join(quote(c) for c in columns)}) "
                         f"VALUES ({', '.join('?' * len(columns))})",
                         [row[c] for c in columns],
                     )
@@ -1617,58 +1185,3 @@ class SQLiteBackend(Backend):
                     conn.close()
             self._all_conns.clear()
             self._indexes.clear()
-
-
-def _remove_stale_builds(path: Path) -> None:
-    """Delete the half-built files (``.<name>.<pid>.<thread>.tmp`` and its ``-wal``/``-shm``) that a process
-    killed while creating ``path`` left behind; a build of a live process is left alone."""
-    for leftover in path.parent.glob(f".{path.name}.*.tmp*"):
-        try:
-            pid = int(leftover.name[len(path.name) + 2 :].split(".")[0])
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):  # a read-only directory: left for a process that can
-                leftover.unlink(missing_ok=True)
-        except (ValueError, PermissionError, OSError):
-            continue  # not ours to judge (another user's process, an odd name)
-
-
-def _store_version(conn: sqlite3.Connection, path: Path) -> int:
-    """The file's schema version, read before anything in it is changed (even its journal mode): a foreign
-    SQLite database is a NotAStoreError. One statement, one snapshot: another process may be committing the
-    first migration."""
-    version, objects = conn.execute(
-        "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
-    ).fetchone()
-    if version == 0 and objects:
-        raise NotAStoreError(f"{path} is a SQLite database but not a memory store; left untouched")
-    return int(version)
-
-
-@contextmanager
-def _closed_on_error(conn: sqlite3.Connection, path: Path) -> Iterator[None]:
-    """Close a connection being opened if opening fails; a file that is not a database is a NotAStoreError."""
-    try:
-        yield
-    except sqlite3.DatabaseError as exc:
-        conn.close()
-        if "not a database" in str(exc) or "malformed" in str(exc):
-            raise NotAStoreError(f"{path} is not a SQLite database ({exc}); the file was left untouched") from exc
-        raise
-    except BaseException:
-        conn.close()
-        raise
-
-
-def _q(name: str) -> str:
-    """A quoted SQL identifier (column names come from the table specs, never from users)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _check_sqlite_file(path: Path) -> None:
-    """Refuse a directory at a scope path. A file's content is checked by SQLite itself in ``_open``: reading
-    it here with ``open()`` would be unsafe, because closing ANY descriptor of a file drops every POSIX lock
-    this process holds on it, SQLite's included (another process could then checkpoint and delete the WAL
-    under this process's live connections: database corruption, seen in a benchmark)."""
-    if path.is_dir():
-        raise NotAStoreError(f"{path} is a directory, not a SQLite memory store")
