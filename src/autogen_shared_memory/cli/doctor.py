@@ -15,10 +15,10 @@ from typing import Annotated, Literal
 import typer
 from rich.text import Text
 
-from ..backends.base import ModelInfo
+from ..backends.base import ModelInfo, compare_model
 from ..backends.sqlite import SCHEMA_VERSION
 from ..embedding import SentenceTransformerEmbedder
-from ..model import SCOPE_KINDS, ScopeRef, SharedMemoryError
+from ..model import SCOPE_KINDS, EmbeddingModelMismatchError, ScopeRef, SharedMemoryError
 from ..onnx_embedding import OnnxEmbedder
 from ..store import ENV_ROOT
 from .app import (
@@ -190,21 +190,19 @@ def _inspect_file(path: Path, model: ModelInfo | None) -> list[Check]:
                     f"rename it to {ref.file_name} or move it out of the store directory",
                 )
             )
-    stored_model, stored_dim = meta.get("embedding_model"), meta.get("embedding_dim")
-    if (
-        model is not None
-        and stored_model is not None
-        and (stored_model != model.model_id or (stored_dim is not None and int(stored_dim) != model.dimension))
-    ):
-        problems.append(
-            Check(
-                "model match",
-                "fail",
-                f"{name}: vectors from {stored_model} ({stored_dim}-d), configured {model.model_id} "
-                f"({model.dimension}-d)",
-                "pass --model DIR with the model that wrote it, or run `autogen-shared-memory reembed`",
+    if model is not None:
+        try:
+            compare_model(ScopeRef("global"), meta, model)  # the backends' rule (the scope only names its error)
+        except EmbeddingModelMismatchError:
+            problems.append(
+                Check(
+                    "model match",
+                    "fail",
+                    f"{name}: vectors from {meta.get('embedding_model')} ({meta.get('embedding_dim')}-d), configured "
+                    f"{model.model_id} ({model.dimension}-d)",
+                    "pass --model DIR with the model that wrote it, or run `autogen-shared-memory reembed`",
+                )
             )
-        )
     return problems
 
 
