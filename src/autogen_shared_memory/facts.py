@@ -618,22 +618,34 @@ class FactStore:
         """One fact by id, with its provenance and lifecycle state (any status)."""
         return self._readable(fact_id, self._agent(agent_id), group_id)
 
+    def supersede_chain(
+        self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None
+    ) -> list[Fact | str]:
+        """Every fact linked to this one by ``supersedes`` / ``superseded_by``, itself included, oldest first;
+        a link whose fact was purged is its bare id, at the end."""
+        return self._chain(self._readable(fact_id, self._agent(agent_id), group_id))
+
+    def _chain(self, fact: Fact) -> list[Fact | str]:
+        found: dict[str, Fact | None] = {}
+        todo = [fact.id]
+        while todo:
+            fid = todo.pop()
+            if fid in found:
+                continue
+            got = self.backend.get(fact.scope, [fid])
+            found[fid] = got[0] if got else None
+            if got:
+                todo.extend(got[0].supersedes)
+                if got[0].superseded_by:
+                    todo.append(got[0].superseded_by)
+        known = sorted((f for f in found.values() if f is not None), key=lambda f: (f.created_at, f.id))
+        return [*known, *sorted(fid for fid, f in found.items() if f is None)]
+
     def history(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> list[AuditEvent]:
         """The audit trail of a fact and of its whole supersede chain, oldest first."""
         fact = self._readable(fact_id, self._agent(agent_id), group_id)
-        chain: dict[str, Fact | None] = {}
-        todo: list[str] = [fact_id]
-        while todo:
-            fid = todo.pop()
-            if fid in chain:
-                continue
-            found = self.backend.get(fact.scope, [fid])
-            chain[fid] = found[0] if found else None
-            if found:
-                todo.extend(found[0].supersedes)
-                if found[0].superseded_by:
-                    todo.append(found[0].superseded_by)
-        events = [e for fid in chain for e in self.backend.history(fact.scope, fid)]
+        ids = [f.id if isinstance(f, Fact) else f for f in self._chain(fact)]
+        events = [e for fid in ids for e in self.backend.history(fact.scope, fid)]
         return sorted(events, key=lambda e: (e.at, e.seq))
 
     def stats(self) -> list[ScopeStats]:
@@ -953,6 +965,7 @@ class FactStore:
     areembed = _off_loop(reembed)
     aget = _off_loop(get)
     ahistory = _off_loop(history)
+    asupersede_chain = _off_loop(supersede_chain)
     astats = _off_loop(stats)
     asearch = _off_loop(search)
     arecall = _off_loop(recall)

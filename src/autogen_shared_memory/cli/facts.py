@@ -14,7 +14,6 @@ import typer
 from rich.table import Table
 
 from ..model import Fact, ScopeRef
-from ..store import SharedMemoryStore
 from .app import (
     _STALE,
     JsonOpt,
@@ -238,32 +237,12 @@ def show_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False) -
     _out().print(table)
 
 
-def supersede_chain(store: SharedMemoryStore, fact: Fact) -> list[Fact | str]:
-    """Every fact linked to ``fact`` by supersedes / superseded_by, oldest first (a bare id: purged).
-    :meth:`SharedMemoryStore.history` walks the same links but returns only the events, not the facts."""
-    found: dict[str, Fact | None] = {}
-    todo = [fact.id]
-    while todo:
-        fid = todo.pop()
-        if fid in found:
-            continue
-        got = store.backend.get(fact.scope, [fid])
-        found[fid] = got[0] if got else None
-        if got:
-            todo.extend(got[0].supersedes)
-            if got[0].superseded_by:
-                todo.append(got[0].superseded_by)
-    known = sorted((f for f in found.values() if f is not None), key=lambda f: (f.created_at, f.id))
-    return [*known, *sorted(fid for fid, f in found.items() if f is None)]
-
-
 @command("history")
 def history_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False) -> None:
     """The audit trail of a fact and of its whole supersede chain."""
     store = _settings(ctx).open_store()
-    fact = store.get(fact_id)
     events = store.history(fact_id)
-    chain = supersede_chain(store, fact)
+    chain = store.supersede_chain(fact_id)
     if as_json:
         emit_json(
             {
