@@ -75,8 +75,8 @@ from bench_store import (
 
 import autogen_shared_memory.backends.sqlite.backend as sqlite_backend
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
-from autogen_shared_memory.model import Filters, ScopeRef
 from autogen_shared_memory.search.index import Ann
 from autogen_shared_memory.search.text import query_terms
 from autogen_shared_memory.store import SharedMemoryStore

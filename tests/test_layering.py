@@ -15,7 +15,7 @@ import pytest
 PACKAGE = "autogen_shared_memory"
 SRC = Path(__file__).resolve().parent.parent / "src" / PACKAGE
 
-VIEWS = {"agent_memory", "caselog", "state", "transfer"}
+VIEWS = {"views", "transfer"}
 ABOVE_THE_CORE = ("__main__", "integration", "cli", "store", "facts", *VIEWS)  # what the core may never import
 ABOVE_FACTS = ("integration", "cli", "store", *VIEWS)
 
@@ -102,9 +102,21 @@ def test_the_core_imports_nothing_above_it(name: str) -> None:
     assert {m for m in GRAPH[name] if _within(m, ABOVE_THE_CORE) or m == PACKAGE} == set()
 
 
-@pytest.mark.parametrize("name", ["autogen_shared_memory.facts", *sorted(f"{PACKAGE}.{v}" for v in VIEWS)])
+@pytest.mark.parametrize(
+    "name", ["autogen_shared_memory.facts", *sorted(n for n in MODULES if _within(n, tuple(VIEWS)))]
+)
 def test_facts_and_the_views_import_no_facade_integration_or_cli(name: str) -> None:
     assert {m for m in GRAPH[name] if _within(m, ABOVE_FACTS) and _layer_of(m) not in VIEWS} == set()
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("core",))))
+def test_core_imports_only_core(name: str) -> None:
+    assert {m for m in GRAPH[name] if not _within(m, ("core",))} == set()
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("search",))))
+def test_search_imports_only_core_and_the_embedder_types(name: str) -> None:
+    assert {m for m in GRAPH[name] if not _within(m, ("core", "search", "embedding"))} == set()
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, ("integration",))))

@@ -18,8 +18,8 @@ from autogen_shared_memory import (
     SharedMemoryStore,
 )
 from autogen_shared_memory.backends.sqlite import MIGRATIONS, SCHEMA_VERSION
-from autogen_shared_memory.model import ScopeRef
-from autogen_shared_memory.records import TABLES
+from autogen_shared_memory.core.records import TABLES
+from autogen_shared_memory.core.types import ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.embedding import Vectors, normalize
-from autogen_shared_memory.model import Filters
 from autogen_shared_memory.search.int8 import int8_bounds, quantize
 from autogen_shared_memory.testing import vector_at_cosine
 

@@ -27,10 +27,11 @@ from typing_extensions import Self
 
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
 from .backends.sqlite import SQLiteBackend
-from .capsule import capsule as render_capsule
-from .embedding import Embedder
-from .lifecycle import content_hash
-from .model import (
+from .core.capsule import capsule as render_capsule
+from .core.lifecycle import content_hash
+from .core.policy import PRIVATE_KEY, AccessPolicy
+from .core.records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
+from .core.types import (
     DEFAULT_MAX_FACT_BYTES,
     MAX_TAGS,
     SCOPE_KINDS,
@@ -60,9 +61,8 @@ from .model import (
     validate_session_id,
     validate_tags,
 )
+from .embedding import Embedder
 from .onnx_embedding import OnnxEmbedder
-from .policy import PRIVATE_KEY, AccessPolicy
-from .records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
 from .search.fusion import rrf
 from .search.index import VectorIndexKind
 from .search.text import query_terms
@@ -166,7 +166,7 @@ class FactStore:
             (calls without ``agent_id``) may always write.
         near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one *if* the two
             have the same wording (the same words in order, up to punctuation, case, contractions and
-            articles: see :func:`~autogen_shared_memory.lifecycle.wording`); ``> 1`` switches near duplicates
+            articles: see :func:`~autogen_shared_memory.core.lifecycle.wording`); ``> 1`` switches near duplicates
             off. Exact duplicates (equal after Unicode, case, whitespace and punctuation normalisation) always
             reinforce.
         similar_threshold: cosine at or above which a stored fact that was not merged is reported in the

@@ -14,14 +14,14 @@ from autogen_core import Component, ComponentBase, ComponentLoader, ComponentMod
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from .agent_memory import AgentMemory, Task, task_from_row
-from .caselog import CaseLog
+from .core.types import DEFAULT_MAX_FACT_BYTES, ScopeRef
 from .embedding import Embedder
 from .facts import DEFAULT_ROOT, ENV_DSN, ENV_ROOT, FactStore, _off_loop, default_root
-from .model import DEFAULT_MAX_FACT_BYTES, ScopeRef
 from .search.index import VectorIndexKind
-from .state import BackendConversationStateStore
 from .transfer import ImportReport, export_jsonl, import_jsonl
+from .views.agents import AgentMemory, Task, task_from_row
+from .views.caselog import CaseLog
+from .views.state import BackendConversationStateStore
 
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool
@@ -77,7 +77,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
             (calls without ``agent_id``) may always write.
         near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one *if* the two
             have the same wording (the same words in order, up to punctuation, case, contractions and
-            articles: see :func:`~autogen_shared_memory.lifecycle.wording`); ``> 1`` switches near duplicates
+            articles: see :func:`~autogen_shared_memory.core.lifecycle.wording`); ``> 1`` switches near duplicates
             off. Exact duplicates (equal after Unicode, case, whitespace and punctuation normalisation) always
             reinforce.
         similar_threshold: cosine at or above which a stored fact that was not merged is reported in the

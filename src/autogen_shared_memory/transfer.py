@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .lifecycle import content_hash
-from .model import SCOPE_KINDS, ScopeRef, SharedMemoryError
-from .records import TABLES
+from .core.lifecycle import content_hash
+from .core.records import TABLES
+from .core.types import SCOPE_KINDS, ScopeRef, SharedMemoryError
 
 if TYPE_CHECKING:
     from .facts import FactStore

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import lifecycle
-from ..embedding import Vectors
-from ..model import (
+from ..core import lifecycle
+from ..core.records import TABLES, TableSpec, table_spec
+from ..core.types import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -35,7 +35,7 @@ from ..model import (
     SharedMemoryError,
     kind_of_fact_id,
 )
-from ..records import TABLES, TableSpec, table_spec
+from ..embedding import Vectors
 from .base import (
     DRAFT_COLUMNS,
     Backend,
@@ -986,7 +986,7 @@ class PostgresBackend(Backend):
 
 class _PgTx:
     """One write transaction on one scope's rows (the scope row locked): the
-    :class:`~autogen_shared_memory.lifecycle.WriteTx` the lifecycle decides on."""
+    :class:`~autogen_shared_memory.core.lifecycle.WriteTx` the lifecycle decides on."""
 
     CANDIDATES = 8
 

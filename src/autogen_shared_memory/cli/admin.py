@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from ..lifecycle import purge_due
-from ..model import Filters, ScopeRef
+from ..core.lifecycle import purge_due
+from ..core.types import Filters, ScopeRef
 from ..store import SharedMemoryStore
 from ..transfer import export_lines
 from .app import (
@@ -164,7 +164,7 @@ def import_cmd(
 # -------------------------------------------------------------------------------- purge, reembed
 def purge_plan(store: SharedMemoryStore, before: float) -> dict[ScopeRef, dict[str, int]]:
     """What ``purge`` would delete, per scope and status: the inactive facts that
-    :func:`~autogen_shared_memory.lifecycle.purge_due` selects (the rule the backends apply)."""
+    :func:`~autogen_shared_memory.core.lifecycle.purge_due` selects (the rule the backends apply)."""
     plan: dict[ScopeRef, dict[str, int]] = {}
     now = time.time()
     for stats in store.stats():

@@ -40,10 +40,8 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from ..agent_memory import TASK_STATUSES, agent_known
 from ..backends.base import Backend
-from ..embedding import Embedder, SentenceTransformerEmbedder
-from ..model import (
+from ..core.types import (
     SCOPE_KINDS,
     EmbeddingModelMismatchError,
     Fact,
@@ -53,8 +51,10 @@ from ..model import (
     kind_of_fact_id,
     validate_owner_id,
 )
+from ..embedding import Embedder, SentenceTransformerEmbedder
 from ..onnx_embedding import OnnxEmbedder
 from ..store import ENV_DSN, ENV_ROOT, SharedMemoryStore, default_root
+from ..views.agents import TASK_STATUSES, agent_known
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -17,8 +17,8 @@ from rich.text import Text
 
 from ..backends.base import ModelInfo, compare_model
 from ..backends.sqlite import SCHEMA_VERSION
+from ..core.types import SCOPE_KINDS, EmbeddingModelMismatchError, ScopeRef, SharedMemoryError
 from ..embedding import SentenceTransformerEmbedder
-from ..model import SCOPE_KINDS, EmbeddingModelMismatchError, ScopeRef, SharedMemoryError
 from ..onnx_embedding import OnnxEmbedder
 from ..store import ENV_ROOT
 from .app import (

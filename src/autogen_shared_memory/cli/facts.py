@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
-from ..model import Fact, ScopeRef
+from ..core.types import Fact, ScopeRef
 from .app import (
     _STALE,
     JsonOpt,

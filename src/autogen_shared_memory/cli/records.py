@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from ..agent_memory import AgentMemory
-from ..model import ScopeRef
+from ..core.types import ScopeRef
+from ..views.agents import AgentMemory
 from .app import (
     JsonOpt,
     Rows,

@@ -18,9 +18,9 @@ from autogen_core.models import AssistantMessage, FunctionExecutionResultMessage
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from ..capsule import MIN_CAPSULE_BYTES
+from ..core.capsule import MIN_CAPSULE_BYTES
+from ..core.types import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
 from ..facts import FactStore
-from ..model import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
 from .tools import load_store, store_component
 
 logger = logging.getLogger("autogen_shared_memory")

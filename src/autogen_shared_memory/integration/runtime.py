@@ -33,9 +33,9 @@ from autogen_core import message_handler as core_message_handler
 from autogen_core.models import FunctionExecutionResult
 from pydantic import BaseModel, ValidationError
 
-from ..agent_memory import upsert_agent
-from ..model import validate_owner_id
-from ..records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from ..core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from ..core.types import validate_owner_id
+from ..views.agents import upsert_agent
 from .tools import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, memory_tools
 
 if TYPE_CHECKING:

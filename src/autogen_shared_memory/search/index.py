@@ -11,8 +11,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ..core.types import EmbeddingModelMismatchError
 from ..embedding import Vectors
-from ..model import EmbeddingModelMismatchError
 from .int8 import Codes, int8_bounds, norms, quantize, scan_many, shortlist
 
 VectorIndexKind = Literal["exact", "hnsw"]

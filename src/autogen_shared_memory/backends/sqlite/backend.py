@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ... import lifecycle
-from ...embedding import Vectors
-from ...model import (
+from ...core import lifecycle
+from ...core.records import TABLES, table_spec
+from ...core.types import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -49,7 +49,7 @@ from ...model import (
     ScopeStats,
     kind_of_fact_id,
 )
-from ...records import TABLES, table_spec
+from ...embedding import Vectors
 from ...search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
 from ...search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
 from ...search.lexical import MARKED, choose_terms, idf, shared_bm25
@@ -104,7 +104,7 @@ class _ScopeView:
 
 class _Tx:
     """A write transaction on one scope file with the scope's refreshed vector index: the
-    :class:`~autogen_shared_memory.lifecycle.WriteTx` the lifecycle decides on."""
+    :class:`~autogen_shared_memory.core.lifecycle.WriteTx` the lifecycle decides on."""
 
     def __init__(self, conn: sqlite3.Connection, index: VectorIndex, scope: ScopeRef) -> None:
         self.conn = conn

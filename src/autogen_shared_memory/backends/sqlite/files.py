@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...model import NotAStoreError, SharedMemoryError
+from ...core.types import NotAStoreError, SharedMemoryError
 
 
 def is_lock_error(exc: sqlite3.OperationalError) -> bool:

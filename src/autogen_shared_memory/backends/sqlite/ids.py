@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ...model import ScopeKind, ScopeRef
+from ...core.types import ScopeKind, ScopeRef
 from .files import Connection, StorageError, closed_on_error, connect
 
 if TYPE_CHECKING:

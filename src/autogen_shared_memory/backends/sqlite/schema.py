@@ -7,8 +7,8 @@ import sqlite3
 
 import sqlite_utils
 
-from ... import lifecycle
-from ...records import TABLES, TableSpec
+from ...core import lifecycle
+from ...core.records import TABLES, TableSpec
 
 SCHEMA_VERSION = 4
 

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .model import ScopeRef, SharedMemoryError, validate_owner_id
-from .search.fusion import rrf
-from .search.text import query_terms
+from ..core.types import ScopeRef, SharedMemoryError, validate_owner_id
+from ..search.fusion import rrf
+from ..search.text import query_terms
 
 if TYPE_CHECKING:
-    from .facts import FactStore
+    from ..facts import FactStore
 
 MAX_SUMMARY_CHARS = 512
 MAX_BATCH = 20

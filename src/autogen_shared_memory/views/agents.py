@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .caselog import CaseHit, CaseLog
-from .model import (
+from ..core.records import ConversationRecord, ToolCallRecord, strict_json
+from ..core.types import (
     Fact,
     Filters,
     Hit,
@@ -28,12 +28,12 @@ from .model import (
     validate_confidence,
     validate_owner_id,
 )
-from .records import ConversationRecord, ToolCallRecord, strict_json
-from .search.fusion import rrf
-from .search.text import query_terms
+from ..search.fusion import rrf
+from ..search.text import query_terms
+from .caselog import CaseHit, CaseLog
 
 if TYPE_CHECKING:
-    from .facts import FactStore
+    from ..facts import FactStore
 
 TaskStatus = Literal["pending", "assigned", "in_progress", "blocked", "completed", "failed", "cancelled"]
 TASK_STATUSES: tuple[str, ...] = (
