@@ -73,11 +73,12 @@ from bench_store import (
     write_section,
 )
 
-import autogen_shared_memory.backends.sqlite as sqlite_backend
-from autogen_shared_memory.backends.sqlite import SQLiteBackend, _Ann
+import autogen_shared_memory.backends.sqlite.backend as sqlite_backend
+from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
-from autogen_shared_memory.model import Filters, ScopeRef
-from autogen_shared_memory.recall import query_terms
+from autogen_shared_memory.search.index import Ann
+from autogen_shared_memory.search.text import query_terms
 from autogen_shared_memory.store import SharedMemoryStore
 
 SECTION = "## Scale to 1M facts (issue 5)"
@@ -248,9 +249,9 @@ def open_hnsw(root: Path, ref: ScopeRef, probe: Vectors, ef: int) -> tuple[SQLit
 @contextlib.contextmanager
 def write_path_timer(store: SharedMemoryStore) -> Iterator[dict[str, float]]:
     """Attribute remember time to embed / backend write / near-duplicate scan (bench-only wrapping; the
-    private ``_NearestExisting`` of the SQLite backend module is wrapped to time it, nothing else changes)."""
+    ``NearestExisting`` as the SQLite backend module imports it is wrapped to time it, nothing else changes)."""
     spent = {"embed": 0.0, "write": 0.0, "near_dup_scan": 0.0}
-    real_near = sqlite_backend._NearestExisting
+    real_near = sqlite_backend.NearestExisting
 
     def timed(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def run(*a: Any, **k: Any) -> Any:
@@ -264,11 +265,11 @@ def write_path_timer(store: SharedMemoryStore) -> Iterator[dict[str, float]]:
 
     store.embedder.embed = timed("embed", store.embedder.embed)  # type: ignore[method-assign]
     store.backend.write = timed("write", store.backend.write)  # type: ignore[method-assign]
-    sqlite_backend._NearestExisting = timed("near_dup_scan", real_near)  # type: ignore[misc,assignment]
+    sqlite_backend.NearestExisting = timed("near_dup_scan", real_near)  # type: ignore[misc,assignment]
     try:
         yield spent
     finally:
-        sqlite_backend._NearestExisting = real_near  # type: ignore[misc]
+        sqlite_backend.NearestExisting = real_near  # type: ignore[misc]
         for obj, attr in ((store.embedder, "embed"), (store.backend, "write")):
             with contextlib.suppress(AttributeError):
                 delattr(obj, attr)
@@ -433,7 +434,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "args": {
                 k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "json")
             },
-            "hnsw_params": {"M": _Ann.M, "ef_construction": _Ann.EF_CONSTRUCTION, "ef_search": args.ef},
+            "hnsw_params": {"M": Ann.M, "ef_construction": Ann.EF_CONSTRUCTION, "ef_search": args.ef},
         },
         "model": {},
         "sizes": [],
@@ -670,7 +671,7 @@ def render(res: dict[str, Any]) -> str:
             ],
             [
                 "HNSW parameters",
-                f"M={hp['M']}, ef_construction={hp['ef_construction']} (`_Ann` class attributes), "
+                f"M={hp['M']}, ef_construction={hp['ef_construction']} (`search.index.Ann` class attributes), "
                 f"ef={hp['ef_search']} at search (`ann_ef`, library default 128); built with `build_ann` on "
                 f"{m['nproc']} threads; `ann_min_facts=1` so the graph answers at every size measured "
                 "(library default: scopes of 20,000+ facts)",
@@ -880,7 +881,7 @@ def render(res: dict[str, Any]) -> str:
         "New generated facts (not in the scope, different ones for each row), embedded by the real model "
         "inside `remember`, with default settings (`near_duplicate_threshold=0.95`): at each size first into "
         "the HNSW store while its graph exists, then into the exact store. *Near-dup lookup* is the "
-        "construction of the backend's near-duplicate lookup for the call (`_NearestExisting`, timed by "
+        "construction of the backend's near-duplicate lookup for the call (`NearestExisting`, timed by "
         "wrapping it; part of *write*): with the exact index one matrix product of the new vectors against "
         "every vector of the scope, with a built graph an HNSW query (8 neighbours) per new vector. These "
         "writes stay in the scope, so the next size holds a few more facts than its nominal size (the *facts* "

@@ -60,7 +60,7 @@ import numpy as np
 
 from autogen_shared_memory.embedding import Embedder, SentenceTransformerEmbedder, Vectors, normalize
 from autogen_shared_memory.onnx_embedding import OnnxEmbedder
-from autogen_shared_memory.recall import query_terms, stem
+from autogen_shared_memory.search.text import query_terms, stem
 from autogen_shared_memory.store import SharedMemoryStore
 
 SECTIONS = {"st": "## Core store (issue 2)", "onnx": "## Core store on ONNX Runtime (issue 15)"}

@@ -109,9 +109,9 @@ from locomo import (
 )
 
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.core.types import ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder
-from autogen_shared_memory.model import ScopeRef
-from autogen_shared_memory.recall import query_terms, stem
+from autogen_shared_memory.search.text import query_terms, stem
 from autogen_shared_memory.store import SharedMemoryStore
 
 NO_BUDGET = 10**9

@@ -10,7 +10,7 @@ import pytest
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
-from autogen_shared_memory.model import Filters
+from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.testing import HashEmbedder
 
 pytest.importorskip("hnswlib")

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autogen_shared_memory import Hit, SharedMemoryStore
-from autogen_shared_memory.capsule import MIN_CAPSULE_BYTES, NOTICE, capsule, escape, hit_line, truncate_utf8
-from autogen_shared_memory.model import ScopeRef, validate_owner_id
+from autogen_shared_memory.core.capsule import MIN_CAPSULE_BYTES, NOTICE, capsule, escape, hit_line, truncate_utf8
+from autogen_shared_memory.core.types import ScopeRef, validate_owner_id
 from autogen_shared_memory.testing import make_fact
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION
-from autogen_shared_memory.model import Filters, ScopeRef
+from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
 
 # Writes, restatements by two authors, corrections and forgets, one acknowledgement line per returned call.

@@ -23,7 +23,7 @@ import pytest
 
 from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION, SQLiteBackend, StorageError
-from autogen_shared_memory.model import ScopeRef, SharedMemoryError
+from autogen_shared_memory.core.types import ScopeRef, SharedMemoryError
 from autogen_shared_memory.testing import HashEmbedder
 
 GLOBAL = ScopeRef("global", "")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from autogen_shared_memory import FactNotFoundError, SharedMemoryStore, lifecycle
+from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.core import lifecycle
 from autogen_shared_memory.testing import HashEmbedder
 
 INVENTED = "g_0000000000000000beef"

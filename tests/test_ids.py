@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autogen_shared_memory import ScopeRef, SharedMemoryStore
-from autogen_shared_memory.model import kind_of_fact_id, new_fact_id, owner_file_token, validate_owner_id
+from autogen_shared_memory.core.types import kind_of_fact_id, new_fact_id, owner_file_token, validate_owner_id
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemoryStore, testing
-from autogen_shared_memory.integration.tools import memory_tools
-from autogen_shared_memory.lifecycle import (
+from autogen_shared_memory.core.lifecycle import (
     content_hash,
     normalise,
     purge_due,
@@ -21,7 +20,8 @@ from autogen_shared_memory.lifecycle import (
     valid_at,
     wording,
 )
-from autogen_shared_memory.model import Fact
+from autogen_shared_memory.core.types import Fact
+from autogen_shared_memory.integration.tools import memory_tools
 
 StoreFactory = Callable[..., SharedMemoryStore]
 

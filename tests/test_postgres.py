@@ -240,3 +240,27 @@ def test_a_fact_is_found_by_id_alone_through_the_id_index(pg_dsn: str) -> None:
         plan = " ".join(r[0] for r in conn.execute("EXPLAIN SELECT * FROM asm_facts WHERE id = 'g_x'"))
     assert "asm_facts_id" in plan
     store.close()
+
+
+def test_the_listener_keeps_one_connection_and_listens_when_subscribe_returns(pg_dsn: str) -> None:
+    # It used to reopen its connection after every 0.5 s without a message: notifications sent while it
+    # reconnected were lost, and subscribe returned before it listened.
+    backend = PostgresBackend(pg_dsn, schema=schema())
+    heard = threading.Event()
+    stop = backend.subscribe(lambda scope, event: heard.set())
+    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
+    store.remember("written right after subscribe returned", "global")
+    assert heard.wait(10)
+
+    def listeners() -> list[Any]:
+        with psycopg.connect(pg_dsn) as conn:
+            return conn.execute(
+                "SELECT pid, backend_start FROM pg_stat_activity "
+                "WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid()"
+            ).fetchall()
+
+    before = listeners()
+    time.sleep(1.6)  # three of the old 0.5 s timeouts
+    assert listeners() == before and len(before) >= 1
+    stop()
+    store.close()

@@ -11,7 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.recall import fts5_expression, query_terms, rrf, stem, stems_of
+from autogen_shared_memory.backends.sqlite import fts5_expression
+from autogen_shared_memory.search.fusion import rrf
+from autogen_shared_memory.search.text import query_terms, stem, stems_of
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]

@@ -17,14 +17,14 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import SingleThreadedAgentRuntime
 
 from autogen_shared_memory import MemoryAccessDenied, ScopeRef, SharedMemoryStore
-from autogen_shared_memory.agent_memory import TaskNotFoundError, UnknownAgentError
-from autogen_shared_memory.caselog import CheckpointError
-from autogen_shared_memory.state import (
+from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.transfer import ImportFormatError
+from autogen_shared_memory.views.agents import TaskNotFoundError, UnknownAgentError
+from autogen_shared_memory.views.caselog import CheckpointError
+from autogen_shared_memory.views.state import (
     ConversationStateStore,
     InMemoryConversationStateStore,
 )
-from autogen_shared_memory.testing import HashEmbedder
-from autogen_shared_memory.transfer import ImportFormatError
 
 
 def raw_sql(store: SharedMemoryStore, group: str, statement: str) -> None:

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
+from autogen_shared_memory.core.lifecycle import says_the_same
+from autogen_shared_memory.core.types import validate_label, validate_tags
 from autogen_shared_memory.embedding import Vectors, normalize
-from autogen_shared_memory.lifecycle import says_the_same
-from autogen_shared_memory.model import validate_label, validate_tags
 from autogen_shared_memory.testing import vector_at_cosine
 
 StoreFactory = Callable[..., SharedMemoryStore]

@@ -18,8 +18,8 @@ from autogen_shared_memory import (
     SharedMemoryStore,
 )
 from autogen_shared_memory.backends.sqlite import MIGRATIONS, SCHEMA_VERSION
-from autogen_shared_memory.model import ScopeRef
-from autogen_shared_memory.records import TABLES
+from autogen_shared_memory.core.records import TABLES
+from autogen_shared_memory.core.types import ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
@@ -442,3 +442,16 @@ def test_neighbour_context_pulls_in_the_turn_next_to_a_match(make_store: StoreFa
         make_store(context_weights=(2.0, 0.1))
     on = make_store(context_weights=(0.3, 0.1), same_as=store)
     assert receipts[1].id in [h.id for h in on.search("favourite sport", "global", top_k=3)]
+
+
+def test_supersede_chain_lists_every_linked_fact_oldest_first(store: SharedMemoryStore) -> None:
+    first = store.remember("The standup is at nine.", "global")
+    second = store.remember("The standup is at ten.", "global", supersedes=[first.id])
+    third = store.remember("The standup is at half past ten.", "global", supersedes=[second.id])
+    chain = store.supersede_chain(first.id)
+    assert [f.id for f in chain if not isinstance(f, str)] == [first.id, second.id, third.id]
+    assert store.supersede_chain(third.id) == chain
+    events = store.history(second.id)
+    assert {e.fact_id for e in events} == {first.id, second.id, third.id}
+    store.purge(older_than=0)
+    assert store.supersede_chain(third.id) == [store.get(third.id), second.id]  # purged: a bare id, a dead end

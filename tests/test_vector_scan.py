@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.backends.sqlite import _int8_bounds, _quantize
+from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.embedding import Vectors, normalize
-from autogen_shared_memory.model import Filters
+from autogen_shared_memory.search.int8 import int8_bounds, quantize
 from autogen_shared_memory.testing import vector_at_cosine
 
 DIM = 64
@@ -118,8 +118,8 @@ _UNIT = st.one_of(st.floats(-1.0, 1.0, width=32, allow_subnormal=False), st.samp
 def test_int8_bounds_contain_the_exact_product(rows: np.ndarray, q: np.ndarray, gains: np.ndarray, g: float) -> None:
     # Any vectors, normalized or not (a custom embedder may return either), zero rows included.
     rows, q = rows * gains, q * np.float32(g)
-    codes = _quantize(rows)
-    (bounds,) = _int8_bounds([codes], q)
+    codes = quantize(rows)
+    (bounds,) = int8_bounds([codes], q)
     exact = rows.astype(np.float64) @ q.astype(np.float64)
     assert np.all(np.abs(exact - bounds.estimate) <= bounds.error())
     assert np.all(np.abs(exact - bounds.estimate) <= bounds.max_error())
@@ -133,8 +133,8 @@ def test_int8_bounds_hold_for_wide_vectors_with_large_integer_sums() -> None:
     signs = rng.choice([-1.0, 1.0], size=3072).astype(np.float32)
     rows = (signs * rng.uniform(0.95, 1.0, (8, 3072))).astype(np.float32)
     q = (signs * rng.uniform(0.97, 1.0, 3072)).astype(np.float32)
-    codes = _quantize(rows)
-    (bounds,) = _int8_bounds([codes], q)
+    codes = quantize(rows)
+    (bounds,) = int8_bounds([codes], q)
     exact = rows.astype(np.float64) @ q.astype(np.float64)
     assert np.all(np.abs(exact - bounds.estimate) <= bounds.error())
     rebuilt, error = codes.cosines(np.arange(len(rows)), q)

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend, ModelInfo
 from .backends.sqlite import SQLiteBackend, StorageError
-from .capsule import capsule
-from .embedding import Embedder, SentenceTransformerEmbedder
-from .model import (
+from .core.capsule import capsule
+from .core.records import ConversationRecord, ToolCallRecord
+from .core.types import (
     AuditEvent,
     EmbeddingModelError,
     EmbeddingModelMismatchError,
@@ -25,8 +25,8 @@ from .model import (
     ScopeStats,
     SharedMemoryError,
 )
+from .embedding import Embedder, SentenceTransformerEmbedder
 from .onnx_embedding import OnnxEmbedder
-from .records import ConversationRecord, ToolCallRecord
 from .store import SharedMemoryStore, SharedMemoryStoreConfig
 
 if TYPE_CHECKING:

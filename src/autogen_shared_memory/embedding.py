@@ -20,7 +20,7 @@ from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
 from typing_extensions import Self
 
-from .model import EmbeddingModelError
+from .core.types import EmbeddingModelError
 
 Vectors = npt.NDArray[np.float32]
 

@@ -28,8 +28,8 @@ from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from .core.types import EmbeddingModelError
 from .embedding import DEFAULT_MODEL_ID, Vectors, normalize, packaged_model_dir
-from .model import EmbeddingModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx

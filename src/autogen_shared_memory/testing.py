@@ -14,9 +14,9 @@ from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from .core.types import Fact, ScopeRef
 from .embedding import Vectors, normalize
-from .model import Fact, ScopeRef
-from .recall import fold, query_terms, stem
+from .search.text import fold, query_terms, stem
 
 
 class HashEmbedderConfig(BaseModel):

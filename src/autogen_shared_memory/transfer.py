@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .lifecycle import content_hash
-from .model import SCOPE_KINDS, ScopeRef, SharedMemoryError
-from .records import TABLES
+from .core.lifecycle import content_hash
+from .core.records import TABLES
+from .core.types import SCOPE_KINDS, ScopeRef, SharedMemoryError
 
 if TYPE_CHECKING:
-    from .store import SharedMemoryStore
+    from .facts import FactStore
 
 FORMAT = "autogen-shared-memory/jsonl"
 FORMAT_VERSION = 1
@@ -54,7 +54,7 @@ def _decode(value: Any) -> Any:
 
 
 def export_lines(
-    store: SharedMemoryStore, *, agent_id: str | None = None, scopes: Iterable[ScopeRef] | None = None
+    store: FactStore, *, agent_id: str | None = None, scopes: Iterable[ScopeRef] | None = None
 ) -> Iterator[str]:
     """The export as JSON lines: every scope, one agent's (its file plus its directory entry), or ``scopes``."""
     yield json.dumps(
@@ -100,7 +100,7 @@ def export_lines(
 
 
 def export_jsonl(
-    store: SharedMemoryStore,
+    store: FactStore,
     path: str | Path | IO[str],
     *,
     agent_id: str | None = None,
@@ -160,7 +160,7 @@ def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dic
 
 
 def import_jsonl(
-    store: SharedMemoryStore,
+    store: FactStore,
     source: str | Path | IO[str],
     *,
     skip_bad: bool = False,

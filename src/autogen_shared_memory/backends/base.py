@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embedding import Vectors
-from ..model import (
+from ..core.types import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -30,6 +29,7 @@ from ..model import (
     Status,
     kind_of_fact_id,
 )
+from ..embedding import Vectors
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Backend(ABC):
 
         Open the scope's write transaction (creating the scope, recording ``model`` or refusing another
         one with :class:`EmbeddingModelMismatchError`), offer it as a
-        :class:`~autogen_shared_memory.lifecycle.WriteTx` and return
+        :class:`~autogen_shared_memory.core.lifecycle.WriteTx` and return
         ``lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)``: the lifecycle
         decides what is inserted, reinforced and superseded. All or nothing: an error leaves the scope
         unchanged.
@@ -93,7 +93,7 @@ class Backend(ABC):
     def find(self, fact_id: str) -> Fact | None:
         """The fact with this id in whichever scope holds it (any status), or None.
 
-        Derived: asks every scope of the id's kind (:func:`~autogen_shared_memory.model.kind_of_fact_id`).
+        Derived: asks every scope of the id's kind (:func:`~autogen_shared_memory.core.types.kind_of_fact_id`).
         A backend that can look an id up directly (an index) overrides it, so that an invented id costs one
         lookup rather than a visit to every scope."""
         for ref in self.scopes(kind_of_fact_id(fact_id)):
@@ -173,7 +173,7 @@ class Backend(ABC):
         """Store new vectors for ``ids`` (audited as ``actor``); when ``final``, record the scope's ``model``."""
 
     # --------------------------------------------------------------- records
-    # Record tables are described once in :data:`autogen_shared_memory.records.TABLES`.
+    # Record tables are described once in :data:`autogen_shared_memory.core.records.TABLES`.
     @abstractmethod
     def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert rows in one transaction; return their ``seq`` numbers (strictly increasing)."""
@@ -308,7 +308,7 @@ def draft_values(draft: Draft) -> tuple[Any, ...]:
 
 
 def as_of_clause(prefix: str, mark: str) -> str:
-    """:func:`~autogen_shared_memory.lifecycle.valid_at` as an SQL condition on the fact columns (``prefix``
+    """:func:`~autogen_shared_memory.core.lifecycle.valid_at` as an SQL condition on the fact columns (``prefix``
     names their table, ``mark`` is the driver's placeholder); its three parameters are the time, thrice."""
     p = prefix
     return (

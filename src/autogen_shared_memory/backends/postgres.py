@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import lifecycle
-from ..embedding import Vectors
-from ..model import (
+from ..core import lifecycle
+from ..core.records import TABLES, TableSpec, table_spec
+from ..core.types import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -35,7 +35,7 @@ from ..model import (
     SharedMemoryError,
     kind_of_fact_id,
 )
-from ..records import TABLES, TableSpec, table_spec
+from ..embedding import Vectors
 from .base import (
     DRAFT_COLUMNS,
     Backend,
@@ -944,31 +944,36 @@ class PostgresBackend(Backend):
     def subscribe(self, callback: Callable[[ScopeRef, str], None]) -> Callable[[], None]:
         """Call ``callback(scope, event)`` for every write made by any process or host (LISTEN/NOTIFY).
 
-        Runs a listener thread with its own connection; returns a function that stops it.
+        Runs a listener thread with its own connection, kept open (reopened only after an error; writes
+        notified while it was down are not replayed), and returns once it listens, so a write made after
+        this call returns is heard. Returns a function that stops it.
         """
         stop = threading.Event()
+        listening = threading.Event()
 
         def listen() -> None:
             while not stop.is_set():
                 try:
                     with psycopg.connect(self.dsn, autocommit=True) as conn:
                         conn.execute(f"LISTEN {CHANNEL}")
-                        for note in conn.notifies(timeout=0.5, stop_after=None):
-                            data = json.loads(note.payload)
-                            callback(ScopeRef(data["kind"], data["owner"]), data["event"])
-                            if stop.is_set():
-                                break
-                        else:
-                            continue
+                        listening.set()
+                        while not stop.is_set():
+                            for note in conn.notifies(timeout=0.5, stop_after=None):
+                                try:
+                                    data = json.loads(note.payload)
+                                    callback(ScopeRef(data["kind"], data["owner"]), data["event"])
+                                except Exception:  # a callback error must not kill the listener
+                                    logger.warning("shared memory change callback failed", exc_info=True)
+                                if stop.is_set():
+                                    break
                 except psycopg.Error:
                     if not stop.is_set():
                         time.sleep(0.5)  # reconnect
-                except Exception:  # a callback error must not kill the listener
-                    logger.warning("shared memory change callback failed", exc_info=True)
 
         thread = threading.Thread(target=listen, name="shared-memory-listen", daemon=True)
         thread.start()
         self._listeners.append((stop, thread))
+        listening.wait(timeout=30)
 
         def unsubscribe() -> None:
             stop.set()
@@ -986,7 +991,7 @@ class PostgresBackend(Backend):
 
 class _PgTx:
     """One write transaction on one scope's rows (the scope row locked): the
-    :class:`~autogen_shared_memory.lifecycle.WriteTx` the lifecycle decides on."""
+    :class:`~autogen_shared_memory.core.lifecycle.WriteTx` the lifecycle decides on."""
 
     CANDIDATES = 8
 

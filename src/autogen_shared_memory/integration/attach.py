@@ -28,12 +28,12 @@ from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import SystemMessage
 from autogen_core.tools import StaticWorkbench
 
-from ..model import validate_owner_id
+from ..core.types import validate_owner_id
 from .memory import SharedMemory
 from .tools import TOOL_NAMES, _MemoryTool, memory_tools
 
 if TYPE_CHECKING:
-    from ..store import SharedMemoryStore
+    from ..facts import FactStore
 
 DEFAULT_SCAFFOLDING = """\
 ## Shared memory
@@ -133,9 +133,9 @@ def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMe
     return [SystemMessage(content=f"{first.content}\n\n{text}"), *messages[1:]]
 
 
-def _register_in_directory(store: SharedMemoryStore, agent: ChatAgent) -> None:
+def _register_in_directory(store: FactStore, agent: ChatAgent) -> None:
     """The agent directory entry of an attached agent: name, description, model, tools."""
-    from ..agent_memory import upsert_agent
+    from ..views.agents import upsert_agent
 
     tools: list[str] = []
     model: str | None = None
@@ -158,7 +158,7 @@ def _register_in_directory(store: SharedMemoryStore, agent: ChatAgent) -> None:
 class Attacher:
     """Keeps track of what a store attached to which agent (weakly: agents may be garbage collected)."""
 
-    def __init__(self, store: SharedMemoryStore) -> None:
+    def __init__(self, store: FactStore) -> None:
         self.store = store
         self._attached: weakref.WeakKeyDictionary[Any, AgentAttachment] = weakref.WeakKeyDictionary()
 

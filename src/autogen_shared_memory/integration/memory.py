@@ -18,9 +18,10 @@ from autogen_core.models import AssistantMessage, FunctionExecutionResultMessage
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from ..capsule import MIN_CAPSULE_BYTES
-from ..model import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
-from ..store import SharedMemoryStore
+from ..core.capsule import MIN_CAPSULE_BYTES
+from ..core.types import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
+from ..facts import FactStore
+from .tools import load_store, store_component
 
 logger = logging.getLogger("autogen_shared_memory")
 
@@ -87,7 +88,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
 
     def __init__(
         self,
-        store: SharedMemoryStore,
+        store: FactStore,
         agent_id: str,
         group_id: str | None = None,
         *,
@@ -100,8 +101,8 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
     ) -> None:
         self.store = store
         self._denied_logged = False
-        self._config = SharedMemoryConfig(
-            store=store.dump_component(),
+        self._config = SharedMemoryConfig(  # the store's own config is filled in when dumped
+            store=ComponentModel(provider="", config={}),
             agent_id=validate_owner_id(agent_id, "agent_id"),
             group_id=None if group_id is None else validate_owner_id(group_id, "group_id"),
             name=name,
@@ -125,12 +126,12 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         return self._config.group_id
 
     def _to_config(self) -> SharedMemoryConfig:
-        return self._config.model_copy(deep=True)
+        return self._config.model_copy(update={"store": store_component(self.store)}, deep=True)
 
     @classmethod
     def _from_config(cls, config: SharedMemoryConfig) -> Self:
         return cls(
-            SharedMemoryStore.load_component(config.store),
+            load_store(config.store),
             config.agent_id,
             config.group_id,
             name=config.name,

@@ -33,13 +33,13 @@ from autogen_core import message_handler as core_message_handler
 from autogen_core.models import FunctionExecutionResult
 from pydantic import BaseModel, ValidationError
 
-from ..agent_memory import upsert_agent
-from ..model import validate_owner_id
-from ..records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from ..core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from ..core.types import validate_owner_id
+from ..views.agents import upsert_agent
 from .tools import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, memory_tools
 
 if TYPE_CHECKING:
-    from ..store import SharedMemoryStore
+    from ..facts import FactStore
 
 logger = logging.getLogger("autogen_shared_memory")
 
@@ -70,7 +70,7 @@ def _ts(value: Any) -> float:
 class MemoryRecorder(DefaultInterventionHandler):
     """An intervention handler that records agents' messages and tool calls into their memory files."""
 
-    def __init__(self, store: SharedMemoryStore, *, session_id: str | None = None, max_pending: int = 100_000) -> None:
+    def __init__(self, store: FactStore, *, session_id: str | None = None, max_pending: int = 100_000) -> None:
         self.store = store
         self.session_id = session_id or store.session_id
         self.task_id: str | None = None  # set it to tag what is recorded from now on with a task id
@@ -312,7 +312,7 @@ class MemoryServiceAgent(RoutedAgent):
     group named in a request is subject to the membership policy.
     """
 
-    def __init__(self, store: SharedMemoryStore) -> None:
+    def __init__(self, store: FactStore) -> None:
         super().__init__("Shared memory service: remember, search and forget facts.")
         self.store = store
 

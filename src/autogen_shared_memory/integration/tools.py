@@ -13,15 +13,30 @@ import time
 from abc import abstractmethod
 from typing import Any, Literal
 
-from autogen_core import CancellationToken, Component, ComponentModel
+from autogen_core import CancellationToken, Component, ComponentBase, ComponentLoader, ComponentModel
 from autogen_core.tools import BaseTool
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from ..model import FactNotFoundError, MemoryAccessDenied, validate_owner_id
-from ..store import SharedMemoryStore
+from ..core.types import FactNotFoundError, MemoryAccessDenied, validate_owner_id
+from ..facts import FactStore
 
 logger = logging.getLogger("autogen_shared_memory")
+
+
+def store_component(store: FactStore) -> ComponentModel:
+    """The store's component config, for the tools and views that dump with it (a
+    :class:`~autogen_shared_memory.SharedMemoryStore` is a component; a bare ``FactStore`` is not)."""
+    if not isinstance(store, ComponentBase):
+        raise TypeError(f"{type(store).__name__} is not an AutoGen component: use SharedMemoryStore to dump and load")
+    return store.dump_component()
+
+
+def load_store(model: ComponentModel) -> FactStore:
+    """A store loaded from its component config (the same instance as an equal store of this process)."""
+    store: FactStore = ComponentLoader.load_component(model, FactStore)
+    return store
+
 
 SEARCH, REMEMBER, FORGET = "memory_search", "memory_remember", "memory_forget"
 TOOL_NAMES = (SEARCH, REMEMBER, FORGET)
@@ -74,7 +89,7 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
 
     def __init__(
         self,
-        store: SharedMemoryStore,
+        store: FactStore,
         agent_id: str,
         group_id: str | None = None,
         *,
@@ -88,7 +103,7 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
 
     def _to_config(self) -> MemoryToolConfig:
         return MemoryToolConfig(
-            store=self.store.dump_component(),
+            store=store_component(self.store),
             agent_id=self.agent_id,
             group_id=self.group_id,
             record_calls=self.record_calls,
@@ -97,7 +112,7 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
     @classmethod
     def _from_config(cls, config: MemoryToolConfig) -> Self:
         return cls(
-            SharedMemoryStore.load_component(config.store),
+            load_store(config.store),
             config.agent_id,
             config.group_id,
             record_calls=config.record_calls,
@@ -214,7 +229,7 @@ class MemoryForgetTool(_MemoryTool, Component[MemoryToolConfig]):
 
 
 def memory_tools(
-    store: SharedMemoryStore, agent_id: str, group_id: str | None = None, *, record_calls: bool = False
+    store: FactStore, agent_id: str, group_id: str | None = None, *, record_calls: bool = False
 ) -> list[_MemoryTool]:
     """The three memory tools bound to ``agent_id`` (and ``group_id``).
 

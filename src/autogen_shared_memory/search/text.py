@@ -1,4 +1,4 @@
-"""Recall building blocks shared by every backend: safe lexical query terms and Reciprocal Rank Fusion.
+"""Query text to plain word terms, as FTS5 tokenizes and stems them: the first stage of the search.
 
 User (or model) text never reaches a full-text engine as syntax. It is cut into plain word tokens,
 stop-words dropped, and each token is passed as a quoted string literal, so quotes, ``-``, ``:``, ``*``,
@@ -10,13 +10,9 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Hashable, Iterable, Sequence
 from functools import lru_cache
-from typing import TypeVar
 
 import snowballstemmer
-
-K = TypeVar("K", bound=Hashable)
 
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -73,20 +69,3 @@ def stem(term: str) -> str:
 def stems_of(text: str) -> set[str]:
     """The Porter stems of the words of ``text``: the index terms FTS5 stores for it."""
     return {stem(w) for w in _TOKEN.findall(fold(text))}
-
-
-def fts5_expression(terms: Iterable[str]) -> str:
-    """An FTS5 MATCH expression: the OR of the terms, each a quoted string literal."""
-    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
-    return " OR ".join(quoted)
-
-
-def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 5.0) -> dict[K, float]:
-    """Reciprocal Rank Fusion: ``sum(weight / (k + rank))`` over the lists an item is in (ranks from 1)."""
-    if k < 0:
-        raise ValueError(f"rrf k must be >= 0, got {k}")
-    scores: dict[K, float] = {}
-    for items, weight in ranked_lists:
-        for rank, key in enumerate(items, start=1):
-            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
-    return scores

@@ -15,9 +15,9 @@ import time
 from abc import ABC, abstractmethod
 from typing import Any
 
-from .backends.base import Backend
-from .model import ScopeRef
-from .records import strict_json
+from ..backends.base import Backend
+from ..core.records import strict_json
+from ..core.types import ScopeRef
 
 CONVERSATION_SCHEMA_VERSION = 1
 MAX_STATE_BYTES = 4 * 1024 * 1024

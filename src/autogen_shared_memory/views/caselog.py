@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .model import ScopeRef, SharedMemoryError, validate_owner_id
-from .recall import query_terms, rrf
+from ..core.types import ScopeRef, SharedMemoryError, validate_owner_id
+from ..search.fusion import rrf
+from ..search.text import query_terms
 
 if TYPE_CHECKING:
-    from .store import SharedMemoryStore
+    from ..facts import FactStore
 
 MAX_SUMMARY_CHARS = 512
 MAX_BATCH = 20
@@ -82,7 +83,7 @@ class CaseLog:
     """The case log of ``group_id`` as seen by ``agent_id`` (a group member), or by trusted code when
     ``agent_id`` is None (entries and checkpoints are then attributed to the store's ``operator_id``)."""
 
-    def __init__(self, store: SharedMemoryStore, group_id: str, agent_id: str | None = None) -> None:
+    def __init__(self, store: FactStore, group_id: str, agent_id: str | None = None) -> None:
         self.store = store
         self.group_id = validate_owner_id(group_id, "group_id")
         self.agent_id = None if agent_id is None else validate_owner_id(agent_id, "agent_id")

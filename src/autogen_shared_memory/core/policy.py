@@ -11,16 +11,26 @@ The identity ``None`` is trusted code (the application itself, an operator): it 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
-from .backends.base import Backend
-from .model import MemoryAccessDenied, ScopeRef, validate_owner_id
+from .types import MemoryAccessDenied, ScopeRef, validate_owner_id
 
 MEMBER_PREFIX = "member:"  # one meta key per member: adding or removing one never races another
 PRIVATE_KEY = "private"
 
 
+class ScopeMeta(Protocol):
+    """The three scope-setting calls the policy needs (every backend has them)."""
+
+    def get_meta(self, scope: ScopeRef, key: str) -> str | None: ...
+
+    def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]: ...
+
+    def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None: ...
+
+
 class AccessPolicy:
-    def __init__(self, backend: Backend, global_writers: Iterable[str] = ()) -> None:
+    def __init__(self, backend: ScopeMeta, global_writers: Iterable[str] = ()) -> None:
         self.backend = backend
         writers = [global_writers] if isinstance(global_writers, str) else list(global_writers)
         self.global_writers = frozenset(w if w == "*" else validate_owner_id(w, "global writer id") for w in writers)

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .caselog import CaseHit, CaseLog
-from .model import (
+from ..core.records import ConversationRecord, ToolCallRecord, strict_json
+from ..core.types import (
     Fact,
     Filters,
     Hit,
@@ -28,11 +28,12 @@ from .model import (
     validate_confidence,
     validate_owner_id,
 )
-from .recall import query_terms, rrf
-from .records import ConversationRecord, ToolCallRecord, strict_json
+from ..search.fusion import rrf
+from ..search.text import query_terms
+from .caselog import CaseHit, CaseLog
 
 if TYPE_CHECKING:
-    from .store import SharedMemoryStore
+    from ..facts import FactStore
 
 TaskStatus = Literal["pending", "assigned", "in_progress", "blocked", "completed", "failed", "cancelled"]
 TASK_STATUSES: tuple[str, ...] = (
@@ -134,7 +135,7 @@ def task_from_row(row: Mapping[str, Any]) -> Task:
 
 # --------------------------------------------------------------------------- shared, store-wide parts
 def upsert_agent(
-    store: SharedMemoryStore,
+    store: FactStore,
     agent_id: str,
     *,
     display_name: str | None = None,
@@ -185,7 +186,7 @@ def upsert_agent(
         )
 
 
-def agent_known(store: SharedMemoryStore, agent_id: str) -> bool:
+def agent_known(store: FactStore, agent_id: str) -> bool:
     return bool(
         store.backend.read_records(GLOBAL, "agent_directory", {"agent_id": agent_id}, limit=1)
     ) or store.backend.exists(ScopeRef("agent", agent_id))
@@ -195,7 +196,7 @@ class AgentMemory:
     """One agent's memory: its own records, cross-agent reads, the shared profile and directory, tasks,
     and (with a group) the group's case log. Every operation acts as ``agent_id``."""
 
-    def __init__(self, store: SharedMemoryStore, agent_id: str, group_id: str | None = None) -> None:
+    def __init__(self, store: FactStore, agent_id: str, group_id: str | None = None) -> None:
         self.store = store
         self.agent_id = validate_owner_id(agent_id, "agent_id")
         self.group_id = None if group_id is None else validate_owner_id(group_id, "group_id")

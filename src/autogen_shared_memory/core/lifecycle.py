@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from .model import Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
+from .types import Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
 
 # ------------------------------------------------------------------------------------ normalisation
 _KEPT_PUNCTUATION = frozenset("%#&")  # punctuation that carries meaning (15% is not 15)

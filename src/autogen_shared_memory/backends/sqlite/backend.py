@@ -1,0 +1,1187 @@
+"""The embedded backend: one SQLite file per scope (``global.db``, ``group_<id>.db``, ``agent_<id>.db``).
+
+Why it is built this way:
+
+* Each fact and its float32 vector are one row, written in one transaction: a fact never exists without
+  its vector or the other way round (seed 001 kept vectors in loose ``.npy`` files; we do not, on purpose).
+* WAL + a busy timeout + ``BEGIN IMMEDIATE`` for every read-then-write; the write lock is never held while
+  a model embeds (the store embeds first, then calls :meth:`SQLiteBackend.write`).
+* Semantic search scans per-process int8 codes of each scope's vectors (a quarter of the bytes) with a bound
+  on each product's error, re-scores the rows that can make the top from finer int8 codes (within 4e-5),
+  and the few whose order is still in doubt from the file's float32 vectors: the ranking is the float32 one.
+  Every write bumps a revision counter in the file and stamps the rows it touched with it, so a search
+  refreshes only what changed since it last looked, whichever process wrote it.
+* FTS5 (porter stemming) over the content, fed by insert/delete triggers; content is immutable (a trigger
+  refuses to change it), so status changes never re-index text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ...core import lifecycle
+from ...core.records import TABLES, table_spec
+from ...core.types import (
+    AuditEvent,
+    Draft,
+    EmbeddingModelMismatchError,
+    Fact,
+    FactNotFoundError,
+    Filters,
+    NotAStoreError,
+    Receipt,
+    ScopeKind,
+    ScopeRef,
+    ScopeStats,
+    kind_of_fact_id,
+)
+from ...embedding import Vectors
+from ...search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
+from ...search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
+from ...search.lexical import MARKED, choose_terms, idf, shared_bm25
+from ...search.text import fold, stem
+from ..base import (
+    DRAFT_COLUMNS,
+    Backend,
+    ModelInfo,
+    StatusChange,
+    as_of_clause,
+    compare_model,
+    draft_values,
+    fact_from_row,
+)
+from .files import (
+    Connection,
+    StorageError,
+    check_sqlite_file,
+    closed_on_error,
+    connect,
+    connect_read_only,
+    is_lock_error,
+    quote,
+    read_only_reason,
+    remove_stale_builds,
+    storage_code,
+    store_version,
+    writable,
+)
+from .ids import IdIndex
+from .schema import FACT_COLUMNS, MIGRATIONS, SCHEMA_VERSION
+
+
+def fts5_expression(terms: Iterable[str]) -> str:
+    """An FTS5 MATCH expression: the OR of the terms, each a quoted string literal."""
+    quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
+    return " OR ".join(quoted)
+
+
+@dataclass
+class _ScopeView:
+    """What one search needs of a scope: its vectors, ids, seqs and live rows, and the candidates found."""
+
+    scope: ScopeRef
+    conn: sqlite3.Connection
+    codes: Codes
+    ids: list[str]
+    seqs: npt.NDArray[np.int64]
+    mask: npt.NDArray[np.bool_]
+    found: npt.NDArray[np.int64] | None = None  # the HNSW graph's candidates, when it answered
+
+
+class _Tx:
+    """A write transaction on one scope file with the scope's refreshed vector index: the
+    :class:`~autogen_shared_memory.core.lifecycle.WriteTx` the lifecycle decides on."""
+
+    def __init__(self, conn: sqlite3.Connection, index: VectorIndex, scope: ScopeRef) -> None:
+        self.conn = conn
+        self.index = index
+        self.scope = scope
+        self.now = time.time()
+        row = conn.execute("SELECT rev, n_facts FROM state WHERE id = 1").fetchone()
+        self.rev = int(row[0]) + 1
+        self.n_facts = int(row[1])
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+        self.near: NearestExisting | None = None
+        self.inserted: dict[int, int] = {}  # vector of this write -> its index position
+
+    def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
+        rows = self.conn.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
+        return [fact_from_row(self.scope, row, self.now) for row in rows]
+
+    def get(self, fact_ids: Sequence[str]) -> list[Fact]:
+        if not fact_ids:
+            return []
+        return self._facts(f"id IN ({','.join('?' * len(fact_ids))})", list(fact_ids))
+
+    def live_by_hash(self, content_hash: str) -> list[Fact]:
+        return self._facts(
+            "content_hash = ? AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)",
+            (content_hash, self.now),
+        )
+
+    def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
+        if self.near is None:
+            conn = self.conn
+            self.near = NearestExisting(
+                lambda seqs, q: SQLiteBackend._exact(conn, seqs, q),
+                self.index,
+                self.vectors,
+                self.now,
+                floor,
+                exact_from,
+                self.inserted,
+            )
+        return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
+
+    def insert(self, draft: Draft, j: int) -> None:
+        vector = self.vectors[j]
+        cur = self.conn.execute(
+            f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, rev, "
+            f"embedding) VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 1, 1, ?, ?, ?)",
+            (*draft_values(draft), self.now, self.rev, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+        )
+        assert cur.lastrowid is not None
+        self.index.append(cur.lastrowid, draft.id, vector, draft.status == "active", draft.expires_at)
+        self.inserted[j] = self.index.n - 1  # later vectors of the batch may match it
+        self.n_facts += 1
+
+    def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
+        names = list(changes)
+        values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
+        row = self.conn.execute(
+            f"UPDATE facts SET {', '.join(f'{quote(n)} = ?' for n in names)}, version = version + 1, "
+            "updated_at = ?, rev = ? WHERE id = ? RETURNING seq, status, expires_at",
+            (*values, self.now, self.rev, fact_id),
+        ).fetchone()
+        pos = self.index.position(int(row[0])) if row is not None else None
+        if pos is not None:  # keep this transaction's later lookups right
+            self.index.active[pos] = row[1] == "active"
+            self.index.expires[pos] = np.inf if row[2] is None else row[2]
+
+    def purgeable(self) -> list[Fact]:
+        return self._facts("status != 'active' OR expires_at IS NOT NULL", ())
+
+    def delete(self, fact_ids: Sequence[str]) -> None:
+        for lo in range(0, len(fact_ids), 500):
+            chunk = list(fact_ids[lo : lo + 500])
+            self.conn.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+        self.n_facts -= len(fact_ids)
+        self.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")  # rows left: reload caches
+
+    def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
+        self.conn.execute(
+            "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
+            (fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)),
+        )
+
+
+class SQLiteBackend(Backend):
+    """Facts in SQLite files under ``root``; safe for many threads and processes at once."""
+
+    # Connections (two file handles each, with the WAL) kept open per thread: a deployment with hundreds of
+    # group files, or a lookup of an invented id that visits every file, must not exhaust file descriptors.
+    MAX_OPEN_SCOPES = 64
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        max_common_term_ratio: float = 0.1,
+        max_lexical_postings: int = 5_000,
+        vector_index: VectorIndexKind = "exact",
+        ann_min_facts: int = 20_000,
+        ann_ef: int = 128,
+    ) -> None:
+        if vector_index not in ("exact", "hnsw"):
+            raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
+        for name, value in (
+            ("max_lexical_postings", max_lexical_postings),
+            ("ann_min_facts", ann_min_facts),
+            ("ann_ef", ann_ef),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not 0 < max_common_term_ratio <= 1:
+            raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
+        if vector_index == "hnsw":
+            try:
+                import hnswlib  # noqa: F401
+            except ImportError as exc:
+                raise ImportError(
+                    "vector_index='hnsw' needs hnswlib: pip install 'autogen-shared-memory[ann]'"
+                ) from exc
+        self.vector_index = vector_index
+        self.ann_min_facts = ann_min_facts
+        self.ann_ef = ann_ef
+        self.root = Path(root).expanduser().absolute()
+        self.busy_timeout = busy_timeout
+        self.max_common_term_ratio = max_common_term_ratio
+        self.max_lexical_postings = max_lexical_postings
+        self._local = threading.local()
+        self._all_conns: list[Connection] = []
+        self._indexes: dict[ScopeRef, VectorIndex] = {}
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+        self._ids = IdIndex(self)
+
+    # ------------------------------------------------------------------ files and connections
+    def path_of(self, scope: ScopeRef) -> Path:
+        return self.root / scope.file_name
+
+    def _conns(self) -> dict[ScopeRef, Connection]:
+        if self._closed:
+            raise RuntimeError("the memory store is closed")
+        if os.getpid() != self._pid:  # forked: never share SQLite connections across processes
+            self._pid = os.getpid()
+            self._local = threading.local()
+            self._all_conns = []
+            self._indexes = {}
+        conns: dict[ScopeRef, Connection] | None = getattr(self._local, "conns", None)
+        if conns is None:
+            conns = self._local.conns = {}
+        return conns
+
+    def _conn(self, scope: ScopeRef, create: bool) -> Connection | None:
+        if self._closed:
+            raise RuntimeError("the memory store is closed")
+        conns = self._conns()
+        path = self.path_of(scope)
+        conn = conns.pop(scope, None)
+        if conn is not None:
+            # An immutable snapshot that another writer changed, or a read-only file a write finds writable
+            # again, is reopened; any other connection is kept.
+            if not (conn.stale() or (create and conn.read_only is not None and writable(path))):
+                conns[scope] = conn  # most recently used last
+                return conn
+            self._forget_conn(conn)
+        if not path.exists():
+            if not create:
+                return None
+            self._create_file(path, scope)
+        check_sqlite_file(path)
+        conn = self._open(path, scope)
+        conns[scope] = conn
+        with self._lock:
+            self._all_conns.append(conn)
+        while len(conns) > self.MAX_OPEN_SCOPES:  # bound this thread's file handles: close the least used
+            idle = conns.pop(next(iter(conns)))
+            self._forget_conn(idle)  # SQLite keeps its locks on a file while another connection of ours has it open
+        return conn
+
+    def _forget_conn(self, conn: Connection) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._all_conns.remove(conn)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def _create_file(self, path: Path, scope: ScopeRef) -> None:
+        """Build a new scope file under a temporary name (WAL on, schema in place), then publish it with
+        an atomic hard link: concurrent processes never see (or race to initialise) a half-made file."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create {path}: its directory {self.root} cannot be made ({exc}); create it, writable by "
+                "this user, or open the store where it can",
+                path,
+            ) from exc
+        remove_stale_builds(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            conn = connect(tmp, tmp, self.busy_timeout)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                self._migrate(conn, scope)
+            finally:
+                conn.close()  # checkpoints: the file alone holds everything
+            if scope.kind != "global":
+                self._ids.mark(path.name)  # it holds no fact yet; every writer indexes what it adds
+            try:
+                with contextlib.suppress(FileExistsError):  # another thread or process published it first
+                    os.link(tmp, path)
+            except OSError:  # pragma: no cover - file systems without hard links
+                if not path.exists():
+                    os.replace(tmp, path)
+        except StorageError as exc:
+            if os.access(self.root, os.W_OK):
+                raise StorageError(f"cannot create {path}: {exc}", path) from exc.__cause__
+            why = "on a read-only file system" if read_only_reason(self.root, "") else "read-only for this user"
+            raise StorageError(
+                f"cannot create {path}: the directory {self.root} is {why} ({exc.__cause__ or exc}); make it "
+                "writable by this user to write to this scope (the store's existing files can still be searched)",
+                path,
+            ) from exc.__cause__
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink(missing_ok=True)
+
+    def _open(self, path: Path, scope: ScopeRef) -> Connection:
+        """``path`` opened read-write, or read-only when this process cannot write it (a read-only file,
+        directory or file system): searches and reads then work and every write is refused with a
+        :class:`StorageError` that says so."""
+        if not os.access(path, os.W_OK):
+            return self._open_read_only(path, scope, read_only_reason(path, "the file is not writable by this user"))
+        try:
+            return self._open_read_write(path, scope)
+        except StorageError as exc:
+            if storage_code(exc.__cause__) not in ("SQLITE_CANTOPEN", "SQLITE_READONLY"):
+                raise
+            if not os.access(path.parent, os.W_OK):
+                reason = f"its directory is not writable by this user, and SQLite needs to create {path.name}-shm"
+            else:
+                reason = f"SQLite could not open it for writing: {exc.__cause__}"
+            reason = read_only_reason(path, reason)
+            return self._open_read_only(path, scope, reason)
+
+    def _open_read_only(self, path: Path, scope: ScopeRef, reason: str) -> Connection:
+        conn = connect_read_only(path, self.busy_timeout, reason)
+        with closed_on_error(conn, path):
+            if store_version(conn, path) != SCHEMA_VERSION:
+                self._migrate(conn, scope)  # newer: NotAStoreError; older or empty: needs writing
+        return conn
+
+    def _open_read_write(self, path: Path, scope: ScopeRef) -> Connection:
+        conn = connect(path, path, self.busy_timeout)
+        with closed_on_error(conn, path):
+            store_version(conn, path)
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":  # persistent once set
+                self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate(conn, scope)
+        return conn
+
+    def _retry(self, fn: Any) -> Any:
+        """Run ``fn``, retrying SQLITE_BUSY/LOCKED with jittered backoff until the busy timeout is spent."""
+        deadline = time.monotonic() + self.busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not is_lock_error(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.25)
+
+    def _migrate(self, conn: Connection, scope: ScopeRef) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
+        if version > SCHEMA_VERSION:
+            raise NotAStoreError(
+                f"{self.path_of(scope)} has schema version {version}, newer than this package supports "
+                f"({SCHEMA_VERSION}); upgrade autogen-shared-memory"
+            )
+        if conn.read_only is not None:
+            raise StorageError(
+                f"{conn.path} has schema version {version} and must be upgraded to {SCHEMA_VERSION} before this "
+                f"version can read it, but it is read-only ({conn.read_only}); open the store once with write "
+                "access, or with the autogen-shared-memory version that wrote it",
+                conn.path,
+            )
+        with self._immediate(conn):
+            version, objects = conn.execute(  # another process may have won the race
+                "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
+            ).fetchone()
+            if version == 0 and objects:
+                raise NotAStoreError(f"{self.path_of(scope)} is a SQLite database but not a memory store")
+            for step in range(version, SCHEMA_VERSION):
+                MIGRATIONS[step](conn)
+            if version == 0:
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [("scope_kind", scope.kind), ("scope_owner", scope.owner)],
+                )
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _immediate(self, conn: Connection) -> Iterator[None]:
+        conn.refuse_writes()
+        self._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield
+            self._retry(lambda: conn.execute("COMMIT"))
+        except BaseException:
+            # SQLITE_FULL (and some I/O errors) roll the transaction back themselves: a second ROLLBACK would
+            # replace the error that says why with "no transaction is active".
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
+
+    def _index(self, scope: ScopeRef) -> VectorIndex:
+        with self._lock:
+            index = self._indexes.get(scope)
+            if index is None:
+                index = self._indexes[scope] = VectorIndex()
+            return index
+
+    def _refresh(self, conn: sqlite3.Connection, index: VectorIndex) -> None:
+        """Bring the scope's vector index up to date with the file (caller holds ``index.lock``)."""
+        rev, epoch = conn.execute("SELECT rev, epoch FROM state WHERE id = 1").fetchone()
+        if epoch != index.epoch:
+            index.reset()
+            index.epoch = epoch
+        if rev == index.rev:
+            return
+        last_seq = int(index.seq[index.n - 1]) if index.n else 0
+        # New rows carry their vector; known rows only need their status (and a vector when re-embedded).
+        # (A re-embed or purge bumps the epoch instead, which reloads everything.)
+        if index.n == 0:  # first load: one scan in rowid (= seq) order, no index lookups, no sort
+            rows = conn.execute("SELECT seq, id, status, expires_at, embedding FROM facts ORDER BY seq").fetchall()
+        else:
+            rows = conn.execute(
+                "SELECT seq, id, status, expires_at, CASE WHEN seq > ? THEN embedding END "
+                "FROM facts WHERE rev > ? ORDER BY +seq",  # '+': use the rev index, then sort the few rows
+                (last_seq, index.rev),
+            ).fetchall()
+        index.apply(rows)
+        index.rev = rev
+
+    @contextmanager
+    def _write(self, scope: ScopeRef) -> Iterator[_Tx]:
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        index = self._index(scope)
+        with index.lock:
+            try:
+                with self._immediate(conn):
+                    self._refresh(conn, index)
+                    tx = _Tx(conn, index, scope)
+                    yield tx
+                    conn.execute(
+                        "UPDATE state SET rev = ?, n_facts = ?, last_write = ? WHERE id = 1",
+                        (tx.rev, tx.n_facts, tx.now),
+                    )
+            except BaseException:
+                index.reset()  # it may hold rows of the rolled-back transaction
+                raise
+        # index.rev stays at its pre-transaction value: the next refresh re-reads just this
+        # transaction's rows, which settles every field the transaction changed.
+
+    # ------------------------------------------------------------------ writes
+    def write(
+        self,
+        scope: ScopeRef,
+        drafts: Sequence[Draft],
+        vectors: Vectors,
+        model: ModelInfo,
+        near_duplicate_threshold: float,
+        similar_threshold: float,
+    ) -> list[Receipt]:
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        conn.refuse_writes()  # a read-only scope file says so itself, before the index is touched
+        self._ids.add(scope, (d.id for d in drafts))  # before the transaction that stores them
+        with self._write(scope) as tx:
+            self._claim_model(tx.conn, scope, model)
+            tx.vectors = np.asarray(vectors, dtype=np.float32)
+            receipts = lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)
+        self._ids.discard(scope, {d.id for d in drafts} - {r.id for r in receipts})
+        return receipts
+
+    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
+        if self._conn(scope, create=False) is None:
+            raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
+        with self._write(scope) as tx:
+            lifecycle.set_status(tx, scope, change.fact_id, change.status, change.actor, change.at, change.reason)
+        return self.get(scope, [change.fact_id])[0]
+
+    def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
+        if self._conn(scope, create=False) is None:
+            return []
+        with self._write(scope) as tx:
+            purged = lifecycle.purge(tx, before, actor)
+        self._ids.discard(scope, purged)
+        return purged
+
+    # ------------------------------------------------------------------ reads
+    def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
+        conn = self._conn(scope, create=False)
+        if conn is None or not fact_ids:
+            return []
+        marks = ",".join("?" * len(fact_ids))
+        rows = conn.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE id IN ({marks})", list(fact_ids))
+        now = time.time()
+        by_id = {row[1]: fact_from_row(scope, row, now) for row in rows}
+        return [by_id[i] for i in fact_ids if i in by_id]
+
+    def find(self, fact_id: str) -> Fact | None:
+        kind = kind_of_fact_id(fact_id)
+        if kind == "global":
+            return next(iter(self.get(ScopeRef("global", ""), [fact_id])), None)
+        for attempt in range(2):
+            refs = self._ids.candidates(fact_id)
+            if refs is None:
+                return super().find(fact_id)  # no usable index (a read-only store): visit the files
+            for ref in refs:
+                found = self.get(ref, [fact_id])
+                if found:
+                    return found[0]
+            try:
+                if attempt or not self._ids.catch_up(kind):
+                    return None
+            except StorageError:
+                return super().find(fact_id)
+        return None
+
+    def _filter_sql(self, filters: Filters, now: float) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if filters.as_of is not None:
+            clauses.append(as_of_clause("f.", "?"))
+            params.extend([filters.as_of] * 3)
+        elif not filters.include_inactive:
+            clauses.append("f.status = 'active' AND (f.expires_at IS NULL OR f.expires_at > ?)")
+            params.append(now)
+        for tag in filters.tags:
+            clauses.append("EXISTS (SELECT 1 FROM json_each(f.tags) WHERE value = ?)")
+            params.append(tag)
+        if filters.created_by:
+            clauses.append(f"f.created_by IN ({','.join('?' * len(filters.created_by))})")
+            params.extend(filters.created_by)
+        if filters.category is not None:
+            clauses.append("f.category = ?")
+            params.append(filters.category)
+        if filters.since is not None:
+            clauses.append("f.created_at >= ?")
+            params.append(filters.since)
+        if filters.until is not None:
+            clauses.append("f.created_at < ?")
+            params.append(filters.until)
+        if filters.min_confidence is not None:
+            clauses.append("f.confidence >= ?")
+            params.append(filters.min_confidence)
+        return (" AND ".join(clauses) or "1"), params
+
+    def select_ids(self, scope: ScopeRef, filters: Filters, limit: int) -> list[str]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return []
+        where, params = self._filter_sql(filters, time.time())
+        sql = f"SELECT f.id FROM facts f WHERE {where} ORDER BY f.seq LIMIT ?"
+        return [r[0] for r in conn.execute(sql, [*params, limit])]
+
+    def lexical(
+        self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """FTS5 BM25 per file, rescored with the IDF of all the searched files together.
+
+        BM25 values of different files are not comparable: IDF depends on a file's size, so a 5-fact agent
+        scope's perfect match would score far below a big group scope's one-word match. Each hit's BM25 is
+        scaled by ``sum(global IDF) / sum(file IDF)`` over the query terms it contains, which turns it into
+        the BM25 it would have if the searched files were one collection (exact for terms occurring once).
+        With one scope the factor is 1: the ranking is FTS5's own.
+        """
+        if not terms:
+            return []
+        stems = {t: stem(t) for t in terms}
+        files = []
+        for scope in scopes:
+            conn = self._conn(scope, create=False)
+            if conn is not None:
+                files.append((scope, conn, *self._term_counts(conn, scope, set(stems.values()))))
+        n_all = sum(n for _, _, n, _ in files)
+        df_all = {s: sum(df.get(s, 0) for _, _, _, df in files) for s in set(stems.values())}
+        now = time.time()
+        where, params = self._filter_sql(filters, now)
+        # FTS5 marks the tokens it matched: the hit's own terms, without tokenizing and stemming its text again.
+        marked = "highlight(facts_fts, 0, char(1), char(2))" if len(files) > 1 else "NULL"
+        sql = (
+            f"SELECT f.id, -facts_fts.rank, {marked} FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
+            f"WHERE facts_fts MATCH ? AND {where} ORDER BY facts_fts.rank LIMIT ?"
+        )
+        hits: list[tuple[ScopeRef, str, float]] = []
+        for scope, conn, n, df in files:
+            # The postings budget bounds the whole search: each file gets its share by size.
+            kept = self._choose_terms(terms, stems, n, df, self.max_lexical_postings * n / max(n_all, 1))
+            rows = conn.execute(sql, [fts5_expression(kept), *params, limit])
+            if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
+                hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
+                continue
+            idfs = {stems[t]: (idf(n, df.get(stems[t], 0)), idf(n_all, df_all[stems[t]])) for t in kept}
+            for fact_id, bm25, text in rows:
+                matched = [idfs[m] for m in {stem(fold(w)) for w in MARKED.findall(text)} if m in idfs]
+                hits.append((scope, fact_id, shared_bm25(float(bm25), matched)))
+        hits.sort(key=lambda h: -h[2])
+        return hits
+
+    def _term_counts(self, conn: sqlite3.Connection, scope: ScopeRef, stems: set[str]) -> tuple[int, dict[str, int]]:
+        """The file's number of facts and, per stem, how many facts contain it (FTS5's own statistics).
+
+        Counting a term walks its whole posting list (~0.3 ms per scope and search for common terms), and the
+        counts only choose terms and weigh scopes against each other, so they are kept per scope until the
+        file's size has moved by more than 1%. A count is capped at the size: the two are read at different
+        moments, and a write in between could otherwise give a term more facts than the file.
+        """
+        n = int(conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0])
+        index = self._index(scope)
+        cached = index.term_counts
+        if cached is None or abs(n - cached[0]) > cached[0] // 100 or len(cached[1]) > 100_000:
+            cached = index.term_counts = (n, {})
+        counts = cached[1]
+        missing = sorted(stems - counts.keys())
+        if missing:
+            marks = ",".join("?" * len(missing))
+            found = dict(conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", missing))
+            counts.update({stem: int(found.get(stem, 0)) for stem in missing})
+        return n, {stem: min(counts[stem], n) for stem in stems}
+
+    def _choose_terms(
+        self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], budget: float | None = None
+    ) -> list[str]:
+        """:func:`~autogen_shared_memory.search.lexical.choose_terms` with this backend's settings."""
+        return choose_terms(
+            terms,
+            stems,
+            n,
+            df,
+            common_ratio=self.max_common_term_ratio,
+            budget=self.max_lexical_postings if budget is None else budget,
+        )
+
+    def _prune_common_terms(self, scope: ScopeRef, terms: Sequence[str]) -> list[str]:
+        stems = {t: stem(t) for t in terms}
+        conn = self._conn(scope, create=False)
+        assert conn is not None
+        return self._choose_terms(terms, stems, *self._term_counts(conn, scope, set(stems.values())))
+
+    def semantic(
+        self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, ranked by float32 cosine.
+
+        The coarse int8 scans of every scope run at once (or a scope's HNSW graph answers) and shortlist the
+        rows that can make each scope's top; their rebuilt cosines (within 4e-5, with a bound per row) pick
+        the rows that can make the overall top ``limit``, and only those whose order is still in doubt (their
+        intervals overlap) are re-scored from the file's float32 vectors. The order returned is the float32
+        one; a cosine is the float32 one or within its row's bound of it (under 4e-5 for MiniLM).
+        """
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        now = time.time()
+        views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
+        to_scan = [v for v in views if v.found is None]
+        for view, bounds in zip(to_scan, int8_bounds([v.codes for v in to_scan], q), strict=True):
+            view.found = shortlist(bounds, q, view.mask, limit)
+        found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
+        if not found:
+            return []
+        approx = np.concatenate([a for _, _, a, _ in found])
+        error = np.concatenate([e for _, _, _, e in found])
+        owner = np.concatenate([np.full(len(rows), i) for i, (_, rows, _, _) in enumerate(found)])
+        rows = np.concatenate([rows for _, rows, _, _ in found])
+        top = contenders(approx, error, limit)
+        approx, error, owner, rows = approx[top], error[top], owner[top], rows[top]
+        doubtful = overlapping(approx, error)
+        for i, (view, *_) in enumerate(found):
+            redo = np.flatnonzero(doubtful & (owner == i))
+            if len(redo):
+                approx[redo] = self._exact(view.conn, view.seqs[rows[redo]], q)  # -inf: purged meanwhile
+        order = np.argsort(-approx, kind="stable")[:limit]
+        return [
+            (found[owner[i]][0].scope, found[owner[i]][0].ids[int(rows[i])], float(approx[i]))
+            for i in order
+            if approx[i] > -np.inf
+        ]
+
+    def _semantic_view(
+        self, scope: ScopeRef, q: npt.NDArray[np.float32], limit: int, filters: Filters, now: float
+    ) -> _ScopeView | None:
+        """One scope's refreshed vectors and live mask, with the HNSW graph's candidates when it has one."""
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return None
+        index = self._index(scope)
+        with index.lock:
+            self._refresh(conn, index)
+            n = index.n
+            if n == 0:
+                return None
+            if q.shape[0] != index.dim:
+                raise EmbeddingModelMismatchError(
+                    f"query vector has {q.shape[0]} dimensions, {scope} holds {index.dim}-d vectors"
+                )
+            view = _ScopeView(
+                scope,
+                conn,
+                index.codes.rows(n),
+                index.ids,
+                index.seq[:n],
+                index.live_mask(now, filters.include_inactive or filters.as_of is not None),
+            )
+            ann = None if filters.narrows else self._ann(index)
+            if ann is not None:
+                # Over-fetch so that inactive rows among the candidates still leave ``limit`` live ones.
+                found, _ = ann.query(q, 2 * limit, self.ann_ef)
+                live = view.mask[found]
+                if live.sum() >= min(limit, int(view.mask.sum())):  # else too many inactive neighbours: scan
+                    view.found = found[live]
+        if filters.narrows:
+            where, params = self._filter_sql(filters, now)
+            allowed = np.fromiter(
+                (r[0] for r in conn.execute(f"SELECT seq FROM facts f WHERE {where}", params)), dtype=np.int64
+            )
+            view.mask &= np.isin(view.seqs, allowed, assume_unique=True)
+        return view
+
+    @staticmethod
+    def _exact(
+        conn: sqlite3.Connection, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.float32]:
+        """float32 cosines of ``q`` with the facts ``seqs``, from the vectors stored in the file (the
+        in-memory codes rebuild them only to within 4e-5); a fact no longer in the file (purged meanwhile)
+        scores -inf."""
+        out = np.full(len(seqs), -np.inf, dtype=np.float32)
+        where = {int(s): i for i, s in enumerate(seqs)}
+        for lo in range(0, len(seqs), 500):
+            chunk = [int(s) for s in seqs[lo : lo + 500]]
+            rows = [
+                (where[seq], blob)
+                for seq, blob in conn.execute(
+                    f"SELECT seq, embedding FROM facts WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+                )
+                if blob is not None and len(blob) == 4 * q.shape[0]
+            ]
+            if rows:
+                vectors = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
+                out[[i for i, _ in rows]] = np.einsum("ij,j->i", vectors, q)  # no BLAS threads for a few rows
+        return out
+
+    def _ann(self, index: VectorIndex) -> Ann | None:
+        """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet.
+
+        The first search of a scope with ``ann_min_facts`` or more facts starts building the graph on a
+        background thread and is answered exactly, as are the searches that follow until the graph is
+        ready; rows written since are added before each query. Caller holds ``index.lock``.
+        """
+        if self.vector_index != "hnsw" or index.n < self.ann_min_facts:
+            return None
+        if index.ann is not None:
+            index.ann.add(index.codes, index.n)
+            return index.ann
+        if not index.ann_building:
+            index.ann_building = True
+            threading.Thread(
+                target=self._build_ann,
+                args=(index, index.generation, index.codes, index.n),
+                name="asm-hnsw-build",
+                daemon=True,
+            ).start()
+        return None
+
+    def _build_ann(self, index: VectorIndex, generation: int, codes: Codes, n: int) -> None:
+        ann: Ann | None = None
+        try:
+            ann = Ann(codes, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)
+        finally:  # a failed build is retried by a later search
+            with index.lock:
+                if index.generation == generation:
+                    index.ann_building = False
+                    index.ann = ann
+
+    def build_ann(self, scope: ScopeRef) -> bool:
+        """Build the scope's HNSW graph now, in this thread (e.g. at start-up, before the first search);
+        searches go on meanwhile (exactly). Returns False when there is nothing to build
+        (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts).
+        """
+        conn = self._conn(scope, create=False)
+        if conn is None or self.vector_index != "hnsw":
+            return False
+        index = self._index(scope)
+        with index.lock:
+            self._refresh(conn, index)
+            if index.n < self.ann_min_facts:
+                return False
+            generation, codes, n = index.generation, index.codes, index.n
+            built = index.ann
+        if built is None:  # rows below n never change in a generation
+            built = Ann(codes, n, threads=os.cpu_count() or 1, ef=self.ann_ef)
+        with index.lock:
+            if index.generation == generation and index.ann is None:
+                index.ann = built
+            if index.ann is not None:
+                index.ann.add(index.codes, index.n)
+        return True
+
+    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        conn = self._conn(scope, create=False)
+        if conn is None or not fact_ids:
+            return {}
+        live = "{a}.status = 'active' AND ({a}.expires_at IS NULL OR {a}.expires_at > ?)"
+        sql = (
+            f"SELECT f.id, (SELECT p.id FROM facts p WHERE p.session_id = f.session_id AND p.seq < f.seq AND "
+            f"{live.format(a='p')} ORDER BY p.seq DESC LIMIT 1), (SELECT n.id FROM facts n WHERE n.session_id = "
+            f"f.session_id AND n.seq > f.seq AND {live.format(a='n')} ORDER BY n.seq LIMIT 1) "
+            f"FROM facts f WHERE f.id IN ({','.join('?' * len(fact_ids))}) AND f.session_id IS NOT NULL"
+        )
+        now = time.time()
+        return {r[0]: (r[1], r[2]) for r in conn.execute(sql, [now, now, *fact_ids])}
+
+    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return []
+        rows = conn.execute(
+            "SELECT fact_id, event, actor, at, detail, seq FROM audit WHERE fact_id = ? ORDER BY seq",
+            (fact_id,),
+        )
+        return [AuditEvent(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}"), r[5]) for r in rows]
+
+    def stats(self, scope: ScopeRef) -> ScopeStats:
+        conn = self._conn(scope, create=False)
+        counts = dict.fromkeys(("active", "forgotten", "superseded", "expired"), 0)
+        if conn is None:
+            return ScopeStats(scope, counts, 0, None, None, None, 0)
+        for status, count in conn.execute(
+            "SELECT CASE WHEN status = 'active' AND expires_at IS NOT NULL AND expires_at <= ? "
+            "THEN 'expired' ELSE status END AS s, count(*) FROM facts GROUP BY s",
+            (time.time(),),
+        ):
+            counts[status] = count
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        path = self.path_of(scope)
+        size = sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+        last_write = conn.execute("SELECT last_write FROM state WHERE id = 1").fetchone()[0]
+        dim = meta.get("embedding_dim")
+        return ScopeStats(
+            scope,
+            counts,
+            size,
+            meta.get("embedding_model"),
+            int(dim) if dim else None,
+            last_write,
+            conn.execute("PRAGMA user_version").fetchone()[0],
+        )
+
+    def exists(self, scope: ScopeRef) -> bool:
+        return scope in self._conns() or self.path_of(scope).is_file()
+
+    def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
+        if not self.root.is_dir():
+            return []
+        found = [self._scope_of_file(path) for path in sorted(self.root.glob("*.db"))]
+        return [ref for ref in found if ref is not None and (kind is None or ref.kind == kind)]
+
+    def _scope_of_file(self, path: Path) -> ScopeRef | None:
+        """The scope a file of the root holds, read from its meta; None for a file that is not a scope file
+        of this store (a stray file never fails a listing). A file SQLite cannot read raises
+        :class:`StorageError`: skipping it would pass the scope off as empty."""
+        name = path.name
+        if not (name == "global.db" or name.startswith(("agent_", "group_"))) or not path.is_file():
+            return None
+        try:
+            ro = connect_read_only(path, self.busy_timeout, "listing the store's scopes")
+            try:
+                meta = dict(ro.execute("SELECT key, value FROM meta WHERE key IN ('scope_kind', 'scope_owner')"))
+            finally:
+                ro.close()
+        except sqlite3.DatabaseError:
+            return None
+        if meta.get("scope_kind") not in ("agent", "group", "global"):
+            return None
+        ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
+        return ref if ref.file_name == name else None
+
+    # ------------------------------------------------------------------ meta and model
+    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return {}
+        rows = conn.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+        return {str(k): str(v) for k, v in rows}
+
+    def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None:
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        with self._immediate(conn):
+            if value is None:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
+        conn = self._conn(scope, create=False)
+        if conn is not None:
+            compare_model(
+                scope,
+                dict(
+                    conn.execute(
+                        "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
+                    ).fetchall()
+                ),
+                model,
+            )
+
+    def _claim_model(self, conn: sqlite3.Connection, scope: ScopeRef, model: ModelInfo) -> None:
+        meta = dict(
+            conn.execute("SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall()
+        )
+        if meta:
+            compare_model(scope, meta, model)
+        else:
+            conn.executemany(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))],
+            )
+
+    def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return
+        last = 0
+        while True:
+            rows = conn.execute(
+                "SELECT seq, id, content FROM facts WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch_size)
+            ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(r[1], r[2]) for r in rows]
+
+    def replace_vectors(
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
+    ) -> None:
+        if self._conn(scope, create=False) is None:
+            return
+        with self._write(scope) as tx:
+            tx.conn.executemany(
+                "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
+                [(np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i) for i, v in zip(ids, vectors, strict=True)],
+            )
+            for fact_id in ids:
+                tx.audit(fact_id, "reembedded", actor, {"model": model.model_id})
+            if final:
+                tx.conn.executemany(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                    [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))],
+                )
+            tx.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")
+
+    # ------------------------------------------------------------------ records
+    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
+        spec = table_spec(table)
+        if not rows:
+            return []
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        columns = [c for c in rows[0] if c in spec.columns]
+        sql = f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
+        seqs: list[int] = []
+        with self._immediate(conn):
+            for row in rows:
+                cur = conn.execute(sql, [row.get(c) for c in columns])
+                assert cur.lastrowid is not None
+                seqs.append(cur.lastrowid)
+        return seqs
+
+    def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        spec = table_spec(table)
+        spec.check_mutable()
+        if not rows:
+            return
+        conn = self._conn(scope, create=True)
+        assert conn is not None
+        columns = [c for c in rows[0] if c in spec.columns]
+        updates = [c for c in columns if c not in spec.key]
+        sql = (
+            f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
+            f"VALUES ({', '.join('?' * len(columns))}) "
+            f"ON CONFLICT ({', '.join(quote(c) for c in spec.key)}) DO "
+            + (
+                f"UPDATE SET {', '.join(f'{quote(c)} = excluded.{quote(c)}' for c in updates)}"
+                if updates
+                else "NOTHING"
+            )
+        )
+        with self._immediate(conn):
+            conn.executemany(sql, [[row.get(c) for c in columns] for row in rows])
+
+    def update_record(
+        self,
+        scope: ScopeRef,
+        table: str,
+        key: Mapping[str, Any],
+        changes: Callable[[dict[str, Any]], Mapping[str, Any]],
+    ) -> dict[str, Any] | None:
+        spec = table_spec(table)
+        spec.check_mutable()
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return None
+        where = " AND ".join(f"{quote(c)} = ?" for c in key)
+        with self._immediate(conn):
+            cur = conn.execute(f"SELECT * FROM {table} WHERE {where}", list(key.values()))
+            row = cur.fetchone()
+            if row is None:
+                return None
+            current = dict(zip([d[0] for d in cur.description], row, strict=True))
+            new = {c: v for c, v in changes(current).items() if c in spec.columns and c not in spec.key}
+            if new:
+                conn.execute(
+                    f"UPDATE {table} SET {', '.join(f'{quote(c)} = ?' for c in new)} WHERE {where}",
+                    [*new.values(), *key.values()],
+                )
+            return {**current, **new}
+
+    def read_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        after_seq: int | None = None,
+        query_terms: Sequence[str] = (),
+        oldest_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        spec = table_spec(table)
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return []
+        clauses = [f"r.{quote(c)} = ?" if v is not None else f"r.{quote(c)} IS NULL" for c, v in (where or {}).items()]
+        params: list[Any] = [v for v in (where or {}).values() if v is not None]
+        if after_seq is not None:
+            clauses.append("r.seq > ?")
+            params.append(after_seq)
+        source = f"{table} r"
+        order = "r.seq ASC" if oldest_first else "r.seq DESC"
+        if query_terms:
+            if spec.fts is None:
+                raise ValueError(f"{table} has no full-text index")
+            source = f"{table}_fts JOIN {table} r ON r.seq = {table}_fts.rowid"
+            clauses.insert(0, f"{table}_fts MATCH ?")
+            params.insert(0, fts5_expression(query_terms))
+            order = f"{table}_fts.rank"
+        sql = f"SELECT r.* FROM {source} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order} LIMIT ? OFFSET ?"
+        cur = conn.execute(sql, [*params, limit, offset])
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def delete_records(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        before: float | None = None,
+        time_column: str = "created_at",
+        force: bool = False,
+    ) -> int:
+        spec = table_spec(table)
+        spec.check_delete(force, before, time_column)
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return 0
+        clauses = [f"{quote(c)} = ?" for c in (where or {})]
+        params: list[Any] = list((where or {}).values())
+        if before is not None:
+            clauses.append(f"{quote(time_column)} < ?")
+            params.append(before)
+        with self._immediate(conn):
+            if spec.append_only:  # the explicit, operator-only purge: lift the guard inside this transaction
+                conn.execute(f"DROP TRIGGER {table}_no_delete")
+            count = conn.execute(f"DELETE FROM {table} WHERE {' AND '.join(clauses) or '1'}", params).rowcount
+            if spec.append_only:
+                conn.execute(
+                    f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} BEGIN "
+                    f"SELECT RAISE(ABORT, '{table} is append-only: DELETE is not allowed'); END"
+                )
+        return int(count)
+
+    # ------------------------------------------------------------------ transfer
+    def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
+        conn = self._conn(scope, create=False)
+        if conn is None:
+            return
+        for table in ("meta", "facts", "audit", *TABLES):
+            cur = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
+            names = [d[0] for d in cur.description]
+            for row in cur:
+                record = dict(zip(names, row, strict=True))
+                for internal in ("seq", "rev"):
+                    record.pop(internal, None)
+                yield table, record
+
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
+        inserted = 0
+        self._ids.add(scope, (row["id"] for table, row in items if table == "facts"))
+        with self._write(scope) as tx:
+            conn = tx.conn
+            for table, row in items:
+                if table == "meta":
+                    if row["key"] in ("scope_kind", "scope_owner"):
+                        continue
+                    if row["key"] in ("embedding_model", "embedding_dim"):
+                        current = conn.execute("SELECT value FROM meta WHERE key = ?", (row["key"],)).fetchone()
+                        if current is not None and current[0] != row["value"]:
+                            raise EmbeddingModelMismatchError(
+                                f"{scope} holds {row['key']} {current[0]!r}, the import has {row['value']!r}: "
+                                "import into a store that uses the same model, then reembed() if needed"
+                            )
+                    cur = conn.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (row["key"], row["value"])
+                    )
+                elif table == "facts":
+                    columns = [c for c in row if c not in ("seq", "rev")]
+                    cur = conn.execute(
+                        f"INSERT OR IGNORE INTO facts ({', '.join(quote(c) for c in columns)}, rev) "
+                        f"VALUES ({', '.join('?' * len(columns))}, ?)",
+                        [*(row[c] for c in columns), tx.rev],
+                    )
+                    tx.n_facts += cur.rowcount
+                elif table == "audit":
+                    exists = conn.execute(
+                        "SELECT 1 FROM audit WHERE fact_id = ? AND event = ? AND actor = ? AND at = ?",
+                        (row["fact_id"], row["event"], row["actor"], row["at"]),
+                    ).fetchone()
+                    if exists:
+                        continue
+                    cur = conn.execute(
+                        "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
+                        (row["fact_id"], row["event"], row["actor"], row["at"], row.get("detail")),
+                    )
+                else:
+                    spec = table_spec(table)
+                    columns = [c for c in row if c in spec.columns]
+                    cur = conn.execute(
+                        f"INSERT OR IGNORE INTO {table} ({', '.join(quote(c) for c in columns)}) "
+                        f"VALUES ({', '.join('?' * len(columns))})",
+                        [row[c] for c in columns],
+                    )
+                inserted += max(cur.rowcount, 0)
+            conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")  # vectors came in: reload caches
+        return inserted
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            for conn in self._all_conns:
+                with contextlib.suppress(sqlite3.Error):  # closing is best effort
+                    conn.close()
+            self._all_conns.clear()
+            self._indexes.clear()

@@ -1,0 +1,116 @@
+"""``ids.db``: which agent or group file holds each fact id."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ...core.types import ScopeKind, ScopeRef
+from .files import Connection, StorageError, closed_on_error, connect
+
+if TYPE_CHECKING:
+    from .backend import SQLiteBackend
+
+
+class IdIndex:
+    """Which agent or group file holds a fact id, kept in ``ids.db`` beside the scope files: a lookup by id
+    (``get``, ``forget``, ``history``) opens one file instead of every file of the id's kind.
+
+    It holds a superset of the truth. A writer adds the ids of a batch before the transaction that stores
+    them (a crash in between leaves ids that point at a file without them: a lookup just does not find them
+    there) and removes the ids it did not store afterwards. A file nobody indexed (written by a release
+    before the index, copied in, or an ``ids.db`` that was deleted) is indexed when a lookup misses, so the
+    file may be deleted at any time. The global scope is one file and is not indexed.
+    """
+
+    FILE_NAME = "ids.db"
+
+    def __init__(self, backend: SQLiteBackend) -> None:
+        self.backend = backend
+        self.path = backend.root / self.FILE_NAME
+        self.known: set[str] = set()  # file names indexed in full (a file never leaves the index)
+
+    def _conn(self) -> Connection:
+        """This thread's connection, creating the file and its tables if needed (StorageError if it cannot)."""
+        self.backend._conns()  # refuses a closed store; resets thread-local state after a fork
+        local = self.backend._local
+        conn: Connection | None = getattr(local, "ids", None)
+        if conn is not None:
+            return conn
+        try:
+            self.backend.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create {self.path}: {exc}", self.path) from exc
+        conn = connect(self.path, self.path, self.backend.busy_timeout)
+        with closed_on_error(conn, self.path):
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                self.backend._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+            conn.execute("PRAGMA synchronous = NORMAL")
+            if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'indexed_files'").fetchone()[0] == 0:
+                with self.backend._immediate(conn):
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS fact_scope (id TEXT NOT NULL, kind TEXT NOT NULL, "
+                        "owner TEXT NOT NULL, PRIMARY KEY (id, kind, owner)) WITHOUT ROWID"
+                    )
+                    conn.execute("CREATE TABLE IF NOT EXISTS indexed_files (name TEXT PRIMARY KEY) WITHOUT ROWID")
+        local.ids = conn
+        with self.backend._lock:
+            self.backend._all_conns.append(conn)
+        return conn
+
+    def _reader(self) -> Connection | None:
+        """The connection for a lookup; None when the index cannot be used here (a read-only store without
+        one): lookups then visit the files."""
+        try:
+            return self._conn()
+        except (StorageError, sqlite3.DatabaseError):
+            return None
+
+    def add(self, scope: ScopeRef, fact_ids: Iterable[str]) -> None:
+        """Record ids before the transaction that stores them in ``scope``."""
+        rows = [(i, scope.kind, scope.owner) for i in fact_ids]
+        if scope.kind != "global" and rows:
+            conn = self._conn()
+            with self.backend._immediate(conn):
+                conn.executemany("INSERT OR IGNORE INTO fact_scope (id, kind, owner) VALUES (?, ?, ?)", rows)
+
+    def discard(self, scope: ScopeRef, fact_ids: Iterable[str]) -> None:
+        """Drop ids that ``scope`` did not store (merged into another fact) or no longer holds (purged)."""
+        rows = [(i, scope.kind, scope.owner) for i in fact_ids]
+        conn = self._reader() if rows and scope.kind != "global" else None
+        if conn is not None:  # best effort: an id left behind only costs a lookup one file
+            with self.backend._immediate(conn):
+                conn.executemany("DELETE FROM fact_scope WHERE id = ? AND kind = ? AND owner = ?", rows)
+
+    def mark(self, name: str) -> None:
+        """Record that every id of the file ``name`` is in the index (a new file, or one just indexed)."""
+        conn = self._conn()
+        with self.backend._immediate(conn):
+            conn.execute("INSERT OR IGNORE INTO indexed_files (name) VALUES (?)", (name,))
+        self.known.add(name)
+
+    def candidates(self, fact_id: str) -> list[ScopeRef] | None:
+        """The scopes the index says may hold ``fact_id``; None when there is no usable index."""
+        conn = self._reader()
+        if conn is None:
+            return None
+        rows = conn.execute("SELECT kind, owner FROM fact_scope WHERE id = ?", (fact_id,)).fetchall()
+        return [ScopeRef(kind, owner) for kind, owner in rows]
+
+    def catch_up(self, kind: ScopeKind) -> bool:
+        """Index every file of ``kind`` that is not indexed yet; True if there was one."""
+        names = {p.name for p in self.backend.root.glob(f"{kind}_*.db")} - self.known
+        conn = self._reader() if names else None
+        if conn is None:
+            return False
+        self.known |= {name for (name,) in conn.execute("SELECT name FROM indexed_files")}
+        missing = sorted(names - self.known)
+        for name in missing:
+            ref = self.backend._scope_of_file(self.backend.root / name)
+            scope_conn = self.backend._conn(ref, create=False) if ref is not None else None
+            if ref is None or scope_conn is None:
+                continue  # not a scope file of this store
+            self.add(ref, (fact_id for (fact_id,) in scope_conn.execute("SELECT id FROM facts")))
+            self.mark(name)
+        return bool(missing)

@@ -1,0 +1,173 @@
+"""The scope file's schema: tables, FTS5 index, triggers, and the forward migrations between versions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import sqlite_utils
+
+from ...core import lifecycle
+from ...core.records import TABLES, TableSpec
+
+SCHEMA_VERSION = 4
+
+
+FACT_COLUMNS = (
+    "seq, id, content, created_by, created_at, confidence, tags, category, metadata, session_id, "
+    "expires_at, supersedes, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
+    "reinforcement, content_hash, version, updated_at, stated_by"
+)
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    db = sqlite_utils.Database(conn, recursive_triggers=False)
+    db["facts"].create(  # type: ignore[union-attr]
+        {
+            "seq": int,
+            "id": str,
+            "content": str,
+            "created_by": str,
+            "created_at": float,
+            "confidence": float,
+            "tags": str,
+            "category": str,
+            "metadata": str,
+            "session_id": str,
+            "expires_at": float,
+            "supersedes": str,
+            "superseded_by": str,
+            "status": str,
+            "tombstone_by": str,
+            "tombstone_at": float,
+            "tombstone_reason": str,
+            "reinforcement": int,
+            "content_hash": str,
+            "version": int,
+            "updated_at": float,
+            "rev": int,
+            "embedding": bytes,
+        },
+        pk="seq",
+        not_null={"id", "content", "created_by", "created_at", "status", "content_hash", "rev", "embedding"},
+        defaults={
+            "confidence": 1.0,
+            "tags": "[]",
+            "metadata": "{}",
+            "supersedes": "[]",
+            "reinforcement": 1,
+            "version": 1,
+        },
+    )
+    facts = db.table("facts")
+    facts.create_index(["id"], unique=True)
+    facts.create_index(["content_hash", "status"])
+    facts.create_index(["rev"])
+    facts.create_index(["created_at"])
+    facts.create_index(["created_by"])
+    facts.create_index(["session_id", "seq"])
+    db["audit"].create(  # type: ignore[union-attr]
+        {"seq": int, "fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
+        pk="seq",
+        not_null={"fact_id", "event", "actor", "at"},
+    )
+    db.table("audit").create_index(["fact_id"])
+    db["meta"].create({"key": str, "value": str}, pk="key")  # type: ignore[union-attr]
+    db["state"].create(  # type: ignore[union-attr]
+        {"id": int, "rev": int, "epoch": int, "n_facts": int, "last_write": float}, pk="id"
+    )
+    conn.execute("INSERT INTO state (id, rev, epoch, n_facts, last_write) VALUES (1, 0, 0, 0, NULL)")
+    # External-content FTS5 index kept by insert/delete triggers only: content never changes in place.
+    conn.execute(
+        "CREATE VIRTUAL TABLE facts_fts USING fts5(content, content='facts', content_rowid='seq', "
+        "tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute("CREATE VIRTUAL TABLE facts_vocab USING fts5vocab(facts_fts, 'row')")
+    conn.execute(
+        "CREATE TRIGGER facts_ai AFTER INSERT ON facts BEGIN "
+        "INSERT INTO facts_fts (rowid, content) VALUES (new.seq, new.content); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER facts_ad AFTER DELETE ON facts BEGIN "
+        "INSERT INTO facts_fts (facts_fts, rowid, content) VALUES ('delete', old.seq, old.content); END"
+    )
+    conn.execute(
+        "CREATE TRIGGER facts_content_immutable BEFORE UPDATE OF content ON facts "
+        "WHEN new.content IS NOT old.content BEGIN "
+        "SELECT RAISE(ABORT, 'fact content is immutable: supersede the fact instead'); END"
+    )
+
+
+def create_record_table(conn: sqlite3.Connection, spec: TableSpec) -> None:
+    db = sqlite_utils.Database(conn, recursive_triggers=False)
+    db[spec.name].create(  # type: ignore[union-attr]
+        {"seq": int, **spec.columns}, pk="seq", not_null=set(spec.not_null)
+    )
+    table = db.table(spec.name)
+    table.create_index(list(spec.key), unique=True)
+    for columns in spec.indexes:
+        table.create_index(list(columns))
+    if spec.fts:
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {spec.name}_fts USING fts5({spec.fts}, content='{spec.name}', "
+            "content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        conn.execute(
+            f"CREATE TRIGGER {spec.name}_ai AFTER INSERT ON {spec.name} BEGIN INSERT INTO {spec.name}_fts "
+            f"(rowid, {spec.fts}) VALUES (new.seq, new.{spec.fts}); END"
+        )
+        conn.execute(
+            f"CREATE TRIGGER {spec.name}_ad AFTER DELETE ON {spec.name} BEGIN INSERT INTO {spec.name}_fts "
+            f"({spec.name}_fts, rowid, {spec.fts}) VALUES ('delete', old.seq, old.{spec.fts}); END"
+        )
+        if not spec.append_only:
+            conn.execute(
+                f"CREATE TRIGGER {spec.name}_au AFTER UPDATE OF {spec.fts} ON {spec.name} BEGIN "
+                f"INSERT INTO {spec.name}_fts ({spec.name}_fts, rowid, {spec.fts}) "
+                f"VALUES ('delete', old.seq, old.{spec.fts}); "
+                f"INSERT INTO {spec.name}_fts (rowid, {spec.fts}) VALUES (new.seq, new.{spec.fts}); END"
+            )
+    if spec.append_only:
+        _append_only_triggers(conn, spec.name)
+
+
+def _append_only_triggers(conn: sqlite3.Connection, table: str) -> None:
+    for op in ("UPDATE", "DELETE"):
+        conn.execute(
+            f"CREATE TRIGGER {table}_no_{op.lower()} BEFORE {op} ON {table} BEGIN "
+            f"SELECT RAISE(ABORT, '{table} is append-only: {op} is not allowed'); END"
+        )
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """Records: conversations, tool calls, tasks, profile, directory, saved conversations, agent state,
+    the append-only case log and its checkpoints (every table from :data:`records.TABLES`)."""
+    for spec in TABLES.values():
+        create_record_table(conn, spec)
+
+
+def _migrate_v3(conn: sqlite3.Connection) -> None:
+    """Who stated each fact (``stated_by``: its author, then every other agent whose restatement reinforced
+    it, from the audit trail), and content hashes of :func:`lifecycle.normalise` (NFKC, surrounding
+    punctuation), so exact duplicates written before are recognised. Nothing is deleted or merged."""
+    conn.execute("ALTER TABLE facts ADD COLUMN stated_by TEXT NOT NULL DEFAULT '[]'")
+    restated: dict[str, list[str]] = {}
+    for fact_id, actor in conn.execute("SELECT fact_id, actor FROM audit WHERE event = 'reinforced' ORDER BY seq"):
+        restated.setdefault(fact_id, []).append(actor)
+    conn.executemany(
+        "UPDATE facts SET content_hash = ?, stated_by = ? WHERE seq = ?",
+        (
+            (lifecycle.content_hash(content), json.dumps(list(dict.fromkeys([by, *restated.get(fid, ())]))), seq)
+            for seq, fid, content, by in conn.execute("SELECT seq, id, content, created_by FROM facts").fetchall()
+        ),
+    )
+
+
+def _migrate_v4(conn: sqlite3.Connection) -> None:
+    """Nothing changes in the file: from version 4 on, every writer records the ids it stores in the root's
+    ``ids.db`` (:class:`IdIndex`). The version keeps older releases, which do not, from writing to it."""
+
+
+# Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
+MIGRATIONS = [_migrate_v1, _migrate_v2, _migrate_v3, _migrate_v4]
+assert len(MIGRATIONS) == SCHEMA_VERSION

@@ -1,0 +1,280 @@
+"""The whole-store commands (export, import, purge, reembed): the operator's maintenance, each copying or
+changing many facts through the library and reporting the totals (purge and reembed first with ``--dry-run``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..core.lifecycle import purge_due
+from ..core.types import Filters, ScopeRef
+from ..store import SharedMemoryStore
+from ..transfer import export_lines
+from .app import (
+    _STALE,
+    CliError,
+    JsonOpt,
+    Rows,
+    _n,
+    _out,
+    _owner,
+    _progress,
+    _require_agent,
+    _scopes,
+    _settings,
+    command,
+    emit_json,
+    parse_scope,
+    warn,
+)
+
+
+@command("export")
+def export_cmd(
+    ctx: typer.Context,
+    file: Annotated[str, typer.Argument(help="The JSON Lines file to write ('-' for stdout).", metavar="FILE.jsonl")],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="SCOPE", help="Only this scope: global, group:ID or agent:ID (repeatable).", callback=_scopes
+        ),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="One agent's memory and records (its file and directory entry).", callback=_owner("agent id")
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite FILE if it exists.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write the store (or some scopes, or one agent) as lossless JSON Lines."""
+    if scope and agent is not None:
+        raise typer.BadParameter("give --scope or --agent, not both", param_hint="--scope / --agent")
+    store = _settings(ctx).open_store()
+    if agent is not None:
+        _require_agent(store, agent)
+        targets = [ScopeRef("agent", agent)] if store.backend.exists(ScopeRef("agent", agent)) else []
+    elif scope:
+        targets = list(dict.fromkeys(parse_scope(s) for s in scope))
+        for ref in targets:
+            if not store.backend.exists(ref):
+                raise CliError(f"no scope {ref} in this store")
+    else:
+        targets = store.backend.scopes()
+    for ref in targets:  # the header names the store's model: refuse an export that would misstate it
+        store.backend.check_model(ref, store.model)
+    lines = export_lines(store, agent_id=agent) if agent is not None else export_lines(store, scopes=targets)
+    to_stdout = file == "-"
+    path = Path(file)
+    if not to_stdout and path.exists() and not force:
+        raise CliError(f"{path} exists (pass --force to overwrite it)")
+    rows = -1  # the header is not a row
+    with _progress("exporting", None, enabled=not as_json and not to_stdout) as advance:
+        if to_stdout:
+            for line in lines:
+                typer.echo(line)
+                rows += 1
+        else:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a failed export leaves no partial file
+            try:
+                with open(tmp, "w", encoding="utf-8") as out:
+                    for line in lines:
+                        out.write(line + "\n")
+                        rows += 1
+                        if rows:
+                            advance(1)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+    summary = {"file": file, "rows": rows, "scopes": [str(r) for r in targets]}
+    if as_json and not to_stdout:
+        emit_json(summary)
+    elif not to_stdout:
+        _out().print(f"exported {_n(rows, 'row')} from {_n(len(targets), 'scope')} to {path}")
+
+
+def _import_model_conflicts(store: SharedMemoryStore, path: Path) -> list[str]:
+    """Scopes whose recorded embedding model (or dimension) differs from the one in the file. The library's
+    import refuses them too, before writing anything; this check stays for its message, which names the
+    value the scope holds."""
+    conflicts: list[str] = []
+    with open(path, encoding="utf-8") as fh:
+        for text in fh:
+            if '"meta"' not in text or "embedding_" not in text:
+                continue
+            try:
+                item = json.loads(text)
+                ref = ScopeRef(item["scope"]["kind"], item["scope"].get("owner", ""))
+                key, value = item["row"]["key"], item["row"]["value"]
+            except (ValueError, TypeError, KeyError):
+                continue  # malformed lines are the import's to report
+            if item.get("table") != "meta" or key not in ("embedding_model", "embedding_dim"):
+                continue
+            current = store.backend.get_meta(ref, key) if store.backend.exists(ref) else None
+            if current is not None and current != value:
+                conflicts.append(f"{ref} holds {key} {current!r}, the file has {value!r}")
+    return conflicts
+
+
+@command("import")
+def import_cmd(
+    ctx: typer.Context,
+    file: Annotated[
+        Path, typer.Argument(help="A JSON Lines export.", exists=True, dir_okay=False, metavar="FILE.jsonl")
+    ],
+    skip_bad: Annotated[
+        bool, typer.Option("--skip-bad", help="Skip malformed lines (default: a bad line imports nothing).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import an export; every line is checked before anything is written, existing rows are kept."""
+    store = _settings(ctx).open_store()
+    conflicts = _import_model_conflicts(store, file)
+    if conflicts:
+        raise CliError(f"nothing imported: {conflicts[0]} (reembed one side first)")
+    with open(file, encoding="utf-8") as fh:
+        total = max(sum(1 for line in fh if line.strip()) - 1, 0)
+    with _progress("importing", total, enabled=not as_json) as advance:
+        report = store.import_(file, skip_bad=skip_bad, progress=advance)
+    for bad in report.skipped_bad:
+        warn(f"skipped {bad}")
+    if as_json:
+        emit_json(
+            {
+                "file": str(file),
+                "lines": report.lines,
+                "inserted": report.inserted,
+                "skipped_bad": report.skipped_bad,
+                "scopes": sorted(str(r) for r in report.scopes),
+            }
+        )
+        return
+    line = f"imported {_n(report.inserted, 'new row')} into {_n(len(report.scopes), 'scope')} from {file}"
+    skipped = f", {_n(len(report.skipped_bad), 'bad line')} skipped" if report.skipped_bad else ""
+    line += f" ({_n(report.lines, 'line')}{skipped})"
+    _out().print(line)
+
+
+# -------------------------------------------------------------------------------- purge, reembed
+def purge_plan(store: SharedMemoryStore, before: float) -> dict[ScopeRef, dict[str, int]]:
+    """What ``purge`` would delete, per scope and status: the inactive facts that
+    :func:`~autogen_shared_memory.core.lifecycle.purge_due` selects (the rule the backends apply)."""
+    plan: dict[ScopeRef, dict[str, int]] = {}
+    now = time.time()
+    for stats in store.stats():
+        counts = dict.fromkeys(_STALE, 0)
+        if any(stats.counts.get(k, 0) for k in _STALE):
+            ids = store.backend.select_ids(stats.scope, Filters(include_inactive=True), 1 << 62)
+            for start in range(0, len(ids), 500):
+                for fact in store.backend.get(stats.scope, ids[start : start + 500]):
+                    if purge_due(fact, before, now):
+                        counts[fact.status] += 1
+        plan[stats.scope] = counts
+    return plan
+
+
+@command("purge")
+def purge_cmd(
+    ctx: typer.Context,
+    older_than: Annotated[
+        float,
+        typer.Option("--older-than", min=0.0, help="Only facts forgotten / superseded / expired this many days ago."),
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count what would go; delete nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Physically delete forgotten, superseded and expired facts (their audit trail keeps a 'purged' event)."""
+    store = _settings(ctx).open_store()
+    plan = purge_plan(store, time.time() - older_than * 86400)
+    purged: dict[ScopeRef, int] = {}
+    if not dry_run:
+        for ref, counts in plan.items():
+            if sum(counts.values()):
+                purged[ref] = store.purge(older_than, scopes=[ref])
+    due = {ref: counts for ref, counts in plan.items() if sum(counts.values())}
+    total = sum(sum(c.values()) for c in due.values())
+    done = sum(purged.values())
+    if as_json:
+        emit_json(
+            {
+                "dry_run": dry_run,
+                "older_than_days": older_than,
+                "scopes": {
+                    str(ref): {**counts, "total": sum(counts.values()), "purged": purged.get(ref, 0)}
+                    for ref, counts in due.items()
+                },
+                "total": total,
+                "purged": done,
+            }
+        )
+        return
+    out = _out()
+    if due:
+        table = Rows(("scope", *_STALE, "total"), wide=("scope",), right=(*_STALE, "total"))
+        for ref, counts in due.items():
+            table.add(str(ref), *(str(counts[k]) for k in _STALE), str(sum(counts.values())))
+        table.print(out)
+    if dry_run:
+        out.print(f"dry run: {total} facts would be purged (older than {older_than:g} days); nothing was deleted")
+    else:
+        out.print(f"purged {done} facts older than {older_than:g} days")
+
+
+@command("reembed")
+def reembed_cmd(
+    ctx: typer.Context,
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            help="Re-embed with this sentence-transformers folder (default: the configured model).",
+            exists=True,
+            file_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be re-embedded; change nothing.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-embed every fact of every scope with the configured (or given) model and record it."""
+    store = _settings(ctx).open_store(model_dir=model)
+    target = store.model
+    stats = store.stats()
+    total = sum(sum(s.counts.values()) for s in stats)
+    plan = [
+        {"scope": str(s.scope), "facts": sum(s.counts.values()), "from": s.embedding_model, "to": target.model_id}
+        for s in stats
+    ]
+    done = 0
+    if not dry_run and stats:
+        with _progress(f"re-embedding with {target.model_id}", total, enabled=not as_json) as advance:
+            done = store.reembed(progress=advance)
+    if as_json:
+        emit_json(
+            {
+                "dry_run": dry_run,
+                "model": target.model_id,
+                "dimension": target.dimension,
+                "scopes": plan,
+                "facts": total,
+                "reembedded": done,
+            }
+        )
+        return
+    out = _out()
+    if not stats:
+        out.print("nothing to re-embed: the store has no scopes")
+        return
+    table = Rows(("scope", "facts", "recorded model", "new model"), wide=("scope",), right=("facts",))
+    for row in plan:
+        table.add(str(row["scope"]), str(row["facts"]), str(row["from"] or "-"), str(row["to"]))
+    table.print(out)
+    if dry_run:
+        out.print(f"dry run: {total} facts in {len(stats)} scopes would be re-embedded with {target.model_id}")
+    else:
+        out.print(f"re-embedded {done} facts in {len(stats)} scopes with {target.model_id} ({target.dimension}-d)")

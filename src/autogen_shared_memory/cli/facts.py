@@ -1,0 +1,407 @@
+"""The fact commands: each goes through :class:`~autogen_shared_memory.store.SharedMemoryStore`, so the CLI
+gets the access policy, lifecycle and audit trail library callers get, and prints the result (table or JSON)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.table import Table
+
+from ..core.types import Fact, ScopeRef
+from .app import (
+    _STALE,
+    JsonOpt,
+    Rows,
+    _fact_id,
+    _fact_ids,
+    _moment,
+    _out,
+    _owner,
+    _positive,
+    _scope_files,
+    _settings,
+    _short,
+    _size,
+    _when,
+    command,
+    emit_json,
+    fact_json,
+    warn,
+)
+
+
+def _unlisted_scope_files(root: Path, listed: Iterable[ScopeRef]) -> list[Path]:
+    """Files named like scope files that the store does not list (not SQLite, someone else's database)."""
+    names = {ref.file_name for ref in listed}
+    return [p for p in _scope_files(root) if p.name not in names]
+
+
+@command("scopes")
+def scopes_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Every scope with its fact counts, size on disk, embedding model and last write."""
+    settings = _settings(ctx)
+    store = settings.open_store()
+    stats = store.stats()
+    if not settings.dsn:
+        for path in _unlisted_scope_files(settings.root, [s.scope for s in stats]):
+            warn(f"{path} is not a memory store file; it is skipped (run `autogen-shared-memory doctor`)")
+    if as_json:
+        emit_json(
+            [
+                {
+                    "scope": str(s.scope),
+                    "kind": s.scope.kind,
+                    "owner": s.scope.owner,
+                    "file": s.scope.file_name,
+                    "counts": s.counts,
+                    "size_bytes": s.size_bytes,
+                    "embedding_model": s.embedding_model,
+                    "embedding_dim": s.embedding_dim,
+                    "last_write": s.last_write,
+                    "schema_version": s.schema_version,
+                }
+                for s in stats
+            ]
+        )
+        return
+    if not stats:
+        _out().print(f"no scopes yet in {settings.where}")
+        return
+    table = Rows(
+        ("scope", "active", *_STALE, "size", "model", "last write"),
+        wide=("model",),
+        right=("active", *_STALE, "size"),
+        title=f"{len(stats)} scopes in {settings.where}",
+    )
+    for s in stats:
+        model = s.embedding_model or "-"
+        table.add(
+            str(s.scope),
+            *(str(s.counts.get(k, 0)) for k in ("active", *_STALE)),
+            _size(s.size_bytes),
+            model,
+            _when(s.last_write),
+        )
+    table.print()
+
+
+# ------------------------------------------------------------------------------------------ search
+@command("search")
+def search_cmd(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for (words or a question).")],
+    scope: Annotated[
+        Literal["all", "agent", "group", "global"],
+        typer.Option(help="all = the agent's scope (with --agent), the group (with --group) and global."),
+    ] = "all",
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="Search as this agent (the access policy applies); default: trusted operator.",
+            callback=_owner("agent id"),
+        ),
+    ] = None,
+    group: Annotated[str | None, typer.Option(help="The group scope to include.", callback=_owner("group id"))] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=1000, help="How many hits.")] = 5,
+    tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="Only facts with this tag (repeatable).")] = None,
+    include_inactive: Annotated[
+        bool, typer.Option("--include-inactive", help="Also forgotten, superseded and expired facts.")
+    ] = False,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of",
+            metavar="WHEN",
+            callback=_moment,
+            help="Recall what was believed then (ISO date or time, local unless it has an offset): facts "
+            "written by then, not yet superseded, forgotten or expired.",
+        ),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show lexical rank, semantic rank, cosine and fused score.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Hybrid search (FTS5 + embeddings, fused by RRF); hits as a table."""
+    if scope == "agent" and agent is None:
+        raise typer.BadParameter("--scope agent needs --agent ID", param_hint="--scope")
+    if scope == "group" and group is None:
+        raise typer.BadParameter("--scope group needs --group ID", param_hint="--scope")
+    store = _settings(ctx).open_store()
+    hits = store.search(
+        query,
+        scope,
+        agent_id=agent,
+        group_id=group,
+        top_k=top_k,
+        tags=tag,
+        include_inactive=include_inactive,
+        as_of=None if as_of is None else datetime.fromisoformat(as_of),
+    )
+    if as_json:
+        emit_json(
+            [
+                {
+                    "rank": n,
+                    "score": h.score,
+                    "lexical_rank": h.lexical_rank,
+                    "semantic_rank": h.semantic_rank,
+                    "cosine": h.cosine,
+                    "fact": fact_json(h.fact),
+                }
+                for n, h in enumerate(hits, start=1)
+            ]
+        )
+        return
+    if not hits:
+        _out().print("no hits")
+        return
+    numbers = ("#", *(("lex", "sem", "cosine") if explain else ()), "score")
+    table = Rows(("#", "id", "scope", *numbers[1:], "by", "content"), wide=("content",), right=numbers)
+    for n, h in enumerate(hits, start=1):
+        why = (
+            [
+                "-" if h.lexical_rank is None else str(h.lexical_rank),
+                "-" if h.semantic_rank is None else str(h.semantic_rank),
+                "-" if h.cosine is None else f"{h.cosine:.3f}",
+            ]
+            if explain
+            else []
+        )
+        status = "" if h.fact.status == "active" else f"[{h.fact.status}] "
+        table.add(
+            str(n),
+            h.id,
+            str(h.fact.scope),
+            *why,
+            f"{h.score:.4f}",
+            h.fact.created_by,
+            status + h.content,
+        )
+    table.print()
+
+
+# ----------------------------------------------------------------------------------- show, history
+FactIdArg = Annotated[str, typer.Argument(help="A fact id (a_…, g_… or w_…).", callback=_fact_id)]
+
+
+def _fact_rows(fact: Fact) -> list[tuple[str, str]]:
+    rows = [
+        ("id", fact.id),
+        ("scope", str(fact.scope)),
+        ("status", fact.status),
+        ("content", fact.content),
+        ("created by", fact.created_by),
+        ("created at", _when(fact.created_at)),
+        ("confidence", f"{fact.confidence:g}"),
+        ("stated by", ", ".join(fact.stated_by) + (f" ({fact.reinforcement} times)" if fact.reinforcement > 1 else "")),
+        ("tags", ", ".join(fact.tags) or "-"),
+        ("category", fact.category or "-"),
+        ("metadata", json.dumps(fact.metadata, ensure_ascii=False) if fact.metadata else "-"),
+        ("session", fact.session_id or "-"),
+        ("expires at", _when(fact.expires_at)),
+        ("supersedes", ", ".join(fact.supersedes) or "-"),
+        ("superseded by", fact.superseded_by or "-"),
+        ("valid to", _when(fact.valid_to)),
+    ]
+    if fact.tombstone_at is not None:
+        rows.append(
+            (
+                "tombstone",
+                f"{fact.tombstone_by} at {_when(fact.tombstone_at)}"
+                + (f": {fact.tombstone_reason}" if fact.tombstone_reason else ""),
+            )
+        )
+    rows += [("version", str(fact.version)), ("updated at", _when(fact.updated_at))]
+    return rows
+
+
+@command("show")
+def show_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False) -> None:
+    """One fact with its provenance and lifecycle state (any status)."""
+    fact = _settings(ctx).open_store().get(fact_id)
+    if as_json:
+        emit_json(fact_json(fact))
+        return
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key, value in _fact_rows(fact):
+        table.add_row(key, value)
+    _out().print(table)
+
+
+@command("history")
+def history_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False) -> None:
+    """The audit trail of a fact and of its whole supersede chain."""
+    store = _settings(ctx).open_store()
+    events = store.history(fact_id)
+    chain = store.supersede_chain(fact_id)
+    if as_json:
+        emit_json(
+            {
+                "fact_id": fact_id,
+                "chain": [
+                    {"id": f, "purged": True} if isinstance(f, str) else {**fact_json(f), "purged": False}
+                    for f in chain
+                ],
+                "events": [dataclasses.asdict(e) for e in events],
+            }
+        )
+        return
+    out = _out()
+    if len(chain) > 1:
+        links = Rows(("", "id", "status", "created", "by", "content"), wide=("content",), title="supersede chain")
+        for f in chain:
+            if isinstance(f, str):
+                links.add("", f, "purged", "-", "-", "-")
+            else:
+                marker = "→" if f.id == fact_id else ""
+                links.add(marker, f.id, f.status, _when(f.created_at), f.created_by, _short(f.content))
+        links.print(out)
+    title = f"audit trail of {fact_id}" + (" and its chain" if len(chain) > 1 else "")
+    trail = Rows(("at", "fact", "event", "actor", "detail"), wide=("detail",), title=title)
+    for e in events:
+        detail = ", ".join(f"{k}={v}" for k, v in e.detail.items() if v is not None) or "-"
+        trail.add(_when(e.at), e.fact_id, e.event, e.actor, detail)
+    trail.print(out)
+
+
+# ------------------------------------------------------------------------------------------ writes
+@command("remember")
+def remember_cmd(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(help="The fact.")],
+    scope: Annotated[Literal["agent", "group", "global"], typer.Option(help="Where the fact goes.")],
+    as_: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="Write as this agent (the access policy applies); default: the operator.",
+            callback=_owner("agent id"),
+        ),
+    ] = None,
+    group: Annotated[
+        str | None, typer.Option(help="The group (with --scope group).", callback=_owner("group id"))
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="A tag (repeatable).")] = None,
+    category: Annotated[str | None, typer.Option(help="A category, e.g. preference.")] = None,
+    ttl_days: Annotated[
+        float | None, typer.Option("--ttl-days", help="Expire after this many days.", callback=_positive)
+    ] = None,
+    confidence: Annotated[float, typer.Option(min=0.0, max=1.0, help="0..1.")] = 1.0,
+    supersedes: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--supersedes",
+            metavar="ID",
+            help="A fact of the same scope this one corrects (repeatable).",
+            callback=_fact_ids,
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Store a fact (one that says the same thing as an existing fact reinforces it instead)."""
+    if scope == "agent" and as_ is None:
+        raise typer.BadParameter("--scope agent writes an agent's own scope: give --as AGENT", param_hint="--scope")
+    if scope == "group" and group is None:
+        raise typer.BadParameter("--scope group needs --group ID", param_hint="--scope")
+    store = _settings(ctx).open_store()
+    receipt = store.remember(
+        text,
+        scope,
+        agent_id=as_,
+        group_id=group,
+        confidence=confidence,
+        ttl_days=ttl_days,
+        tags=tag,
+        category=category,
+        supersedes=supersedes,
+    )
+    if as_json:
+        emit_json(dataclasses.asdict(receipt) | {"scope": str(receipt.scope)})
+        return
+    line = f"{receipt.status} {receipt.id} in {receipt.scope}"
+    if receipt.status == "reinforced":
+        line += " (an existing fact" + (
+            f", similarity {receipt.similarity:.3f})" if receipt.similarity is not None else ", same text)"
+        )
+    if receipt.superseded:
+        line += f"; superseded {', '.join(receipt.superseded)}"
+    for fact in (store.get(fid) for fid in receipt.similar):
+        line += f"\n  similar to {fact.id}: {_short(fact.content, 100)} (if this replaces it: --supersedes {fact.id})"
+    _out().print(line)
+
+
+@command("forget")
+def forget_cmd(
+    ctx: typer.Context,
+    fact_id: FactIdArg,
+    reason: Annotated[str, typer.Option(help="Why (kept in the tombstone and the audit trail).")],
+    as_: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="Forget as this agent (the access policy applies); default: the operator.",
+            callback=_owner("agent id"),
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tombstone a fact: search stops returning it; its row and audit trail stay until purge."""
+    store = _settings(ctx).open_store()
+    before = store.get(fact_id)
+    if before.status == "forgotten":
+        fact = before
+        message = f"{fact_id} was already forgotten (by {before.tombstone_by} at {_when(before.tombstone_at)})"
+    else:
+        fact = store.forget(fact_id, reason, agent_id=as_)
+        message = f"forgot {fact_id} in {fact.scope}: {_short(fact.content, 80)}"
+    if as_json:
+        emit_json(fact_json(fact) | {"changed": before.status != "forgotten"})
+        return
+    _out().print(message)
+
+
+@command("pending")
+def pending_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Global facts held for review (written by agents that are not global writers); approve or forget them."""
+    facts = _settings(ctx).open_store().pending()
+    if as_json:
+        emit_json([fact_json(f) for f in facts])
+        return
+    if not facts:
+        _out().print("no facts held for review")
+        return
+    table = Rows(("id", "by", "created", "content"), wide=("content",))
+    for fact in facts:
+        table.add(fact.id, fact.created_by, _when(fact.created_at), fact.content)
+    table.print()
+
+
+@command("approve")
+def approve_cmd(
+    ctx: typer.Context,
+    fact_id: FactIdArg,
+    as_: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="Approve as this agent (a global writer); default: the operator.",
+            callback=_owner("agent id"),
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Release a fact held for review into recall."""
+    fact = _settings(ctx).open_store().approve(fact_id, agent_id=as_)
+    if as_json:
+        emit_json(fact_json(fact))
+        return
+    _out().print(f"approved {fact.id} in {fact.scope}: {_short(fact.content, 80)}")

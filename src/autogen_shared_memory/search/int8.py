@@ -1,0 +1,247 @@
+"""Vectors as two levels of int8 codes, and products with exact error bounds.
+
+A scan reads a quarter of the float32 bytes (the coarse codes), and every estimate comes with a bound on its
+error, not an estimate of it: a row chosen on the bounds is never missed, and only rows whose order is still in
+doubt are re-scored from float32 (``tests/test_vector_scan.py`` checks the bounds as properties).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+_BLAS: Any = None
+
+SCAN_BLOCK = 32768  # rows: below this many in all, one scan task (a thread hand-off would cost more)
+_SCAN_POOL: tuple[int, ThreadPoolExecutor] | None = None
+
+
+def scan_pool() -> ThreadPoolExecutor:
+    """Threads that scan one block each (SimSIMD releases the GIL and uses no thread team of its own)."""
+    global _SCAN_POOL
+    if _SCAN_POOL is None or _SCAN_POOL[0] != os.getpid():
+        _SCAN_POOL = (os.getpid(), ThreadPoolExecutor(os.cpu_count() or 1, "asm-scan"))
+    return _SCAN_POOL[1]
+
+
+@dataclass
+class Codes:
+    """Vectors as two levels of int8 codes: ``x = scale * coarse + fine_scale * fine + residual``.
+
+    A scan reads only the coarse codes (a quarter of the float32 bytes); with the fine codes a row is rebuilt
+    to within ``slack = |residual|`` (3e-5 to 4e-5 for MiniLM vectors). Each level keeps the exact norm of
+    what it leaves out (``coarse_slack = |x - scale * coarse|``, ``slack``) and ``norm = |x|``, so every
+    product computed on the codes comes with a bound on its error, not an estimate of it.
+    """
+
+    coarse: npt.NDArray[np.int8]
+    scale: npt.NDArray[np.float32]
+    coarse_slack: npt.NDArray[np.float32]
+    fine: npt.NDArray[np.int8]
+    fine_scale: npt.NDArray[np.float32]
+    slack: npt.NDArray[np.float32]
+    norm: npt.NDArray[np.float32]
+
+    def __len__(self) -> int:
+        return len(self.coarse)
+
+    def rows(self, n: int) -> Codes:
+        """The first ``n`` rows: they stay put while other threads append (or replace the arrays)."""
+        return Codes(*(getattr(self, f.name)[:n] for f in fields(Codes)))
+
+    def rebuild(self, rows: npt.NDArray[np.int64] | slice) -> npt.NDArray[np.float32]:
+        """float32 vectors of ``rows``, each within its ``slack`` of the original."""
+        coarse = self.coarse[rows].astype(np.float32)
+        coarse *= self.scale[rows, None]
+        fine = self.fine[rows].astype(np.float32)
+        fine *= self.fine_scale[rows, None]
+        coarse += fine
+        return coarse
+
+    def cosines(
+        self, rows: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """``q . x`` of the rebuilt ``rows`` and a bound on each one's error. The sums run in float64 (no
+        float32 accumulation error to bound), the few float32 roundings of the codes are in the margin."""
+        q64 = q.astype(np.float64)
+        products = np.einsum("ij,j->i", self.coarse[rows], q64) * self.scale[rows]  # no BLAS threads
+        products += np.einsum("ij,j->i", self.fine[rows], q64) * self.fine_scale[rows]
+        q_norm = float(np.sqrt(q64 @ q64))
+        error = q_norm * (self.slack[rows] + ROUNDING * self.norm[rows].astype(np.float64)) + 1e-30
+        return products.astype(np.float32), error.astype(np.float32)
+
+
+def levels(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
+    """Each row scaled so that its largest component is 127 and rounded."""
+    peak = np.abs(vectors).max(axis=1, initial=0.0)
+    scale = np.where(peak >= 127 * np.finfo(np.float32).tiny, peak / 127, 1.0).astype(np.float32)
+    return np.clip(np.rint(vectors / scale[:, None]), -127, 127).astype(np.int8), scale
+
+
+def quantize(vectors: npt.NDArray[np.float32]) -> Codes:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    coarse, scale = levels(vectors)
+    rest = vectors - scale[:, None] * coarse
+    fine, fine_scale = levels(rest)
+    residual = rest - fine_scale[:, None] * fine
+    return Codes(coarse, scale, norms(rest), fine, fine_scale, norms(residual), norms(vectors))
+
+
+def norms(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Row norms summed in float64: float32 squares of tiny components would underflow to a zero norm."""
+    squares: npt.NDArray[np.float64] = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    return np.sqrt(squares).astype(np.float32)
+
+
+ROUNDING = 1e-5  # float32 rounding of an estimate and its bound, relative to |q| |x| (it is ~1e-6);
+# an absolute 1e-30 more covers products too small for float32 at all
+
+
+@dataclass
+class Bounds:
+    """``q . x`` for every row ``x`` of a part, estimated from the coarse codes: ``|q . x - estimate| <= error``.
+
+    With ``q = sq * q8 + e_q`` and ``x = sx * x8 + e_x``: ``q . x = sq * sx * (q8 . x8) + sq * (q8 . e_x) + e_q . x``,
+    so by Cauchy-Schwarz the error is at most ``|sq * q8| * |e_x| + |e_q| * |x|``: a bound, not an estimate
+    (~0.015 for MiniLM vectors), so a row chosen on it is never missed.
+    """
+
+    estimate: npt.NDArray[np.float32]
+    codes: Codes
+    reach: float  # |sq * q8|
+    spill: float  # |e_q|, plus the rounding margin
+
+    def error(self, rows: npt.NDArray[np.int64] | slice = slice(None)) -> npt.NDArray[np.float32]:
+        error = self.reach * self.codes.coarse_slack[rows] + self.spill * self.codes.norm[rows]
+        return np.asarray(error + np.float32(1e-30), dtype=np.float32)
+
+    def max_error(self) -> float:
+        if len(self.estimate) == 0:
+            return 0.0
+        return float(self.reach * self.codes.coarse_slack.max() + self.spill * self.codes.norm.max()) + 1e-30
+
+
+def int8_bounds(parts: Sequence[Codes], q: npt.NDArray[np.float32]) -> list[Bounds]:
+    """Bounded estimates of ``q . x`` for every row of each part.
+
+    The products run on the coarse int8 codes of both sides with SimSIMD's integer dot-product kernels (100k
+    facts: ~1.3 ms on one core, a third of a float16 scan, for a quarter of the bytes), in blocks spread
+    evenly over every core whichever part they come from.
+    """
+    import simsimd
+
+    qc = quantize(q.reshape(1, -1))
+    q8, q_scale = qc.coarse, qc.scale[0]
+    reach = float(np.linalg.norm(float(q_scale) * q8.astype(np.float64)))
+    spill = float(qc.coarse_slack[0]) + ROUNDING * float(qc.norm[0])
+    dots = [np.empty((1, len(p)), dtype=np.float32) for p in parts]
+
+    def block(codes: npt.NDArray[np.int8], out: npt.NDArray[np.float32], lo: int, hi: int) -> None:
+        # Exact integer sums, rounded once to float32 (beyond 2**24, at 1536-d say): the relative margin covers it.
+        simsimd.cdist(q8, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
+
+    total, workers = sum(len(p) for p in parts), os.cpu_count() or 1
+    blocks = []
+    for part, out in zip(parts, dots, strict=True):
+        n = len(part)
+        pieces = max(1, -(-2 * workers * n // total)) if total >= SCAN_BLOCK else 1  # ~2 per core overall
+        bounds = [n * i // pieces for i in range(pieces + 1)]
+        blocks += [(part.coarse, out, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    if len(blocks) == 1:
+        block(*blocks[0])
+    else:
+        for task in [scan_pool().submit(block, *b) for b in blocks]:
+            task.result()
+    out_bounds = []
+    for part, dot in zip(parts, dots, strict=True):
+        estimate = dot[0]
+        estimate *= part.scale
+        estimate *= q_scale
+        out_bounds.append(Bounds(estimate, part, reach, spill))
+    return out_bounds
+
+
+def shortlist(
+    bounds: Bounds, q: npt.NDArray[np.float32], mask: npt.NDArray[np.bool_], k: int, floor: float = -np.inf
+) -> npt.NDArray[np.int64]:
+    """The masked rows that may be among the ``k`` nearest to ``q`` and reach ``floor`` (a few hundred rows
+    of 100k): the ``k`` rows with the best estimates all have ``q . x >= kth estimate - max error``, so the
+    k-th best product is at least that, and a row whose upper bound stays below it cannot make it."""
+    estimate = bounds.estimate
+    all_live = bool(mask.all())
+    k = min(k, len(mask) if all_live else int(mask.sum()))
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    if not all_live:
+        estimate = np.where(mask, estimate, -np.inf)
+    worst = bounds.max_error()
+    cut = max(float(np.partition(estimate, len(estimate) - k)[len(estimate) - k]) - worst, floor)
+    rows = np.flatnonzero(estimate >= cut - worst)
+    return rows[estimate[rows] + bounds.error(rows) >= cut].astype(np.int64)
+
+
+def contenders(approx: npt.NDArray[np.float32], error: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
+    """Indices of the intervals ``approx +- error`` that may hold one of the ``k`` largest values."""
+    k = min(k, len(approx))
+    if k == 0:
+        return np.zeros(0, dtype=np.int64)
+    lower = approx - error
+    kth = np.partition(lower, len(lower) - k)[len(lower) - k]
+    return np.flatnonzero(approx + error >= kth)
+
+
+def overlapping(approx: npt.NDArray[np.float32], error: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
+    """Which intervals ``approx +- error`` overlap another one: only their order is in doubt."""
+    lower, upper = approx - error, approx + error
+    overlap = (lower[:, None] <= upper[None, :]) & (lower[None, :] <= upper[:, None])
+    np.fill_diagonal(overlap, False)
+    return np.asarray(overlap.any(axis=1))
+
+
+def scan_many(codes: Codes, vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Products of a batch of vectors with every rebuilt row, ``(n, b)``, over blocks of rows (a float32
+    copy of the whole scope would quadruple the index's memory for the duration)."""
+    out = np.empty((len(codes), vectors.shape[0]), dtype=np.float32)
+    with one_blas_thread():
+        for lo in range(0, len(codes), 16384):
+            out[lo : lo + 16384] = codes.rebuild(slice(lo, lo + 16384)) @ vectors.T
+    return out
+
+
+_BLAS_LOCK = threading.Lock()
+_BLAS_USERS = 0
+_BLAS_LIMIT: Any = None
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """Keep numpy's BLAS on one thread while inside (a write batch's near-duplicate products): its spinning
+    OpenBLAS threads otherwise fight the embedding model's torch threads for the same cores (measured: query
+    embedding 3x slower). Reference counted, so overlapping writes in several threads restore the user's
+    setting only when the last one leaves."""
+    global _BLAS, _BLAS_USERS, _BLAS_LIMIT
+    with _BLAS_LOCK:
+        if _BLAS is None:
+            from threadpoolctl import ThreadpoolController
+
+            _BLAS = ThreadpoolController()
+        if _BLAS_USERS == 0:
+            _BLAS_LIMIT = _BLAS.limit(limits=1, user_api="blas")
+        _BLAS_USERS += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS -= 1
+            if _BLAS_USERS == 0:
+                _BLAS_LIMIT.restore_original_limits()
+                _BLAS_LIMIT = None
