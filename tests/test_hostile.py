@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autogen_shared_memory import FactNotFoundError, MemoryAccessDenied, SharedMemoryStore
-from autogen_shared_memory.integration.tools import memory_tools
+from autogen_shared_memory.integration.autogen.tools import memory_tools
 
 StoreFactory = Callable[..., SharedMemoryStore]
 

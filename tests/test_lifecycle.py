@@ -21,7 +21,7 @@ from autogen_shared_memory.core.lifecycle import (
     wording,
 )
 from autogen_shared_memory.core.types import Fact
-from autogen_shared_memory.integration.tools import memory_tools
+from autogen_shared_memory.integration.autogen.tools import memory_tools
 
 StoreFactory = Callable[..., SharedMemoryStore]
 

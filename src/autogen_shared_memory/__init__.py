@@ -30,7 +30,7 @@ from .onnx_embedding import OnnxEmbedder
 from .store import SharedMemoryStore, SharedMemoryStoreConfig
 
 if TYPE_CHECKING:
-    from .integration import (
+    from .integration.autogen import (
         MemoryForgetTool,
         MemoryRecorder,
         MemoryRememberTool,
@@ -53,7 +53,7 @@ _INTEGRATION = {
 
 def __getattr__(name: str) -> Any:
     if name in _INTEGRATION:
-        from . import integration
+        from .integration import autogen as integration
 
         return getattr(integration, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,9 +26,9 @@ from .views.state import BackendConversationStateStore
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool
 
-    from .integration.attach import Attacher, Attachment
-    from .integration.memory import SharedMemory
-    from .integration.runtime import MemoryRecorder
+    from .integration.autogen.attach import Attacher, Attachment
+    from .integration.autogen.memory import SharedMemory
+    from .integration.autogen.runtime import MemoryRecorder
 
 __all__ = ["DEFAULT_ROOT", "ENV_DSN", "ENV_ROOT", "SharedMemoryStore", "SharedMemoryStoreConfig", "default_root"]
 
@@ -203,7 +203,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
     # ------------------------------------------------------------------ AutoGen integration
     @property
     def _attacher(self) -> Attacher:
-        from .integration.attach import Attacher
+        from .integration.autogen.attach import Attacher
 
         attacher: Attacher | None = getattr(self, "_attacher_instance", None)
         if attacher is None:
@@ -239,7 +239,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         Binding an agent to a group enrols it as a member, as ``attach`` does for a team's agents: tools
         handed out for a group would otherwise deny every group call at run time (this is trusted code
         choosing the agent's team; a model never reaches it)."""
-        from .integration.tools import memory_tools
+        from .integration.autogen.tools import memory_tools
 
         self._agent(agent_id)
         if group_id is not None:
@@ -248,14 +248,14 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
 
     def memory_for(self, agent_id: str, group_id: str | None = None, **options: Any) -> SharedMemory:
         """An AutoGen ``Memory`` view bound to one agent, for ``AssistantAgent(memory=[...])``."""
-        from .integration.memory import SharedMemory
+        from .integration.autogen.memory import SharedMemory
 
         return SharedMemory(self, agent_id, group_id, **options)
 
     def runtime_handler(self, *, session_id: str | None = None) -> MemoryRecorder:
         """An intervention handler for ``SingleThreadedAgentRuntime(intervention_handlers=[...])`` that
         records every agent's messages and tool calls (writes happen in a background thread)."""
-        from .integration.runtime import MemoryRecorder
+        from .integration.autogen.runtime import MemoryRecorder
 
         recorder = MemoryRecorder(self, session_id=session_id)
         self._recorders.add(recorder)
@@ -271,7 +271,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
 
     async def register_service(self, runtime: Any, agent_type: str = "shared_memory") -> Any:
         """Register a memory service agent that answers remember/search/forget messages on ``runtime``."""
-        from .integration.runtime import MemoryServiceAgent
+        from .integration.autogen.runtime import MemoryServiceAgent
 
         return await MemoryServiceAgent.register(runtime, agent_type, lambda: MemoryServiceAgent(self))
 

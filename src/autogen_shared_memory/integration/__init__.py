@@ -1,16 +1,12 @@
-"""AutoGen integration: memory tools, the Memory protocol view, team attachment and runtime recording."""
+"""Framework integrations, one package per framework: ``autogen`` (agentchat teams and the core runtime).
 
-from .attach import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, AgentAttachment, Attachment, derive_group_id
-from .memory import SharedMemory, SharedMemoryConfig
-from .runtime import (
-    ForgetRequest,
-    MemoryRecorder,
-    MemoryReply,
-    MemoryServiceAgent,
-    RememberRequest,
-    SearchRequest,
-)
-from .tools import MemoryForgetTool, MemoryRememberTool, MemorySearchTool, memory_tools
+Each takes a :class:`~autogen_shared_memory.facts.FactStore` and is imported only when used. The AutoGen
+names stay importable from here, as before the packages existed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "DEFAULT_SCAFFOLDING",
@@ -31,3 +27,11 @@ __all__ = [
     "derive_group_id",
     "memory_tools",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import autogen
+
+        return getattr(autogen, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

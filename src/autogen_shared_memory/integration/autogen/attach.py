@@ -28,12 +28,12 @@ from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import SystemMessage
 from autogen_core.tools import StaticWorkbench
 
-from ..core.types import validate_owner_id
+from ...core.types import validate_owner_id
 from .memory import SharedMemory
 from .tools import TOOL_NAMES, _MemoryTool, memory_tools
 
 if TYPE_CHECKING:
-    from ..facts import FactStore
+    from ...facts import FactStore
 
 DEFAULT_SCAFFOLDING = """\
 ## Shared memory
@@ -135,7 +135,7 @@ def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMe
 
 def _register_in_directory(store: FactStore, agent: ChatAgent) -> None:
     """The agent directory entry of an attached agent: name, description, model, tools."""
-    from ..views.agents import upsert_agent
+    from ...views.agents import upsert_agent
 
     tools: list[str] = []
     model: str | None = None

@@ -33,13 +33,13 @@ from autogen_core import message_handler as core_message_handler
 from autogen_core.models import FunctionExecutionResult
 from pydantic import BaseModel, ValidationError
 
-from ..core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
-from ..core.types import validate_owner_id
-from ..views.agents import upsert_agent
+from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from ...core.types import validate_owner_id
+from ...views.agents import upsert_agent
 from .tools import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, memory_tools
 
 if TYPE_CHECKING:
-    from ..facts import FactStore
+    from ...facts import FactStore
 
 logger = logging.getLogger("autogen_shared_memory")
 

@@ -18,8 +18,8 @@ from autogen_core.tools import BaseTool
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from ..core.types import FactNotFoundError, MemoryAccessDenied, validate_owner_id
-from ..facts import FactStore
+from ...core.types import FactNotFoundError, MemoryAccessDenied, validate_owner_id
+from ...facts import FactStore
 
 logger = logging.getLogger("autogen_shared_memory")
 

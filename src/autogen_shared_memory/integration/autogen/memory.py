@@ -18,9 +18,9 @@ from autogen_core.models import AssistantMessage, FunctionExecutionResultMessage
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from ..core.capsule import MIN_CAPSULE_BYTES
-from ..core.types import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
-from ..facts import FactStore
+from ...core.capsule import MIN_CAPSULE_BYTES
+from ...core.types import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
+from ...facts import FactStore
 from .tools import load_store, store_component
 
 logger = logging.getLogger("autogen_shared_memory")
