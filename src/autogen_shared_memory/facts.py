@@ -13,12 +13,10 @@ import dataclasses
 import functools
 import math
 import os
-import sys
 import time
 import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -63,7 +61,7 @@ from .core.types import (
 )
 from .embedding import Embedder
 from .onnx_embedding import OnnxEmbedder
-from .search.fusion import rrf
+from .search import engine
 from .search.index import VectorIndexKind
 from .search.text import query_terms
 
@@ -99,31 +97,6 @@ def _off_loop(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P],
 
     run.__doc__ = f"Async version of :meth:`{fn.__name__}` (runs in a worker thread)."
     return run
-
-
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _helper_pool() -> ThreadPoolExecutor:
-    """A small per-process thread pool for work that overlaps inside one call (never shared across a fork)."""
-    global _POOL
-    if _POOL is None or _POOL[0] != os.getpid():
-        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="shared-memory"))
-    return _POOL[1]
-
-
-def _leave_a_core() -> None:
-    """Embed a search query on all cores but one, left to the full-text leg that runs meanwhile: a model
-    using every core stalls whenever one is taken (2 cores, 100k facts: 7.7 ms alone, 13.7 ms beside the
-    full-text leg, ~10.5 ms on one thread). OpenMP's setting is per thread: the caller's threads keep theirs.
-    An embedder without torch never pays for importing it here."""
-    if "torch" not in sys.modules:
-        return
-    import torch  # not sys.modules["torch"]: another thread may be half-way through importing it
-
-    threads = max(1, (os.cpu_count() or 1) - 1)
-    if torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
 
 
 def default_root() -> Path:
@@ -710,76 +683,33 @@ class FactStore:
             self.backend.check_model(ref, self.model)
         if not refs:
             return []
-        depth = max(self.search_depth, top_k)
-        terms = query_terms(query)
-        # The two legs run side by side (SQLite, ONNX Runtime, torch and numpy release the GIL): a helper thread
-        # embeds the query, then scans the vectors on every core, while this thread runs the full-text leg.
-        # Measured on 2 cores, 100k global + 10k group facts, scope "all", medians of 6 alternating rounds:
-        # OnnxEmbedder on 2 threads 8.3 ms side by side, 8.5 ms embedding first; on 1 thread 10.6 / 11.6 ms
-        # (query embedding alone: 3.6 ms on 2 threads, 5.2 ms on 1). Torch instead gets all cores but one
-        # (:func:`_leave_a_core`): its idle OpenMP workers spin after each use, stalling the full-text leg.
-        semantic_leg = _helper_pool().submit(self._semantic_leg, refs, query, depth, filters)
-        try:
-            lex_list = [(ref, fid) for ref, fid, _ in self.backend.lexical(refs, terms, depth, filters)]
-        finally:
-            semantic = semantic_leg.result()
-        # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
-        # small scope's weak keyword match level with a big scope's best): the backend ranks the hits of all
-        # scopes together (lexical: comparable BM25; semantic: cosine, one model).
-        sem_list = [(ref, fid) for ref, fid, _ in semantic]
-        cosine = {(ref, fid): cos for ref, fid, cos in semantic}
-        fused = rrf([(lex_list, self.lexical_weight), (sem_list, self.semantic_weight)], k=self.rrf_k)
-        base = {key: score * weights[key[0].kind] for key, score in fused.items()}
         context = self.context_weights if context_weights is None else context_weights
-        final, context_of = (
-            self._neighbour_context(base, context, pull_in=not filters.narrows) if context else (base, {})
+        ranked = engine.search(
+            self.backend,
+            refs,
+            query,
+            self.embedder.embed,
+            engine.Settings(
+                depth=max(self.search_depth, top_k),
+                top_k=top_k,
+                min_similarity=self.min_similarity,
+                lexical_weight=self.lexical_weight,
+                semantic_weight=self.semantic_weight,
+                rrf_k=self.rrf_k,
+                scope_weights=weights,
+                context_weights=context,
+            ),
+            filters,
         )
-        scored = sorted(((score, key) for key, score in final.items()), key=lambda t: (-t[0], -cosine.get(t[1], -1.0)))[
-            :top_k
-        ]
-        lex_rank = {key: i for i, key in enumerate(lex_list, start=1)}
-        sem_rank = {key: i for i, key in enumerate(sem_list, start=1)}
         facts: dict[tuple[ScopeRef, str], Fact] = {}
-        for ref in {key[0] for _, key in scored}:
-            for fact in self.backend.get(ref, [fid for _, (r, fid) in scored if r == ref]):
+        for ref in {r.key[0] for r in ranked}:
+            for fact in self.backend.get(ref, [r.key[1] for r in ranked if r.key[0] == ref]):
                 facts[(ref, fact.id)] = fact
         return [
-            Hit(facts[key], score, lex_rank.get(key), sem_rank.get(key), cosine.get(key), context_of.get(key))
-            for score, key in scored
-            if key in facts
+            Hit(facts[r.key], r.score, r.lexical_rank, r.semantic_rank, r.cosine, r.context_of)
+            for r in ranked
+            if r.key in facts
         ]
-
-    def _semantic_leg(
-        self, refs: Sequence[ScopeRef], query: str, depth: int, filters: Filters
-    ) -> list[tuple[ScopeRef, str, float]]:
-        """Embed the query and rank the facts of every scope by cosine (a helper thread's job)."""
-        _leave_a_core()
-        vector = self.embedder.embed([query])[0]
-        return [h for h in self.backend.semantic(refs, vector, depth, filters) if h[2] >= self.min_similarity]
-
-    def _neighbour_context(
-        self, base: dict[tuple[ScopeRef, str], float], weights: tuple[float, float], pull_in: bool
-    ) -> tuple[dict[tuple[ScopeRef, str], float], dict[tuple[ScopeRef, str], str]]:
-        """``score(f) + b_prev * score(prev(f)) + b_next * score(next(f))``, prev/next being the facts written
-        just before/after ``f`` in the same session: a turn recalled for a question lends credit to the
-        turns around it (an answer often sits next to the turn that matches the words)."""
-        b_prev, b_next = weights
-        final = dict(base)
-        context_of: dict[tuple[ScopeRef, str], str] = {}
-        by_scope: dict[ScopeRef, list[str]] = {}
-        for ref, fid in base:
-            by_scope.setdefault(ref, []).append(fid)
-        for ref, ids in by_scope.items():
-            for fid, (prev, nxt) in self.backend.neighbours(ref, ids).items():
-                credit = base[(ref, fid)]
-                for other, weight in ((prev, b_next), (nxt, b_prev)):  # prev(f)'s next is f, and so on
-                    key = (ref, other) if other is not None else None
-                    if key is None or (key not in base and not pull_in):
-                        continue
-                    final[key] = final.get(key, 0.0) + weight * credit
-                    if key not in base:
-                        context_of.setdefault(key, fid)
-        return final, context_of
 
     def _search_scopes(
         self, scope: ScopeName, agent_id: str | None, group_id: str | None, other_agent: str | None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
+
+from ..core.types import ScopeRef
 
 K = TypeVar("K", bound=Hashable)
 
@@ -17,3 +19,32 @@ def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 5.0) -> di
         for rank, key in enumerate(items, start=1):
             scores[key] = scores.get(key, 0.0) + weight / (k + rank)
     return scores
+
+
+def neighbour_context(
+    base: dict[tuple[ScopeRef, str], float],
+    weights: tuple[float, float],
+    neighbours: Callable[[ScopeRef, Sequence[str]], dict[str, tuple[str | None, str | None]]],
+    pull_in: bool,
+) -> tuple[dict[tuple[ScopeRef, str], float], dict[tuple[ScopeRef, str], str]]:
+    """``score(f) + b_prev * score(prev(f)) + b_next * score(next(f))``, prev/next being the facts written
+    just before/after ``f`` in the same session: a turn recalled for a question lends credit to the
+    turns around it (an answer often sits next to the turn that matches the words). ``pull_in``: facts that
+    neither leg found may enter through their neighbours (returned in the second dict with their lender)."""
+    b_prev, b_next = weights
+    final = dict(base)
+    context_of: dict[tuple[ScopeRef, str], str] = {}
+    by_scope: dict[ScopeRef, list[str]] = {}
+    for ref, fid in base:
+        by_scope.setdefault(ref, []).append(fid)
+    for ref, ids in by_scope.items():
+        for fid, (prev, nxt) in neighbours(ref, ids).items():
+            credit = base[(ref, fid)]
+            for other, weight in ((prev, b_next), (nxt, b_prev)):  # prev(f)'s next is f, and so on
+                key = (ref, other) if other is not None else None
+                if key is None or (key not in base and not pull_in):
+                    continue
+                final[key] = final.get(key, 0.0) + weight * credit
+                if key not in base:
+                    context_of.setdefault(key, fid)
+    return final, context_of
