@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core import lifecycle
-from ..core.records import TABLES, TableSpec, table_spec
-from ..core.types import (
+from ...core import lifecycle
+from ...core.records import TABLES, TableSpec, table_spec
+from ...core.types import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -32,11 +32,10 @@ from ..core.types import (
     ScopeKind,
     ScopeRef,
     ScopeStats,
-    SharedMemoryError,
     kind_of_fact_id,
 )
-from ..embedding import Vectors
-from .base import (
+from ...embedding import Vectors
+from ..base import (
     DRAFT_COLUMNS,
     Backend,
     ModelInfo,
@@ -49,38 +48,24 @@ from .base import (
 
 try:
     import psycopg
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - optional dependency
     raise ImportError(
         "the PostgreSQL backend needs psycopg 3 and psycopg-pool: pip install 'autogen-shared-memory[postgres]'"
     ) from exc
 
+from .errors import BackendUnavailableError, redact
+from .notify import notify, subscribe
+from .schema import SCHEMA_VERSION, ensure_extension, migrate
+
 logger = logging.getLogger("autogen_shared_memory")
 
-SCHEMA_VERSION = 3
-CHANNEL = "asm_changes"
-_PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 _FACT_COLUMNS = (
     "seq, id, content, created_by, created_at, confidence, tags::text, category, metadata::text, session_id, "
     "expires_at, supersedes::text, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
     "reinforcement, content_hash, version, updated_at, stated_by::text"
 )
 _JSON_COLUMNS = frozenset({"tags", "metadata", "supersedes", "stated_by"})
-
-
-class BackendUnavailableError(SharedMemoryError, ConnectionError):
-    """The database server cannot be reached or used; the message names it (without its password)."""
-
-
-def redact(dsn: str) -> str:
-    """The DSN without its password, for error messages."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "<unparsable DSN>"
-    params.pop("password", None)
-    return make_conninfo("", **{k: str(v) for k, v in params.items() if v is not None})
 
 
 def _vec(vector: Any) -> str:
@@ -124,8 +109,8 @@ class PostgresBackend(Backend):
         self._listeners: list[tuple[threading.Event, threading.Thread]] = []
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
-                self._ensure_extension(conn)
-                self._migrate(conn)
+                ensure_extension(conn, dsn)
+                migrate(conn, self.schema, dsn)
         except psycopg.OperationalError as exc:
             raise BackendUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".strip()) from exc
         self.pool: ConnectionPool[Any] = ConnectionPool(
@@ -145,144 +130,6 @@ class PostgresBackend(Backend):
         conn.execute(f"SET search_path TO {self.schema}, public")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         conn.commit()
-
-    def _ensure_extension(self, conn: psycopg.Connection[Any]) -> None:
-        try:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        except psycopg.errors.UniqueViolation:  # another process created it at the same moment (IF NOT EXISTS races)
-            pass
-        except psycopg.Error as exc:
-            db = conninfo_to_dict(self.dsn).get("dbname", "the database")
-            raise BackendUnavailableError(
-                f"the pgvector extension is not available in {db} ({redact(self.dsn)}): {exc.diag.message_primary}. "
-                "Install pgvector on the server and run 'CREATE EXTENSION vector;' as a superuser in that database."
-            ) from exc
-
-    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
-        s = self.schema
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"asm-migrate-{s}",))  # one migrator at a time
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.asm_schema (version int NOT NULL)")
-            row = conn.execute(f"SELECT version FROM {s}.asm_schema").fetchone()
-            version = row[0] if row else 0
-            if version > SCHEMA_VERSION:
-                raise SharedMemoryError(
-                    f"schema {s} at {redact(self.dsn)} has version {version}, newer than this package supports "
-                    f"({SCHEMA_VERSION}); upgrade autogen-shared-memory"
-                )
-            if version < 1:
-                self._migrate_v1(conn)
-            if version < 2:
-                self._migrate_v2(conn)
-            if version < 3:  # a lookup by id alone (get, forget, history without the scope) is one index probe
-                conn.execute(f"CREATE INDEX IF NOT EXISTS asm_facts_id ON {s}.asm_facts (id)")
-            if row is None:
-                conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
-            else:
-                conn.execute(f"UPDATE {s}.asm_schema SET version = %s", (SCHEMA_VERSION,))
-
-    def _migrate_v1(self, conn: psycopg.Connection[Any]) -> None:
-        s = self.schema
-        conn.execute(f"SET LOCAL search_path TO {s}, public")
-        conn.execute("""
-            CREATE TABLE asm_scopes (
-                scope_kind text NOT NULL, owner text NOT NULL, n_facts bigint NOT NULL DEFAULT 0,
-                last_write double precision, created_at double precision NOT NULL,
-                PRIMARY KEY (scope_kind, owner))""")
-        conn.execute("""
-            CREATE TABLE asm_meta (
-                scope_kind text NOT NULL, owner text NOT NULL, key text NOT NULL, value text NOT NULL,
-                PRIMARY KEY (scope_kind, owner, key))""")
-        conn.execute("""
-            CREATE TABLE asm_facts (
-                seq bigserial PRIMARY KEY, scope_kind text NOT NULL, owner text NOT NULL, id text NOT NULL,
-                content text NOT NULL, created_by text NOT NULL, created_at double precision NOT NULL,
-                confidence double precision NOT NULL DEFAULT 1, tags jsonb NOT NULL DEFAULT '[]',
-                category text, metadata jsonb NOT NULL DEFAULT '{}', session_id text, expires_at double precision,
-                supersedes jsonb NOT NULL DEFAULT '[]', superseded_by text, status text NOT NULL,
-                tombstone_by text, tombstone_at double precision, tombstone_reason text,
-                reinforcement bigint NOT NULL DEFAULT 1, content_hash text NOT NULL, version bigint NOT NULL DEFAULT 1,
-                updated_at double precision, embedding vector NOT NULL,
-                tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
-                UNIQUE (scope_kind, owner, id))""")
-        conn.execute("CREATE INDEX asm_facts_hash ON asm_facts (scope_kind, owner, content_hash, status)")
-        conn.execute("CREATE INDEX asm_facts_created ON asm_facts (scope_kind, owner, created_at)")
-        conn.execute("CREATE INDEX asm_facts_session ON asm_facts (scope_kind, owner, session_id, seq)")
-        conn.execute("CREATE INDEX asm_facts_tsv ON asm_facts USING gin (tsv)")
-        conn.execute("""
-            CREATE FUNCTION asm_fact_content_immutable() RETURNS trigger AS $$ BEGIN
-              IF NEW.content IS DISTINCT FROM OLD.content THEN
-                RAISE EXCEPTION 'fact content is immutable: supersede the fact instead';
-              END IF; RETURN NEW; END $$ LANGUAGE plpgsql""")
-        conn.execute(
-            "CREATE TRIGGER asm_facts_immutable BEFORE UPDATE ON asm_facts FOR EACH ROW "
-            "EXECUTE FUNCTION asm_fact_content_immutable()"
-        )
-        conn.execute("""
-            CREATE TABLE asm_audit (
-                seq bigserial PRIMARY KEY, scope_kind text NOT NULL, owner text NOT NULL, fact_id text NOT NULL,
-                event text NOT NULL, actor text NOT NULL, at double precision NOT NULL, detail jsonb)""")
-        conn.execute("CREATE INDEX asm_audit_fact ON asm_audit (scope_kind, owner, fact_id)")
-        conn.execute("""
-            CREATE FUNCTION asm_append_only() RETURNS trigger AS $$ BEGIN
-              IF current_setting('asm.allow_purge', true) = 'on' AND TG_OP = 'DELETE' THEN RETURN OLD; END IF;
-              RAISE EXCEPTION '% is append-only: % is not allowed', substr(TG_TABLE_NAME, 5), TG_OP;
-            END $$ LANGUAGE plpgsql""")
-        for spec in TABLES.values():
-            self._create_record_table(conn, spec)
-
-    def _migrate_v2(self, conn: psycopg.Connection[Any]) -> None:
-        """``stated_by`` (the author, then every agent whose restatement reinforced the fact, from the audit
-        trail) and content hashes of :func:`lifecycle.normalise`, as in SQLite's schema 3."""
-        s = self.schema
-        conn.execute(f"ALTER TABLE {s}.asm_facts ADD COLUMN stated_by jsonb NOT NULL DEFAULT '[]'")
-        restated: dict[tuple[str, str, str], list[str]] = {}
-        for kind, owner, fact_id, actor in conn.execute(
-            f"SELECT scope_kind, owner, fact_id, actor FROM {s}.asm_audit WHERE event = 'reinforced' ORDER BY seq"
-        ).fetchall():
-            restated.setdefault((kind, owner, fact_id), []).append(actor)
-        rows = conn.execute(f"SELECT seq, scope_kind, owner, id, content, created_by FROM {s}.asm_facts").fetchall()
-        with conn.cursor() as cur:
-            cur.executemany(
-                f"UPDATE {s}.asm_facts SET content_hash = %s, stated_by = %s::jsonb WHERE seq = %s",
-                [
-                    (
-                        lifecycle.content_hash(content),
-                        json.dumps(list(dict.fromkeys([by, *restated.get((kind, owner, fid), ())]))),
-                        seq,
-                    )
-                    for seq, kind, owner, fid, content, by in rows
-                ],
-            )
-
-    @staticmethod
-    def _create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:
-        columns = []
-        for name, kind in spec.columns.items():
-            pg_type = "jsonb" if name in spec.json_columns else _PG_TYPES[kind]
-            null = " NOT NULL" if name in spec.not_null else ""
-            columns.append(f'"{name}" {pg_type}{null}')
-        if spec.fts:
-            columns.append(
-                f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', coalesce(\"{spec.fts}\", ''))) STORED"
-            )
-        key = ", ".join(f'"{c}"' for c in spec.key)
-        table = f"asm_{spec.name}"
-        conn.execute(
-            f"CREATE TABLE {table} (seq bigserial PRIMARY KEY, scope_kind text NOT NULL, "
-            f"owner text NOT NULL, {', '.join(columns)}, UNIQUE (scope_kind, owner, {key}))"
-        )
-        for i, index in enumerate(spec.indexes):
-            cols = ", ".join(f'"{c}"' for c in index)
-            conn.execute(f"CREATE INDEX {table}_i{i} ON {table} (scope_kind, owner, {cols})")
-        if spec.fts:
-            conn.execute(f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)")
-        if spec.append_only:
-            conn.execute(
-                f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
-                "FOR EACH ROW EXECUTE FUNCTION asm_append_only()"
-            )
 
     def _ensure_vector_index(self, conn: psycopg.Connection[Any], dim: int) -> None:
         """An HNSW cosine index for vectors of this dimension (created once, on first use)."""
@@ -321,13 +168,6 @@ class PostgresBackend(Backend):
         )
         conn.execute(
             "SELECT 1 FROM asm_scopes WHERE scope_kind = %s AND owner = %s FOR UPDATE", (scope.kind, scope.owner)
-        )
-
-    @staticmethod
-    def _notify(conn: psycopg.Connection[Any], scope: ScopeRef, event: str) -> None:
-        conn.execute(
-            "SELECT pg_notify(%s, %s)",
-            (CHANNEL, json.dumps({"kind": scope.kind, "owner": scope.owner, "event": event})),
         )
 
     @staticmethod
@@ -704,7 +544,7 @@ class PostgresBackend(Backend):
                 ).fetchone()
                 assert inserted is not None
                 seqs.append(int(inserted[0]))
-            self._notify(conn, scope, f"append:{table}")
+            notify(conn, scope, f"append:{table}")
             return seqs
 
         return list(self._run(tx, write=True))
@@ -935,51 +775,15 @@ class PostgresBackend(Backend):
                         (*key, *(row[c] for c in cols)),
                     )
                 inserted += max(cur.rowcount, 0)
-            self._notify(conn, scope, "import")
+            notify(conn, scope, "import")
             return inserted
 
         return int(self._run(tx, write=True))
 
     # ------------------------------------------------------------------ change notification
     def subscribe(self, callback: Callable[[ScopeRef, str], None]) -> Callable[[], None]:
-        """Call ``callback(scope, event)`` for every write made by any process or host (LISTEN/NOTIFY).
-
-        Runs a listener thread with its own connection, kept open (reopened only after an error; writes
-        notified while it was down are not replayed), and returns once it listens, so a write made after
-        this call returns is heard. Returns a function that stops it.
-        """
-        stop = threading.Event()
-        listening = threading.Event()
-
-        def listen() -> None:
-            while not stop.is_set():
-                try:
-                    with psycopg.connect(self.dsn, autocommit=True) as conn:
-                        conn.execute(f"LISTEN {CHANNEL}")
-                        listening.set()
-                        while not stop.is_set():
-                            for note in conn.notifies(timeout=0.5, stop_after=None):
-                                try:
-                                    data = json.loads(note.payload)
-                                    callback(ScopeRef(data["kind"], data["owner"]), data["event"])
-                                except Exception:  # a callback error must not kill the listener
-                                    logger.warning("shared memory change callback failed", exc_info=True)
-                                if stop.is_set():
-                                    break
-                except psycopg.Error:
-                    if not stop.is_set():
-                        time.sleep(0.5)  # reconnect
-
-        thread = threading.Thread(target=listen, name="shared-memory-listen", daemon=True)
-        thread.start()
-        self._listeners.append((stop, thread))
-        listening.wait(timeout=30)
-
-        def unsubscribe() -> None:
-            stop.set()
-            thread.join(timeout=5)
-
-        return unsubscribe
+        """See :func:`.notify.subscribe`."""
+        return subscribe(self.dsn, callback, self._listeners)
 
     def close(self) -> None:
         for stop, thread in self._listeners:
@@ -1077,7 +881,7 @@ class _PgTx:
             "UPDATE asm_scopes SET n_facts = n_facts + %s, last_write = %s WHERE scope_kind = %s AND owner = %s",
             (self.n_delta, self.now, *self.key),
         )
-        PostgresBackend._notify(self.conn, self.scope, event)
+        notify(self.conn, self.scope, event)
 
 
 def _q(name: str) -> str:

@@ -1,0 +1,162 @@
+"""The PostgreSQL schema: pgvector, the tables of every scope (keyed by ``(scope_kind, owner)``) and the
+forward migrations between versions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from ...core import lifecycle
+from ...core.records import TABLES, TableSpec
+from ...core.types import SharedMemoryError
+from .errors import BackendUnavailableError, redact
+
+SCHEMA_VERSION = 3
+_PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
+
+
+def ensure_extension(conn: psycopg.Connection[Any], dsn: str) -> None:
+    """pgvector in the database, or BackendUnavailableError saying how to get it."""
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.UniqueViolation:  # another process created it at the same moment (IF NOT EXISTS races)
+        pass
+    except psycopg.Error as exc:
+        db = conninfo_to_dict(dsn).get("dbname", "the database")
+        raise BackendUnavailableError(
+            f"the pgvector extension is not available in {db} ({redact(dsn)}): {exc.diag.message_primary}. "
+            "Install pgvector on the server and run 'CREATE EXTENSION vector;' as a superuser in that database."
+        ) from exc
+
+
+def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
+    """Create or upgrade the schema's tables to :data:`SCHEMA_VERSION` (one migrator at a time)."""
+    s = schema
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"asm-migrate-{s}",))  # one migrator at a time
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.asm_schema (version int NOT NULL)")
+        row = conn.execute(f"SELECT version FROM {s}.asm_schema").fetchone()
+        version = row[0] if row else 0
+        if version > SCHEMA_VERSION:
+            raise SharedMemoryError(
+                f"schema {s} at {redact(dsn)} has version {version}, newer than this package supports "
+                f"({SCHEMA_VERSION}); upgrade autogen-shared-memory"
+            )
+        if version < 1:
+            _migrate_v1(conn, schema)
+        if version < 2:
+            _migrate_v2(conn, schema)
+        if version < 3:  # a lookup by id alone (get, forget, history without the scope) is one index probe
+            conn.execute(f"CREATE INDEX IF NOT EXISTS asm_facts_id ON {s}.asm_facts (id)")
+        if row is None:
+            conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+        else:
+            conn.execute(f"UPDATE {s}.asm_schema SET version = %s", (SCHEMA_VERSION,))
+
+
+def _migrate_v1(conn: psycopg.Connection[Any], schema: str) -> None:
+    s = schema
+    conn.execute(f"SET LOCAL search_path TO {s}, public")
+    conn.execute("""
+        CREATE TABLE asm_scopes (
+            scope_kind text NOT NULL, owner text NOT NULL, n_facts bigint NOT NULL DEFAULT 0,
+            last_write double precision, created_at double precision NOT NULL,
+            PRIMARY KEY (scope_kind, owner))""")
+    conn.execute("""
+        CREATE TABLE asm_meta (
+            scope_kind text NOT NULL, owner text NOT NULL, key text NOT NULL, value text NOT NULL,
+            PRIMARY KEY (scope_kind, owner, key))""")
+    conn.execute("""
+        CREATE TABLE asm_facts (
+            seq bigserial PRIMARY KEY, scope_kind text NOT NULL, owner text NOT NULL, id text NOT NULL,
+            content text NOT NULL, created_by text NOT NULL, created_at double precision NOT NULL,
+            confidence double precision NOT NULL DEFAULT 1, tags jsonb NOT NULL DEFAULT '[]',
+            category text, metadata jsonb NOT NULL DEFAULT '{}', session_id text, expires_at double precision,
+            supersedes jsonb NOT NULL DEFAULT '[]', superseded_by text, status text NOT NULL,
+            tombstone_by text, tombstone_at double precision, tombstone_reason text,
+            reinforcement bigint NOT NULL DEFAULT 1, content_hash text NOT NULL, version bigint NOT NULL DEFAULT 1,
+            updated_at double precision, embedding vector NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
+            UNIQUE (scope_kind, owner, id))""")
+    conn.execute("CREATE INDEX asm_facts_hash ON asm_facts (scope_kind, owner, content_hash, status)")
+    conn.execute("CREATE INDEX asm_facts_created ON asm_facts (scope_kind, owner, created_at)")
+    conn.execute("CREATE INDEX asm_facts_session ON asm_facts (scope_kind, owner, session_id, seq)")
+    conn.execute("CREATE INDEX asm_facts_tsv ON asm_facts USING gin (tsv)")
+    conn.execute("""
+        CREATE FUNCTION asm_fact_content_immutable() RETURNS trigger AS $$ BEGIN
+          IF NEW.content IS DISTINCT FROM OLD.content THEN
+            RAISE EXCEPTION 'fact content is immutable: supersede the fact instead';
+          END IF; RETURN NEW; END $$ LANGUAGE plpgsql""")
+    conn.execute(
+        "CREATE TRIGGER asm_facts_immutable BEFORE UPDATE ON asm_facts FOR EACH ROW "
+        "EXECUTE FUNCTION asm_fact_content_immutable()"
+    )
+    conn.execute("""
+        CREATE TABLE asm_audit (
+            seq bigserial PRIMARY KEY, scope_kind text NOT NULL, owner text NOT NULL, fact_id text NOT NULL,
+            event text NOT NULL, actor text NOT NULL, at double precision NOT NULL, detail jsonb)""")
+    conn.execute("CREATE INDEX asm_audit_fact ON asm_audit (scope_kind, owner, fact_id)")
+    conn.execute("""
+        CREATE FUNCTION asm_append_only() RETURNS trigger AS $$ BEGIN
+          IF current_setting('asm.allow_purge', true) = 'on' AND TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+          RAISE EXCEPTION '% is append-only: % is not allowed', substr(TG_TABLE_NAME, 5), TG_OP;
+        END $$ LANGUAGE plpgsql""")
+    for spec in TABLES.values():
+        create_record_table(conn, spec)
+
+
+def _migrate_v2(conn: psycopg.Connection[Any], schema: str) -> None:
+    """``stated_by`` (the author, then every agent whose restatement reinforced the fact, from the audit
+    trail) and content hashes of :func:`lifecycle.normalise`, as in SQLite's schema 3."""
+    s = schema
+    conn.execute(f"ALTER TABLE {s}.asm_facts ADD COLUMN stated_by jsonb NOT NULL DEFAULT '[]'")
+    restated: dict[tuple[str, str, str], list[str]] = {}
+    for kind, owner, fact_id, actor in conn.execute(
+        f"SELECT scope_kind, owner, fact_id, actor FROM {s}.asm_audit WHERE event = 'reinforced' ORDER BY seq"
+    ).fetchall():
+        restated.setdefault((kind, owner, fact_id), []).append(actor)
+    rows = conn.execute(f"SELECT seq, scope_kind, owner, id, content, created_by FROM {s}.asm_facts").fetchall()
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"UPDATE {s}.asm_facts SET content_hash = %s, stated_by = %s::jsonb WHERE seq = %s",
+            [
+                (
+                    lifecycle.content_hash(content),
+                    json.dumps(list(dict.fromkeys([by, *restated.get((kind, owner, fid), ())]))),
+                    seq,
+                )
+                for seq, kind, owner, fid, content, by in rows
+            ],
+        )
+
+
+def create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:
+    columns = []
+    for name, kind in spec.columns.items():
+        pg_type = "jsonb" if name in spec.json_columns else _PG_TYPES[kind]
+        null = " NOT NULL" if name in spec.not_null else ""
+        columns.append(f'"{name}" {pg_type}{null}')
+    if spec.fts:
+        columns.append(
+            f"tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', coalesce(\"{spec.fts}\", ''))) STORED"
+        )
+    key = ", ".join(f'"{c}"' for c in spec.key)
+    table = f"asm_{spec.name}"
+    conn.execute(
+        f"CREATE TABLE {table} (seq bigserial PRIMARY KEY, scope_kind text NOT NULL, "
+        f"owner text NOT NULL, {', '.join(columns)}, UNIQUE (scope_kind, owner, {key}))"
+    )
+    for i, index in enumerate(spec.indexes):
+        cols = ", ".join(f'"{c}"' for c in index)
+        conn.execute(f"CREATE INDEX {table}_i{i} ON {table} (scope_kind, owner, {cols})")
+    if spec.fts:
+        conn.execute(f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)")
+    if spec.append_only:
+        conn.execute(
+            f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} "
+            "FOR EACH ROW EXECUTE FUNCTION asm_append_only()"
+        )
