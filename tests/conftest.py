@@ -17,18 +17,7 @@ import pytest
 from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
 from autogen_shared_memory.testing import HashEmbedder
 
-# Modules whose tests are the backend contract: each of their tests runs on every backend.
-CONTRACT_MODULES = {
-    "test_lifecycle",
-    "test_hostile",
-    "test_rules",
-    "test_store",
-    "test_policy",
-    "test_recall",
-    "test_records",
-    "test_capsule",
-    "test_postgres",
-}
+# The tests in tests/contract/ are the backend contract: each of them runs on every backend.
 BACKENDS = ("sqlite", "postgres")
 
 
@@ -39,9 +28,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend_name" not in metafunc.fixturenames:
         return
-    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    contract = Path(str(metafunc.module.__file__)).parent.name == "contract"
     sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
-    backends = ["sqlite"] if sqlite_only or module not in CONTRACT_MODULES else list(BACKENDS)
+    backends = ["sqlite"] if sqlite_only or not contract else list(BACKENDS)
     metafunc.parametrize("backend_name", backends)
 
 

@@ -2,7 +2,7 @@
 
 A scan reads a quarter of the float32 bytes (the coarse codes), and every estimate comes with a bound on its
 error, not an estimate of it: a row chosen on the bounds is never missed, and only rows whose order is still in
-doubt are re-scored from float32 (``tests/test_vector_scan.py`` checks the bounds as properties).
+doubt are re-scored from float32 (``tests/search/test_vector_scan.py`` checks the bounds as properties).
 """
 
 from __future__ import annotations

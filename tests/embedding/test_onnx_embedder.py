@@ -1,7 +1,7 @@
 """OnnxEmbedder: the same vectors as sentence-transformers without torch, and a graph cache that heals itself.
 
-Only the parity test against a live SentenceTransformer needs torch; the reference vectors in
-tests/data/minilm_reference.npz (tests/data/make_minilm_reference.py) check parity where torch is absent.
+Only the parity test against a live SentenceTransformer needs torch; the reference vectors in data/
+(made by data/make_minilm_reference.py) check parity where torch is absent.
 """
 
 from __future__ import annotations

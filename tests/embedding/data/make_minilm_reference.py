@@ -1,9 +1,9 @@
-"""Write tests/data/minilm_reference.npz: texts and their all-MiniLM-L6-v2 vectors from sentence-transformers.
+"""Write tests/embedding/data/minilm_reference.npz: texts and their all-MiniLM-L6-v2 vectors from sentence-transformers.
 
 Run once (it needs torch); the test that reads the file does not, so parity with sentence-transformers is
 still checked where torch is absent.
 
-    HF_HUB_OFFLINE=1 python tests/data/make_minilm_reference.py
+    HF_HUB_OFFLINE=1 python tests/embedding/data/make_minilm_reference.py
 """
 
 from __future__ import annotations

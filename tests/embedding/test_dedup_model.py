@@ -17,7 +17,7 @@ from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
 
 pytestmark = pytest.mark.model
 
-CORPUS = json.loads((Path(__file__).parents[1] / "bench" / "dedup_corpus.json").read_text(encoding="utf-8"))
+CORPUS = json.loads((Path(__file__).parents[2] / "bench" / "dedup_corpus.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture
