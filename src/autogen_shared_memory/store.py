@@ -65,47 +65,8 @@ _LOADED_LOCK = threading.Lock()
 class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Component[SharedMemoryStoreConfig]):
     """Persistent memory shared by the agents of a deployment, in agent, group and global scopes.
 
-    Args:
-        root: directory holding ``global.db``, ``group_<id>.db`` and ``agent_<id>.db``. Default:
-            ``$AUTOGEN_SHARED_MEMORY_DIR``, else ``~/.autogen/shared_memory``.
-        embedder: any :class:`~.embedding.Embedder`; default :class:`~.onnx_embedding.OnnxEmbedder`:
-            all-MiniLM-L6-v2 from the packaged weights on ONNX Runtime, loaded lazily, offline, on CPU.
-        backend: storage engine; default a :class:`~.backends.sqlite.SQLiteBackend` on ``root``.
-        dsn: a PostgreSQL DSN: use a :class:`~.backends.postgres.PostgresBackend` instead of files (also
-            taken from ``$AUTOGEN_SHARED_MEMORY_DSN`` when neither ``root`` nor ``backend`` is given).
-        global_writers: agent ids allowed to write the global scope (``"*"`` for every agent). Trusted code
-            (calls without ``agent_id``) may always write.
-        near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one *if* the two
-            have the same wording (the same words in order, up to punctuation, case, contractions and
-            articles: see :func:`~autogen_shared_memory.core.lifecycle.wording`); ``> 1`` switches near duplicates
-            off. Exact duplicates (equal after Unicode, case, whitespace and punctuation normalisation) always
-            reinforce.
-        similar_threshold: cosine at or above which a stored fact that was not merged is reported in the
-            receipt's ``similar`` (and by the ``memory_remember`` tool), so the writer can supersede it.
-        rrf_k: the Reciprocal Rank Fusion constant (5: a fact at rank 1 of one leg beats one at rank 30 of
-            both; with the textbook 60 it does not, which measured 0.07 Recall@10 worse on LoCoMo).
-        lexical_weight, semantic_weight: each recall leg's weight in the fusion (1 and 0.5 measured best on
-            LoCoMo, across every category and conversation; see docs/recall-quality.md).
-        scope_weights: multipliers of each scope's contribution when ``scope="all"`` fuses scopes.
-        search_depth: candidates taken from each recall leg of each scope before fusion.
-        min_similarity: semantic candidates below this cosine are dropped (they are noise, not recall;
-            lexical matches are kept regardless).
-        context_weights: opt-in neighbour context ``(prev, next)``: a recalled fact lends these shares of its
-            score to the facts written just before/after it in the same session (0.3, 0.1 measured +0.05
-            Recall@10 on LoCoMo conversation logs). Off by default: facts without a real session would lend
-            each other credit.
-        max_fact_bytes: the largest fact accepted, in UTF-8 bytes.
-        operator_id: the ``created_by`` recorded for writes by trusted code.
-        review_global_writes: let agents that are not global writers write the global scope, but hold their
-            facts for review: stored with status ``pending``, never recalled, until trusted code or a global
-            writer approves them (``approve``; ``pending()`` lists them). Off: such writes are denied.
-        write_budget: at most this many facts an agent may write into one scope in 24 hours (None: no
-            limit). Bounds how fast one agent (or a prompt injected into it) can flood a shared scope;
-            trusted code is not limited.
-        vector_index: ``"exact"`` (default) scans every vector of a scope; ``"hnsw"`` answers the semantic
-            leg of scopes with 20,000+ facts from an HNSW graph (the ``[ann]`` extra): ~1 ms instead of a scan
-            that grows with the scope, at a measured recall cost (docs/benchmarks.md). SQLite files only;
-            PostgreSQL always uses pgvector's HNSW index.
+    A :class:`~.facts.FactStore` (the arguments are documented there) that is also an AutoGen component, with
+    the per-agent views, the case log, the state store, export and import, and the AutoGen integration.
     """
 
     component_type = "shared_memory_store"
