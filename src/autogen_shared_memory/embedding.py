@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,7 +62,7 @@ def normalize(vectors: npt.ArrayLike) -> Vectors:
     return np.ascontiguousarray(arr / norms, dtype=np.float32)
 
 
-class LocalModelEmbedder:
+class LocalModelEmbedder(ABC):
     """What the embedders of a local model folder share: its id (the packaged model's, or the folder's name),
     its dimension read from the folder without loading anything, and an LRU cache of single-text embeddings
     (agents repeat queries). A subclass embeds in :meth:`_embed`; :meth:`embed` normalises and caches."""
@@ -99,8 +100,9 @@ class LocalModelEmbedder:
                 f"cannot read the embedding dimension of the model at {self._dir}: {exc}"
             ) from exc
 
+    @abstractmethod
     def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        raise NotImplementedError
+        """The model's vectors of ``texts`` (``embed`` normalises and caches them)."""
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
