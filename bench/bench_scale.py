@@ -18,7 +18,7 @@ Measured in ONE process and ONE run, one group scope grown incrementally to each
 * recall@10 (and @50, the depth a search takes) of the HNSW semantic leg against the exact scan, on the
   pooled-noise vectors at each size and on ``--real`` facts embedded by the real model, for several ``ef``.
 
-How the facts and vectors are made is bench_store.py's (imported, not copied): facts from word-list
+How the facts and vectors are made is bench_store.py's (``bench/common``, shared, not copied): facts from word-list
 templates, vectors = the real all-MiniLM-L6-v2 vector of the fact's *core* sentence (``--pool`` of them) +
 Gaussian noise calibrated in the same run. Population goes through ``remember_many`` with near-duplicate
 detection off. The machine is not assumed quiet: every phase records how many cores other processes used.
@@ -46,32 +46,23 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import numpy as np
-from bench_store import (
-    AGENT,
-    COLD_QUERY,
-    GROUP,
+from common.corpus import make_corpus, make_facts, make_queries
+from common.embedders import PooledNoiseEmbedder, calibrate_noise
+from common.measure import (
     Monitor,
     PhaseTimer,
-    PooledNoiseEmbedder,
-    _busy_cpu_seconds,
-    _own_cpu_seconds,
-    calibrate_noise,
-    cold_start,
+    busy_cpu_seconds,
     cpu_window,
     current_rss_mb,
     machine_info,
-    make_corpus,
-    make_facts,
-    make_queries,
+    own_cpu_seconds,
     pct,
     peak_rss_mb,
-    query_embed_series,
     summary_ms,
-    write_section,
 )
+from common.report import table, write_section
+from common.workloads import AGENT, COLD_QUERY, GROUP, cold_start, query_embed_series
 
 import autogen_shared_memory.backends.sqlite.backend as sqlite_backend
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
@@ -92,7 +83,7 @@ def log(msg: str) -> None:
 
 
 def quiet_monitor() -> Monitor:
-    """bench_store's helpers take a Monitor; this one never aborts (the machine is shared, we only record)."""
+    """The shared workloads (``common.workloads``) take a Monitor; this one never aborts (we only record)."""
     return Monitor(0, 0.3, may_abort=False)
 
 
@@ -439,7 +430,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": {},
         "sizes": [],
     }
-    busy0, own0 = _busy_cpu_seconds(), _own_cpu_seconds()
+    busy0, own0 = busy_cpu_seconds(), own_cpu_seconds()
     sizes: list[int] = args.sizes
     biggest = max(sizes)
     pool = min(args.pool, biggest)
@@ -614,19 +605,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     res["meta"]["runtime_s"] = time.perf_counter() - T0
     wall = res["meta"]["runtime_s"]
-    res["meta"]["other_cores_whole_run"] = max(0.0, _busy_cpu_seconds() - busy0 - (_own_cpu_seconds() - own0)) / wall
+    res["meta"]["other_cores_whole_run"] = max(0.0, busy_cpu_seconds() - busy0 - (own_cpu_seconds() - own0)) / wall
     res["meta"]["machine"]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
     res["meta"]["peak_rss_mb"] = peak_rss_mb()
     return res
 
 
 # --------------------------------------------------------------------------------------------- markdown
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out
-
-
 def _ms(x: float) -> str:
     return f"{x:,.2f}" if x < 10 else f"{x:,.1f}"
 
@@ -649,7 +634,7 @@ def render(res: dict[str, Any]) -> str:
         f"and the *Interference* note say how busy), so timings are indicative, not best-case.",
         "",
     ]
-    lines += _table(
+    lines += table(
         ["machine", "value"],
         [
             [
@@ -705,7 +690,7 @@ def render(res: dict[str, Any]) -> str:
                     f"{s['other_cores']:.2f}",
                 ]
             )
-    lines += _table(
+    lines += table(
         [
             "facts",
             "index",
@@ -760,7 +745,7 @@ def render(res: dict[str, Any]) -> str:
                 f"{r['populate_rate']:,.0f} facts/s ({r['populate']['wall_s']:.0f} s)",
             ]
         )
-    lines += _table(
+    lines += table(
         [
             "facts",
             "scope file (db + wal)",
@@ -805,7 +790,7 @@ def render(res: dict[str, Any]) -> str:
                     _ms(legs_x["semantic"]["p50_ms"]),
                 ]
             )
-    lines += _table(
+    lines += table(
         [
             "scope",
             "ef",
@@ -862,7 +847,7 @@ def render(res: dict[str, Any]) -> str:
             ]
         )
     r0 = rows[0]["remember"]
-    lines += _table(
+    lines += table(
         [
             "facts in scope",
             "store",
@@ -890,7 +875,7 @@ def render(res: dict[str, Any]) -> str:
 
     # ---------------------------------------------------------------- cold start
     lines += ["", "### Cold start: a new process, to its first search result (exact index)", ""]
-    lines += _table(
+    lines += table(
         [
             "facts",
             "launch to first result",
@@ -919,7 +904,8 @@ def render(res: dict[str, Any]) -> str:
     )
     lines += [
         "",
-        "The child is bench_store.py's: `python -c` with the default `SharedMemoryStore(root)` (default "
+        "The child is bench_store.py's (`bench/common/workloads.py`): `python -c` with the default "
+        "`SharedMemoryStore(root)` (default "
         "embedder, lazy model load including the torch import), one `search` in the group scope, then a second "
         "one. *Vectors load + scan* is the first `backend.semantic`: it reads every embedding blob from SQLite "
         "into the int8 codes, then scans them. The files were in the OS page cache (a cold process, not a cold "
@@ -931,7 +917,7 @@ def render(res: dict[str, Any]) -> str:
         "",
         "### How the facts and vectors are generated",
         "",
-        f"* Facts come from `bench/bench_store.py` (`make_corpus`, seed {args['seed']}): a *core* sentence from 12 "
+        f"* Facts come from `bench/common/corpus.py` (`make_corpus`, seed {args['seed']}): a *core* sentence from 12 "
         "templates over word lists (people, teams, tools, tasks, projects, customers, regions, ...) plus a "
         '*detail* clause from 7 templates (dates, cities, ticket and sprint numbers, ...), e.g. "Priya Novak on '
         'the payments team prefers Postgres for billing reports, confirmed by Tom Berg in Lisbon." Every fact '

@@ -39,598 +39,48 @@ import contextlib
 import datetime as dt
 import json
 import os
-import platform
-import random
-import re
-import resource
 import shlex
 import shutil
-import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
+from common.corpus import make_corpus, make_facts, make_queries
+from common.embedders import PooledNoiseEmbedder, calibrate_noise
+from common.measure import (
+    Monitor,
+    PhaseTimer,
+    Quiet,
+    Supply,
+    busy_cpu_seconds,
+    cpu_window,
+    current_rss_mb,
+    log,
+    machine_info,
+    own_cpu_seconds,
+    pct,
+    peak_rss_mb,
+    summary_ms,
+)
+from common.report import table, write_section
+from common.workloads import AGENT, COLD_QUERY, GROUP, cold_start, populate, query_embed_series
 
-from autogen_shared_memory.embedding import Embedder, SentenceTransformerEmbedder, Vectors, normalize
+from autogen_shared_memory.embedding import Embedder, SentenceTransformerEmbedder
 from autogen_shared_memory.onnx_embedding import OnnxEmbedder
-from autogen_shared_memory.search.text import query_terms, stem
 from autogen_shared_memory.store import SharedMemoryStore
 
 SECTIONS = {"st": "## Core store (issue 2)", "onnx": "## Core store on ONNX Runtime (issue 15)"}
-SECTION = SECTIONS["st"]  # the heading write_section replaces by default
 # Issue 15's goals at the largest size: the store's own work per search (search p50 minus the query-embedding
 # p50 timed in alternating blocks) in ms, per scope. remember_many / model batch rate: 0.8 (issue 2), 0.9 (15).
 OWN_WORK_GOAL_MS = {"group": 4.0, "all": 6.0}
 REMEMBER_GOAL = {"st": 0.8, "onnx": 0.9}
 WARMUP_FACT = "warm-up fact: the store file and schema exist before timing."
-COLD_QUERY = "which tool does the ledger team use for audit trails"
-AGENT, GROUP = "a1", "g1"
 PAIR_BLOCK, PAIR_IDLE = 10, 0.02  # searches alternate with query embeddings in blocks (see run_searches)
 T = TypeVar("T")
-
-
-# --------------------------------------------------------------------------------------------- word lists
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
-FIRST = _words("""Priya Tom Ana Lukas Mei Omar Sara Diego Hana Ivan Lea Noah Yuki Amir Elena Felix Grace
-Hugo Ines Jonas Kira Liam Maya Nils Olga Pablo Rosa Sami Tara Umar Vera Wen Xavier Yara Zoe Arjun Bea Carlos
-Dana Emil Farah Gita Henrik Isla Jin Kofi Lina Marco Nadia Oscar""")
-LAST = _words("""Novak Berg Silva Kim Okafor Rossi Tanaka Muller Haddad Larsen Costa Dubois Ivanova Park Sato
-Nguyen Fischer Moreau Kowalski Santos Ahmed Jensen Lopez Weber Popescu Horvat Ali Meyer Garcia Nakamura Petrov
-Russo Schmidt Yilmaz Eriksen Bianchi Kaur Mendes Novotny Lindqvist""")
-TEAMS = _words("""payments billing platform search growth mobile data security infra support onboarding ledger
-identity checkout analytics frontend backend compliance logistics pricing reporting notifications""")
-TOOLS = [
-    "Postgres",
-    "Redis",
-    "Kafka",
-    "ClickHouse",
-    "Terraform",
-    "Airflow",
-    "dbt",
-    "Grafana",
-    "Prometheus",
-    "Sentry",
-    "Datadog",
-    "Snowflake",
-    "BigQuery",
-    "Elasticsearch",
-    "RabbitMQ",
-    "Celery",
-    "FastAPI",
-    "Django",
-    "React",
-    "Vue",
-    "Kubernetes",
-    "Helm",
-    "ArgoCD",
-    "Jenkins",
-    "GitHub Actions",
-    "Vault",
-    "Nginx",
-    "Envoy",
-    "DuckDB",
-    "Spark",
-    "Flink",
-    "Pandas",
-    "Polars",
-    "Jupyter",
-    "Metabase",
-    "Looker",
-    "Tableau",
-    "Figma",
-    "Notion",
-    "Jira",
-    "Linear",
-    "Slack",
-    "PagerDuty",
-    "Opsgenie",
-    "MinIO",
-    "S3",
-    "SQLite",
-    "MongoDB",
-    "Cassandra",
-    "Neo4j",
-]
-TASKS = [
-    "billing reports",
-    "log aggregation",
-    "feature flags",
-    "load testing",
-    "schema migrations",
-    "incident reviews",
-    "fraud scoring",
-    "invoice exports",
-    "churn dashboards",
-    "A/B test analysis",
-    "secret rotation",
-    "on-call handover",
-    "release notes",
-    "data backfills",
-    "cost allocation",
-    "latency alerts",
-    "customer exports",
-    "tax calculations",
-    "search ranking",
-    "email campaigns",
-    "access reviews",
-    "capacity planning",
-    "queue monitoring",
-    "contract renewals",
-    "SLA reporting",
-    "GDPR deletions",
-    "pricing experiments",
-    "mobile crash triage",
-    "partner onboarding",
-    "audit trails",
-]
-PROJECTS = _words("""Atlas Borealis Cobalt Dynamo Ember Falcon Glacier Helios Indigo Juniper Kestrel Lumen
-Meridian Nebula Onyx Polaris Quartz Raven Sierra Tundra Umbra Vortex Willow Xenon Zephyr Aurora Basalt Cinder
-Drift Echo""")
-CUSTOMERS = _words("""Acme Globex Initech Umbrella Hooli Vandelay Soylent Stark Wayne Tyrell Cyberdyne Wonka
-Oscorp Aperture Gringotts Monarch Dunder Sterling Prestige Nakatomi Virtucon Oceanic Zorg Weyland Yoyodyne""")
-FEATURES = [
-    "CSV import",
-    "SSO login",
-    "webhook retries",
-    "bulk invoicing",
-    "the mobile checkout",
-    "PDF export",
-    "two-factor auth",
-    "the search filter",
-    "currency conversion",
-    "scheduled reports",
-    "the API pagination",
-    "password reset",
-    "refund flow",
-    "usage metering",
-    "the admin dashboard",
-    "data sync",
-    "audit log export",
-    "team invitations",
-    "the billing portal",
-    "push notifications",
-]
-CONDITIONS = [
-    "the file has more than 10k rows",
-    "the user has two accounts",
-    "the timezone is UTC+13",
-    "the session expires mid-flow",
-    "the card is declined twice",
-    "the locale is Turkish",
-    "the network drops on mobile",
-    "a webhook arrives out of order",
-    "the invoice total is zero",
-    "the user name contains emoji",
-    "the export spans a DST change",
-    "the proxy strips headers",
-    "two admins edit at once",
-    "the token is older than 30 days",
-    "the payload exceeds 5 MB",
-]
-CITIES = _words("""Lisbon Berlin Nairobi Osaka Toronto Austin Warsaw Dublin Seoul Lagos Lima Oslo Porto Prague
-Madrid Milan Mumbai Sydney Denver Boston Zurich Vienna Helsinki Tallinn Bogota Santiago Cairo Istanbul Hanoi
-Manila""")
-REGIONS = _words("""eu-west-1 eu-central-1 us-east-1 us-west-2 ap-southeast-1 ap-northeast-1 sa-east-1
-ca-central-1 eu-north-1 af-south-1""")
-CLOUDS = ["AWS", "GCP", "Azure", "Hetzner", "OVH", "Fly.io"]
-WEEKDAYS = _words("Monday Tuesday Wednesday Thursday Friday")
-MONTHS = _words("January February March April May June July August September October November December")
-FOODS = _words("""peanuts shellfish gluten lactose sesame soy eggs mushrooms cilantro olives""")
-DISHES = ["sushi", "tacos", "ramen", "falafel", "pizza", "pho", "curry", "poke bowls", "dumplings", "salads"]
-DATA_KINDS = [
-    "payment events",
-    "session logs",
-    "support transcripts",
-    "invoices",
-    "user profiles",
-    "audit events",
-    "clickstream data",
-    "model features",
-    "email receipts",
-    "chat attachments",
-]
-PLANS = ["Starter", "Team", "Business", "Enterprise", "Scale"]
-CURRENCIES = ["EUR", "USD", "GBP", "JPY", "CHF"]
-SERVICES = [
-    "the Stripe API",
-    "the GitHub API",
-    "the Slack API",
-    "our public API",
-    "the geocoding service",
-    "the SMS gateway",
-    "the OpenAI proxy",
-    "the search cluster",
-    "the payments gateway",
-    "the CRM sync",
-]
-RELATIONS = ["manager", "mentor", "backup on-call", "tech lead", "product partner", "skip-level manager"]
-PREFIXES = ["PAY", "OPS", "SEC", "DATA", "WEB", "MOB", "INF", "SUP"]
-
-
-def _person(rng: random.Random) -> str:
-    return f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-
-
-_CORES: list[Callable[[random.Random], str]] = [
-    lambda r: f"{_person(r)} on the {r.choice(TEAMS)} team prefers {r.choice(TOOLS)} for {r.choice(TASKS)}",
-    lambda r: (
-        f"The {r.choice(PROJECTS)} project deploys to {r.choice(CLOUDS)} {r.choice(REGIONS)} every {r.choice(WEEKDAYS)}"
-    ),
-    lambda r: f"{r.choice(CUSTOMERS)} reported that {r.choice(FEATURES)} fails when {r.choice(CONDITIONS)}",
-    lambda r: (
-        f"Pin {r.choice(TOOLS)} to version {r.randint(1, 19)}.{r.randint(0, 30)} in "
-        f"{r.choice(PROJECTS)} because newer releases break {r.choice(TASKS)}"
-    ),
-    lambda r: f"The {r.choice(RELATIONS)} of {_person(r)} is {_person(r)}, who handles {r.choice(TASKS)}",
-    lambda r: (
-        f"The {r.choice(TEAMS)} team standup is at {r.randint(8, 11)}:"
-        f"{r.choice(['00', '15', '30', '45'])} {r.choice(CITIES)} time on {r.choice(WEEKDAYS)}s"
-    ),
-    lambda r: (
-        f"{r.choice(CUSTOMERS)} pays {r.randint(2, 400) * 50} {r.choice(CURRENCIES)} per month on the "
-        f"{r.choice(PLANS)} plan"
-    ),
-    lambda r: (
-        f"The rate limit for {r.choice(SERVICES)} is {r.choice([10, 20, 50, 100, 300, 600, 1000])} "
-        f"requests per {r.choice(['second', 'minute', 'hour'])} per {r.choice(['key', 'tenant', 'IP'])}"
-    ),
-    lambda r: f"{_person(r)} is allergic to {r.choice(FOODS)} and prefers {r.choice(DISHES)} for team lunches",
-    lambda r: (
-        f"{r.choice(PROJECTS)} stores {r.choice(DATA_KINDS)} in {r.choice(TOOLS)} in "
-        f"{r.choice(REGIONS)} with a retention of {r.choice([7, 14, 30, 90, 180, 365, 730])} days"
-    ),
-    lambda r: (
-        f"Escalate {r.choice(TASKS)} incidents for {r.choice(CUSTOMERS)} to {_person(r)} via "
-        f"{r.choice(['PagerDuty', 'Slack', 'email', 'phone', 'Opsgenie'])}"
-    ),
-    lambda r: (
-        f"The {r.choice(TEAMS)} team decided to replace {r.choice(TOOLS)} with {r.choice(TOOLS)} for {r.choice(TASKS)}"
-    ),
-]
-
-_DETAILS: list[Callable[[random.Random], str]] = [
-    lambda r: f"noted on {r.choice(MONTHS)} {r.randint(1, 28)}, {r.randint(2019, 2025)}",
-    lambda r: f"confirmed by {_person(r)} in {r.choice(CITIES)}",
-    lambda r: f"see ticket {r.choice(PREFIXES)}-{r.randint(1000, 99999)}",
-    lambda r: f"according to the {r.choice(TEAMS)} runbook revision {r.randint(2, 240)}",
-    lambda r: f"as of sprint {r.randint(1, 400)} in {r.choice(MONTHS)}",
-    lambda r: f"per {_person(r)}'s message on {r.choice(WEEKDAYS)}",
-    lambda r: f"agreed in the {r.choice(CITIES)} offsite with {r.randint(3, 40)} people",
-]
-
-_QUERIES: list[Callable[[random.Random], str]] = [
-    lambda r: f"what does {_person(r)} prefer for {r.choice(TASKS)}?",
-    lambda r: f"which tool does the {r.choice(TEAMS)} team use for {r.choice(TASKS)}",
-    lambda r: f"where and when does {r.choice(PROJECTS)} deploy in {r.choice(REGIONS)}",
-    lambda r: f"known problems {r.choice(CUSTOMERS)} reported with {r.choice(FEATURES)}",
-    lambda r: f"when is the {r.choice(TEAMS)} standup in {r.choice(CITIES)}",
-    lambda r: f"who handles {r.choice(TASKS)} for {_person(r)}",
-    lambda r: f"rate limit of {r.choice(SERVICES)} per {r.choice(['key', 'tenant', 'IP'])}",
-    lambda r: f"how long do we keep {r.choice(DATA_KINDS)} for {r.choice(PROJECTS)}",
-    lambda r: f"what plan is {r.choice(CUSTOMERS)} on and how much do they pay in {r.choice(CURRENCIES)}",
-    lambda r: f"food allergies of {_person(r)} for the team lunch with {r.choice(DISHES)}",
-    lambda r: f"why is {r.choice(TOOLS)} pinned in {r.choice(PROJECTS)}",
-    lambda r: f"who to page for {r.choice(TASKS)} incidents at {r.choice(CUSTOMERS)}",
-    lambda r: f"did {r.choice(TEAMS)} replace {r.choice(TOOLS)}",
-]
-
-
-@dataclass
-class Corpus:
-    """Distinct fact texts, each tagged with the index of its core sentence."""
-
-    cores: list[str]
-    facts: list[str]
-    core_of: dict[str, int]
-
-
-def make_cores(n: int, rng: random.Random) -> list[str]:
-    seen: dict[str, None] = {}
-    while len(seen) < n:
-        seen.setdefault(rng.choice(_CORES)(rng), None)
-    return list(seen)
-
-
-def make_corpus(n_facts: int, n_cores: int, seed: int) -> Corpus:
-    rng = random.Random(seed)
-    cores = make_cores(n_cores, rng)
-    facts: list[str] = []
-    core_of: dict[str, int] = {}
-    while len(facts) < n_facts:
-        c = len(facts) % n_cores if len(facts) < n_cores else rng.randrange(n_cores)
-        text = f"{cores[c]}, {rng.choice(_DETAILS)(rng)}."
-        if text not in core_of:
-            core_of[text] = c
-            facts.append(text)
-    return Corpus(cores, facts, core_of)
-
-
-def make_facts(n: int, seed: int, exclude: set[str] | None = None) -> list[str]:
-    """``n`` distinct full facts (core + detail), each with its own core, none in ``exclude``."""
-    rng = random.Random(seed)
-    out: dict[str, None] = {}
-    while len(out) < n:
-        text = f"{rng.choice(_CORES)(rng)}, {rng.choice(_DETAILS)(rng)}."
-        if not exclude or text not in exclude:
-            out.setdefault(text, None)
-    return list(out)
-
-
-def stem_collision(query: str) -> bool:
-    """True if two distinct query words share a Porter stem ("reported ... reports")."""
-    terms = query_terms(query)
-    return len({stem(t) for t in terms}) != len(terms)
-
-
-def make_queries(n: int, seed: int) -> list[str]:
-    """``n`` distinct queries, leaving out those hitting the stem-collision bug (see ``probe_stem_bug``)."""
-    rng = random.Random(seed)
-    out: dict[str, None] = {}
-    while len(out) < n:
-        q = rng.choice(_QUERIES)(rng)
-        if not stem_collision(q):
-            out.setdefault(q, None)
-    return list(out)
-
-
-# --------------------------------------------------------------------------------------------- embedders
-class PooledNoiseEmbedder:
-    """Bench-only embedder: the REAL vector of a fact's core sentence + deterministic noise, re-normalised.
-
-    Presents the real model's id and dimension, so the stores it fills are searched with the real model.
-    """
-
-    def __init__(self, model_id: str, core_vectors: Vectors, core_of: dict[str, int], sigma: float, seed: int) -> None:
-        self._model_id = model_id
-        self._vectors = core_vectors
-        self._core_of = core_of
-        self._sigma = sigma
-        self._seed = seed
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def dimension(self) -> int:
-        return int(self._vectors.shape[1])
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        dim = self.dimension
-        base = self._vectors[[self._core_of[t] for t in texts]]
-        noise = np.empty((len(texts), dim), dtype=np.float32)
-        for i, text in enumerate(texts):
-            rng = np.random.default_rng((self._seed, zlib.crc32(text.encode())))
-            noise[i] = rng.standard_normal(dim, dtype=np.float32)
-        return normalize(base + self._sigma * noise)
-
-
-# --------------------------------------------------------------------------------------------- measuring
-def pct(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
-
-
-def summary_ms(seconds: Sequence[float]) -> dict[str, float]:
-    ms = [s * 1000 for s in seconds]
-    return {
-        "n": len(ms),
-        "p50_ms": pct(ms, 50),
-        "p95_ms": pct(ms, 95),
-        "mean_ms": float(np.mean(ms)),
-        "min_ms": min(ms),
-        "max_ms": max(ms),
-    }
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
-def current_rss_mb() -> float:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has spent busy since boot (from /proc/stat)."""
-    try:
-        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    except OSError:
-        return float("nan")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu_seconds() -> float:
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        ru = resource.getrusage(who)
-        total += ru.ru_utime + ru.ru_stime
-    return total
-
-
-@dataclass
-class CpuWindow:
-    """Wall time, this process's CPU time and everybody else's CPU time over a phase (interference)."""
-
-    wall: float = 0.0
-    own_cpu: float = 0.0
-    other_cpu: float = 0.0
-
-    @property
-    def other_cores(self) -> float:
-        """Average number of cores used by OTHER processes during the phase."""
-        return self.other_cpu / self.wall if self.wall > 0 else 0.0
-
-
-@contextlib.contextmanager
-def cpu_window() -> Iterator[CpuWindow]:
-    w = CpuWindow()
-    t0, busy0, own0 = time.perf_counter(), _busy_cpu_seconds(), _own_cpu_seconds()
-    try:
-        yield w
-    finally:
-        w.wall = time.perf_counter() - t0
-        w.own_cpu = _own_cpu_seconds() - own0
-        w.other_cpu = max(0.0, _busy_cpu_seconds() - busy0 - w.own_cpu)
-
-
-class Quiet:
-    """Keeps other processes' CPU use out of the numbers, as far as a shared machine allows.
-
-    Before a timed phase it waits (bounded) until other processes leave the CPU mostly idle; a phase during
-    which they still used >= ``threshold`` cores is measured again (up to ``retries`` times) and the attempt
-    with the least interference is kept. Every phase records its attempts and the interference it kept.
-    """
-
-    def __init__(
-        self, per_phase: float, budget: float, retries: int, threshold: float = 0.3, window: float = 3.0
-    ) -> None:
-        self.per_phase, self.budget, self.retries = per_phase, budget, retries
-        self.threshold, self.window = threshold, window
-        self.waited = 0.0
-        self.waits: list[dict[str, Any]] = []
-        self.phases: list[dict[str, Any]] = []
-
-    def wait(self, phase: str) -> None:
-        t0 = time.perf_counter()
-        other = 0.0
-        while self.per_phase > 0 and self.waited < self.budget:
-            with cpu_window() as w:
-                time.sleep(self.window)
-            other = w.other_cores
-            spent = time.perf_counter() - t0
-            if other < self.threshold or spent >= self.per_phase or self.waited + spent >= self.budget:
-                break
-        spent = time.perf_counter() - t0
-        self.waited += spent
-        self.waits.append({"phase": phase, "waited_s": spent, "other_cores_before": other})
-
-    def measure(self, phase: str, fn: Callable[[Monitor], tuple[T, float]]) -> T:
-        """Run ``fn(monitor) -> (result, other_cores)`` until an attempt is quiet; keep the quietest.
-
-        Every attempt but the last may be aborted early by its monitor (``Disturbed``), so a disturbed
-        attempt costs seconds, not a whole series.
-        """
-        best: tuple[T, float] | None = None
-        attempts = aborted = 0
-        for attempt in range(self.retries + 1):
-            attempts += 1
-            self.wait(phase if attempt == 0 else f"{phase} (retry {attempt})")
-            monitor = Monitor(attempt, self.threshold, may_abort=attempt < self.retries)
-            try:
-                result, other = fn(monitor)
-            except Disturbed as exc:
-                aborted += 1
-                log(f"{phase}: other processes used {exc.other_cores:.2f} cores; attempt {attempt + 1} aborted")
-                continue
-            if best is None or other < best[1]:
-                best = (result, other)
-            if other < self.threshold:
-                break
-            log(
-                f"{phase}: other processes used {other:.2f} cores during the measurement"
-                + ("; measuring again" if attempt < self.retries else "; keeping the quietest attempt")
-            )
-        assert best is not None
-        self.phases.append({"phase": phase, "attempts": attempts, "aborted": aborted, "other_cores": best[1]})
-        return best[0]
-
-
-class Disturbed(Exception):
-    """Other processes used the CPU during a measurement attempt that may be retried."""
-
-    def __init__(self, other_cores: float) -> None:
-        super().__init__(f"{other_cores:.2f} cores busy elsewhere")
-        self.other_cores = other_cores
-
-
-class Monitor:
-    """Watches other processes' CPU use during one attempt, in windows of ``interval`` seconds."""
-
-    def __init__(self, attempt: int, threshold: float, may_abort: bool, interval: float = 2.0) -> None:
-        self.attempt, self.threshold, self.may_abort, self.interval = attempt, threshold, may_abort, interval
-        self._t, self._busy, self._own = time.perf_counter(), _busy_cpu_seconds(), _own_cpu_seconds()
-
-    def check(self) -> None:
-        """Raise ``Disturbed`` if the last window was busy elsewhere and this attempt may be aborted."""
-        if not self.may_abort:
-            return
-        now = time.perf_counter()
-        if now - self._t < self.interval:
-            return
-        busy, own = _busy_cpu_seconds(), _own_cpu_seconds()
-        other = max(0.0, (busy - self._busy) - (own - self._own)) / (now - self._t)
-        self._t, self._busy, self._own = now, busy, own
-        if other >= self.threshold:
-            raise Disturbed(other)
-
-
-class Supply:
-    """Hands out fresh items (distinct queries or facts) so that no text is ever embedded twice."""
-
-    def __init__(self, items: list[str]) -> None:
-        self.items, self.pos = items, 0
-
-    def take(self, n: int) -> list[str]:
-        if self.pos + n > len(self.items):
-            raise RuntimeError("benchmark ran out of distinct texts; raise the pool sizes")
-        out = self.items[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-
-class PhaseTimer:
-    """Wraps ``backend.lexical/semantic/get`` and ``embedder.embed`` of one store to time each phase."""
-
-    PHASES = ("embed", "lexical", "semantic", "get")
-
-    def __init__(self) -> None:
-        self.acc: dict[str, float] = dict.fromkeys(self.PHASES, 0.0)
-
-    def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.acc[name] += time.perf_counter() - t0
-
-        return timed
-
-    @contextlib.contextmanager
-    def attached(self, store: SharedMemoryStore) -> Iterator[PhaseTimer]:
-        targets: list[tuple[Any, str, str]] = [
-            (store.embedder, "embed", "embed"),
-            (store.backend, "lexical", "lexical"),
-            (store.backend, "semantic", "semantic"),
-            (store.backend, "get", "get"),
-        ]
-        for obj, attr, phase in targets:
-            setattr(obj, attr, self._wrap(phase, getattr(obj, attr)))
-        try:
-            yield self
-        finally:
-            for obj, attr, _ in targets:
-                with contextlib.suppress(AttributeError):
-                    delattr(obj, attr)
-
-    def take(self) -> dict[str, float]:
-        out, self.acc = self.acc, dict.fromkeys(self.PHASES, 0.0)
-        return out
 
 
 @dataclass
@@ -664,95 +114,6 @@ class Results:
     phases: list[dict[str, Any]] = field(default_factory=list)
     waits: list[dict[str, Any]] = field(default_factory=list)
     problems: list[dict[str, str]] = field(default_factory=list)
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------------------------- machine
-def machine_info(kind: str, embedder: Embedder) -> dict[str, Any]:
-    """The machine and the software measured; torch and sentence-transformers are imported only for ``st``."""
-    cpu = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem_gb = float("nan")
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_gb = int(line.split()[1]) / 1024 / 1024
-    blas = "unknown"
-    with contextlib.suppress(Exception):
-        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
-
-        pools = {
-            f"{i.get('internal_api')} {i.get('version') or ''}".strip() + f" ({i.get('num_threads')} threads)"
-            for i in threadpool_info()
-        }
-        blas = ", ".join(sorted(pools))
-    info: dict[str, Any] = {
-        "nproc": os.cpu_count(),
-        "affinity": len(os.sched_getaffinity(0)),
-        "ram_gb": round(mem_gb, 1),
-        "cpu": cpu,
-        "kernel": platform.release(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "thread_pools": blas,
-        "sqlite": sqlite3.sqlite_version,
-        "loadavg_start": Path("/proc/loadavg").read_text().split()[:3],
-        "library": library_revision(),
-        "embedder": kind,
-        "embedder_class": type(embedder).__name__,
-    }
-    if kind == "st":
-        import sentence_transformers
-        import torch
-
-        info.update(
-            torch=torch.__version__,
-            torch_threads=torch.get_num_threads(),
-            sentence_transformers=sentence_transformers.__version__,
-        )
-    else:
-        import onnxruntime  # type: ignore[import-untyped]
-
-        info.update(onnxruntime=onnxruntime.__version__, onnx_threads=getattr(embedder, "threads", None))
-    return info
-
-
-def library_revision() -> str:
-    """The git commit the measured library comes from, flagging uncommitted changes under src/."""
-    repo = Path(__file__).resolve().parents[1]
-
-    def git(*cmd: str) -> str:
-        try:
-            out = subprocess.run(["git", *cmd], cwd=repo, capture_output=True, text=True, check=False)
-        except OSError:
-            return ""
-        return out.stdout.strip()
-
-    rev = git("rev-parse", "--short", "HEAD")
-    if not rev:
-        return "unknown (not a git checkout)"
-    return rev + (" + uncommitted changes in src/" if git("status", "--porcelain", "--", "src") else "")
-
-
-# --------------------------------------------------------------------------------------------- phases
-def query_embed_series(embedder: Embedder, queries: list[str], mon: Monitor) -> tuple[dict[str, float], float]:
-    for q in ("warm up query one", "warm up query two", "warm up query three"):
-        embedder.embed([q])
-    times: list[float] = []
-    with cpu_window() as w:
-        for q in queries:
-            t = time.perf_counter()
-            embedder.embed([q])
-            times.append(time.perf_counter() - t)
-            mon.check()
-    return summary_ms(times), w.other_cores
 
 
 def torch_threads(n: int, fn: Callable[[], T]) -> T:
@@ -805,29 +166,6 @@ def bench_remember(
         "model_rate_mean": model_rate,
         "ratio_batched_to_model": rate / model_rate,
     }, w.other_cores
-
-
-def calibrate_noise(
-    embedder: Embedder, corpus: Corpus, core_vectors: Vectors, sample: int, seed: int
-) -> dict[str, float]:
-    """Sigma such that E[cos(noisy, core)] = the measured mean cos(real fact vector, real core vector)."""
-    rng = random.Random(seed)
-    texts = rng.sample(corpus.facts, min(sample, len(corpus.facts)))
-    real = embedder.embed(texts)
-    cores = core_vectors[[corpus.core_of[t] for t in texts]]
-    cos = np.sum(real * cores, axis=1)
-    c = float(np.clip(np.mean(cos), 0.05, 0.999))
-    dim = core_vectors.shape[1]
-    sigma = float(np.sqrt((1.0 / c**2 - 1.0) / dim))
-    noisy = PooledNoiseEmbedder("x", core_vectors, corpus.core_of, sigma, seed).embed(texts)
-    return {
-        "sample": len(texts),
-        "cos_real_fact_to_core_mean": c,
-        "cos_real_fact_to_core_p5": pct(cos.tolist(), 5),
-        "sigma": sigma,
-        "cos_noisy_to_core_mean": float(np.mean(np.sum(noisy * cores, axis=1))),
-        "cos_noisy_to_real_fact_mean": float(np.mean(np.sum(noisy * real, axis=1))),
-    }
 
 
 def run_searches(
@@ -911,105 +249,6 @@ def probe_stem_bug(store: SharedMemoryStore, res: Results) -> None:
         log(f"stem-collision query fails: {type(exc).__name__}: {exc}")
 
 
-def populate(store: SharedMemoryStore, facts: list[str], layout: str, batch: int) -> int:
-    created = 0
-    for lo in range(0, len(facts), batch):
-        chunk = facts[lo : lo + batch]
-        if layout == "single":
-            receipts = store.remember_many(chunk, "group", group_id=GROUP)
-        else:  # split across agent, group and global by position (i % 3)
-            items = [
-                {"content": text, "scope": ("agent", "group", "global")[(lo + j) % 3]} for j, text in enumerate(chunk)
-            ]
-            receipts = store.remember_many(items, agent_id=AGENT, group_id=GROUP)
-        created += sum(r.status == "created" for r in receipts)
-    return created
-
-
-COLD_CHILD = r"""
-import json, sys, time
-t_enter = time.time()
-t0 = time.perf_counter()
-from autogen_shared_memory import SharedMemoryStore
-root, scope, query, kind = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-if kind == "st":  # no longer the default: name it (its module imports no torch; the model load does)
-    from autogen_shared_memory.embedding import SentenceTransformerEmbedder
-    options = {"embedder": SentenceTransformerEmbedder()}
-else:  # the default embedder
-    options = {}
-t_import = time.perf_counter() - t0
-t = time.perf_counter()
-store = SharedMemoryStore(root, **options)
-t_open = time.perf_counter() - t
-spent = {"load": 0.0, "semantic": 0.0, "lexical": 0.0}
-def timed(name, fn):
-    def run(*a, **k):
-        t = time.perf_counter()
-        try:
-            return fn(*a, **k)
-        finally:
-            spent[name] += time.perf_counter() - t
-    return run
-store.embedder.load = timed("load", store.embedder.load)
-store.backend.semantic = timed("semantic", store.backend.semantic)
-store.backend.lexical = timed("lexical", store.backend.lexical)
-t = time.perf_counter()
-hits = store.search(query, scope, agent_id="a1", group_id="g1", top_k=5)
-t_first = time.perf_counter() - t
-t_first_done = time.time()
-first = dict(spent)
-t = time.perf_counter()
-store.search(query + " again", scope, agent_id="a1", group_id="g1", top_k=5)
-t_second = time.perf_counter() - t
-print(json.dumps({"t_enter": t_enter, "import_s": t_import, "open_s": t_open, "first_search_s": t_first,
-                  "second_search_s": t_second, "hits": len(hits), "t_first_done": t_first_done,
-                  "model_load_s": first["load"], "first_semantic_s": first["semantic"],
-                  "first_lexical_s": first["lexical"], "embedder": type(store.embedder).__name__,
-                  "torch": "torch" in sys.modules}))
-"""
-
-
-def cold_start(
-    root: Path, scope: str, query: str, size: int, layout: str, kind: str = "st"
-) -> tuple[dict[str, Any], float]:
-    with cpu_window() as w:
-        t_launch = time.time()
-        t = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-c", COLD_CHILD, str(root), scope, query, kind],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        wall = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise RuntimeError(f"cold-start child failed:\n{proc.stderr}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {
-        "size": size,
-        "layout": layout,
-        "scope": scope,
-        "wall_s": wall,
-        "interpreter_s": out["t_enter"] - t_launch,
-        "to_first_result_s": out["t_first_done"] - t_launch,
-        **{
-            k: out[k]
-            for k in (
-                "import_s",
-                "open_s",
-                "first_search_s",
-                "second_search_s",
-                "hits",
-                "model_load_s",
-                "first_semantic_s",
-                "first_lexical_s",
-                "embedder",
-                "torch",
-            )
-        },
-    }, w.other_cores
-
-
 def remember_at_scale(
     store: SharedMemoryStore, singles: list[str], batched: list[str], batch: int, size: int, mon: Monitor
 ) -> tuple[dict[str, Any], float]:
@@ -1087,7 +326,7 @@ def run(args: argparse.Namespace) -> Results:
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "json")},
     }
     run_t0 = time.perf_counter()
-    busy0, own0 = _busy_cpu_seconds(), _own_cpu_seconds()
+    busy0, own0 = busy_cpu_seconds(), own_cpu_seconds()
     sizes: list[int] = args.sizes
     tries = args.retries + 1
     per_series = args.queries + args.warmup
@@ -1245,7 +484,7 @@ def run(args: argparse.Namespace) -> Results:
 
     res.meta["runtime_s"] = time.perf_counter() - run_t0
     wall = res.meta["runtime_s"]
-    other = max(0.0, _busy_cpu_seconds() - busy0 - (_own_cpu_seconds() - own0))
+    other = max(0.0, busy_cpu_seconds() - busy0 - (own_cpu_seconds() - own0))
     res.meta["other_cores_whole_run"] = other / wall
     res.meta["machine"]["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
     res.meta["peak_rss_mb"] = peak_rss_mb()
@@ -1257,12 +496,6 @@ def run(args: argparse.Namespace) -> Results:
 # --------------------------------------------------------------------------------------------- markdown
 def _f(x: float, nd: int = 1) -> str:
     return f"{x:,.{nd}f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out
 
 
 def own_work_ms(r: SearchResult) -> float:
@@ -1318,7 +551,7 @@ def render(res: Results) -> str:
         "(p95).",
         "",
     ]
-    lines += _table(
+    lines += table(
         ["machine", "value"],
         [
             [
@@ -1398,7 +631,7 @@ def render(res: Results) -> str:
             f"**{ratio:.2f}** — {'meets' if ratio >= goal else 'MISSES'} the target",
         ],
     ]
-    lines += _table(["measurement", "result"], rows)
+    lines += table(["measurement", "result"], rows)
     sc = res.at_scale
     parts = sc["single"]["p50_parts_ms"]
     lines += [
@@ -1413,7 +646,7 @@ def render(res: Results) -> str:
     ]
 
     lines += ["", "### Search latency (real model embeds every query; top_k=5)", ""]
-    lines += _table(
+    lines += table(
         [
             "facts",
             "scope",
@@ -1463,7 +696,7 @@ def render(res: Results) -> str:
         f"Query embedding alone in its own series: p50 {mq['p50_ms']:.2f} ms. {target}",
     ]
     lines += ["", "### Memory, store size and cold start", ""]
-    lines += _table(
+    lines += table(
         ["after size", "peak RSS (ru_maxrss)", "current RSS", "files: 1-scope store", "files: 3-scope store"],
         [
             [
@@ -1485,7 +718,7 @@ def render(res: Results) -> str:
         "the pool of core vectors.",
         "",
     ]
-    lines += _table(
+    lines += table(
         [
             "cold start: new process opens the store, first search",
             "launch to first result",
@@ -1527,7 +760,7 @@ def render(res: Results) -> str:
         "cold disk.",
     ]
     lines += ["", "### Population (storage only: cheap bench embedder)", ""]
-    lines += _table(
+    lines += table(
         ["size", "store", "facts added", "seconds", "facts/s"],
         [
             [
@@ -1632,21 +865,6 @@ def _problems(res: Results, default: list[SearchResult], biggest: int, onnx: boo
             f"(`SQLiteBackend._refresh`) alone takes p50 {parts['refresh']:.1f} ms."
         )
     return out
-
-
-def write_section(path: Path, section: str, heading: str = SECTION) -> None:
-    """Create ``path`` or replace only its section under ``heading`` (default ``## Core store (issue 2)``)."""
-    if path.exists():
-        text = path.read_text()
-        pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
-        if pattern.search(text):
-            text = pattern.sub(lambda _m: section + "\n", text, count=1)
-        else:
-            text = text.rstrip("\n") + "\n\n" + section
-    else:
-        text = "# Benchmarks\n\n" + section
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.rstrip("\n") + "\n")
 
 
 def _json_default(obj: object) -> Any:

@@ -21,13 +21,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from common.revisions import REPO, extract
+
 QUERY = "when does the deploy run"
 
 FILL = r"""
@@ -58,16 +58,6 @@ store = SharedMemoryStore(sys.argv[1])
 store.remember("the deploy runs on fridays at nine", "global")
 assert store.search(sys.argv[2], "global")
 """
-
-
-def extract(rev: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "archive", rev, "src"], cwd=REPO, capture_output=True, check=True).stdout
-    into.mkdir(parents=True, exist_ok=True)
-    tar = into / "src.tar"
-    tar.write_bytes(archive)
-    with tarfile.open(tar) as t:
-        t.extractall(into, filter="data")
-    return into / "src"
 
 
 def python(src: Path, *args: str, cache: Path | None = None) -> tuple[float, str]:

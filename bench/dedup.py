@@ -21,16 +21,15 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common.revisions import REPO, extract
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 BASELINE = "5cc1c74"  # main before the fact lifecycle (issue 13)
 SECTION = "## Deduplication: old rule and new (issue 13)"
 PAIRS = {"distinct": ("a", "b"), "corrections": ("old", "new"), "duplicates": ("a", "b")}
@@ -154,15 +153,6 @@ def locomo_turns(path: Path) -> list[str]:
         for n in sessions:
             turns += [f"{item['speaker']}: {item['text']}" for item in conv[f"session_{n}"]]
     return turns
-
-
-def extract(rev: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], check=True, capture_output=True).stdout
-    tar_path = into / "src.tar"
-    tar_path.write_bytes(archive)
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(into, filter="data")
-    return into / "src"
 
 
 def run_worker(src: Path, data: Path, out: Path) -> dict[str, Any]:

@@ -15,11 +15,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from common.revisions import REPO, extract
 
 WORKER = r"""
 import json, statistics, sys, tempfile, time
@@ -49,15 +48,6 @@ for i in range(300):
 rate = 300 / (time.perf_counter() - t)
 print(json.dumps({"first": first, "invented": invented, "found": found, "remember": rate}))
 """
-
-
-def extract(rev: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "archive", rev, "src"], cwd=REPO, capture_output=True, check=True).stdout
-    tar = into / "src.tar"
-    tar.write_bytes(archive)
-    with tarfile.open(tar) as t:
-        t.extractall(into, filter="data")
-    return into / "src"
 
 
 def run(src: Path, groups: int) -> dict[str, float]:

@@ -23,13 +23,13 @@ Setup, per haystack size N (``--haystack``, default 0, 10,000 and 100,000) and p
   content ``[date] Speaker: text [shares a photo: caption]``, ``near_duplicate_threshold=1.01``, each turn
   written by its speaker, in dialogue order), embedded by the REAL all-MiniLM-L6-v2 model (a text -> vector
   cache in front of it, so each turn is embedded once per run).
-* the haystack: ``bench_store``'s generated crew-memory facts (``make_corpus``: a core sentence from 12
+* the haystack: ``common.corpus``'s generated crew-memory facts (``make_corpus``: a core sentence from 12
   templates plus a detail clause, e.g. "Priya Novak on the payments team prefers Postgres for billing reports,
   confirmed by Tom Berg in Lisbon."), the first N of one deterministic corpus (``--seed``). Their vectors come
   from ``PooledNoiseEmbedder``: the real model's vector of the fact's core sentence (``--pool`` cores, 5,000 by
   default, embedded by the real model) plus Gaussian noise whose sigma is calibrated in this run
   (``calibrate_noise``: the noisy vector is as close to its core as a real fact vector is). They are written
-  with ``bench_store.populate`` (``remember_many`` in batches, ``near_duplicate_threshold=1.01``) into ONE
+  with ``common.workloads.populate`` (``remember_many`` in batches, ``near_duplicate_threshold=1.01``) into ONE
   template group file, grown 0 -> 10k -> 100k; each conversation gets an SQLite backup copy of the template
   (its ``scope_owner`` meta renamed to the conversation's group) before its turns are added.
 * queries: every LoCoMo question with evidence (``--questions`` samples fewer per conversation), as
@@ -42,7 +42,7 @@ Setup, per haystack size N (``--haystack``, default 0, 10,000 and 100,000) and p
   lexical leg found (semantic-only hits get a fused score of 0 and would otherwise pad the list).
 * metrics (``locomo.summarise``): Recall@5/@10, MRR, NDCG@10 over the evidence turns, overall and per LoCoMo
   category; paired differences vs ``none`` with a 95% bootstrap interval (``locomo.paired_bootstrap``);
-  search latency p50, the lexical leg's own p50 / p95 (``bench_store.PhaseTimer``), the terms kept, the
+  search latency p50, the lexical leg's own p50 / p95 (``common.measure.PhaseTimer``), the terms kept, the
   postings scored (document frequencies of the kept stems) and how many haystack facts reach the top 10.
 
 A full run (5 conversations, 997 questions, haystack up to 100k, 4 budgets) takes about 5 minutes on 2 cores,
@@ -76,19 +76,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_store import (
-    GROUP,
-    Corpus,
-    PhaseTimer,
-    PooledNoiseEmbedder,
-    calibrate_noise,
-    cpu_window,
-    library_revision,
-    make_corpus,
-    populate,
-)
+from common.corpus import Corpus, make_corpus
+from common.embedders import PooledNoiseEmbedder, calibrate_noise
+from common.measure import PhaseTimer, cpu_window, library_revision
+from common.workloads import GROUP, populate
 from locomo import (
     CATEGORIES,
     CATEGORY_NAMES,
