@@ -114,7 +114,7 @@ def main() -> None:
             return SharedMemoryStore(tempfile.mkdtemp(prefix="sqlitebench-"), **kwargs)
         return SharedMemoryStore(backend=backend, **kwargs)
 
-    results: dict[str, Any] = {"machine": machine_info(), "sizes": sizes, "queries": len(queries)}
+    results: dict[str, Any] = {"machine": machine_info("st", model), "sizes": sizes, "queries": len(queries)}
     print("sqlite", flush=True)
     results["sqlite"] = measure(new_store(), facts, queries, sizes, list(fresh))
     print("postgres", flush=True)

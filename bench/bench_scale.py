@@ -421,7 +421,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "meta": {
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "command": "python " + shlex.join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
-            "machine": machine_info(),
             "args": {
                 k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("out", "json")
             },
@@ -449,6 +448,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log(f"generated {len(corpus.facts):,} facts over {pool:,} cores in {res['meta']['generate_s']:.1f} s")
 
     embedder = SentenceTransformerEmbedder(cache_size=0)  # every embed is real work
+    res["meta"]["machine"] = machine_info("st", embedder)
     t = time.perf_counter()
     embedder.load()
     res["model"]["load_s"] = time.perf_counter() - t
