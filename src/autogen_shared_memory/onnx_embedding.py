@@ -443,10 +443,8 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
         folder = self.cache_dir
         path = folder / graph_file_name(self._dir, folder)
         if path.is_file():
-            try:
+            with contextlib.suppress(Exception):  # corrupt, truncated or not ours: rebuilt once below
                 return self._session_on(ort, str(path)), path
-            except Exception:
-                pass  # corrupt, truncated or not ours: rebuild it once below
         _remove_stale_temps(folder)
         try:
             data = build_minilm_graph(self._dir).SerializeToString()
