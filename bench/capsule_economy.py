@@ -72,9 +72,9 @@ from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import LLMMessage, UserMessage
 
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
-from autogen_shared_memory.integration.autogen.attach import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING
 from autogen_shared_memory.integration.autogen.memory import SharedMemory
 from autogen_shared_memory.integration.autogen.tools import MemorySearchTool, memory_tools
+from autogen_shared_memory.integration.toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING
 from autogen_shared_memory.store import SharedMemoryStore
 
 AGENT, GROUP = "coder", "crew"

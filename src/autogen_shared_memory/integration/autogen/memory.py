@@ -19,14 +19,12 @@ from pydantic import BaseModel, Field
 from typing_extensions import Self
 
 from ...core.capsule import MIN_CAPSULE_BYTES
-from ...core.types import Hit, MemoryAccessDenied, ScopeKind, ScopeName, validate_owner_id
+from ...core.types import Hit, ScopeKind, ScopeName, validate_owner_id
 from ...facts import FactStore
+from ..toolkit import CAPSULE_PREAMBLE, Recall
 from .tools import load_store, store_component
 
 logger = logging.getLogger("autogen_shared_memory")
-
-# The capsule's own header says the facts are notes by agents (evidence, not instructions): not said twice.
-CAPSULE_PREAMBLE = "Shared memory (cite ids when you rely on a fact):\n"
 
 
 class SharedMemoryConfig(BaseModel):
@@ -100,7 +98,6 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         context_role: Literal["user", "system"] = "user",
     ) -> None:
         self.store = store
-        self._denied_logged = False
         self._config = SharedMemoryConfig(  # the store's own config is filled in when dumped
             store=ComponentModel(provider="", config={}),
             agent_id=validate_owner_id(agent_id, "agent_id"),
@@ -111,6 +108,14 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
             top_k=top_k,
             max_capsule_bytes=max_capsule_bytes,
             context_role=context_role,
+        )
+        self._recall = Recall(
+            store,
+            self._config.agent_id,
+            self._config.group_id,
+            recall_scope,
+            top_k=top_k,
+            max_bytes=max_capsule_bytes,
         )
 
     @property
@@ -142,12 +147,6 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
             context_role=config.context_role,
         )
 
-    async def _search(self, query: str, top_k: int | None = None) -> list[Hit]:
-        c = self._config
-        return await self.store.asearch(
-            query, c.recall_scope, agent_id=c.agent_id, group_id=c.group_id, top_k=top_k or c.top_k
-        )
-
     @staticmethod
     def _content(hit: Hit) -> MemoryContent:
         fact = hit.fact
@@ -165,16 +164,8 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         )
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
-        query = _latest_text(await model_context.get_messages())
-        try:
-            hits = await self._search(query) if query.strip() else []
-        except MemoryAccessDenied as exc:  # e.g. not (or no longer) a member: the turn goes on without memory
-            if not self._denied_logged:
-                logger.warning("shared memory recall skipped for %s: %s", self.agent_id, exc)
-                self._denied_logged = True
-            hits = []
-        if hits:
-            text = CAPSULE_PREAMBLE + self.store.capsule(hits, self._config.max_capsule_bytes)
+        hits, text = await self._recall(_latest_text(await model_context.get_messages()))
+        if text:
             message = (
                 SystemMessage(content=text)
                 if self._config.context_role == "system"
@@ -186,7 +177,10 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
     async def query(
         self, query: str | MemoryContent, cancellation_token: CancellationToken | None = None, **kwargs: Any
     ) -> MemoryQueryResult:
-        hits = await self._search(_text(query), kwargs.get("top_k"))
+        c = self._config
+        hits = await self.store.asearch(
+            _text(query), c.recall_scope, agent_id=c.agent_id, group_id=c.group_id, top_k=kwargs.get("top_k") or c.top_k
+        )
         return MemoryQueryResult(results=[self._content(h) for h in hits])
 
     async def add(self, content: MemoryContent, cancellation_token: CancellationToken | None = None) -> None:

@@ -36,7 +36,8 @@ from pydantic import BaseModel, ValidationError
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
 from ...core.types import validate_owner_id
 from ...views.agents import upsert_agent
-from .tools import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, memory_tools
+from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs
+from .tools import memory_tools
 
 if TYPE_CHECKING:
     from ...facts import FactStore
