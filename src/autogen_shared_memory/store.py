@@ -26,9 +26,20 @@ from .views.state import BackendConversationStateStore
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool
 
-    from .integration.autogen.attach import Attacher, Attachment
+    from .integration.autogen.attach import Attachment
     from .integration.autogen.memory import SharedMemory
     from .integration.autogen.runtime import MemoryRecorder
+
+
+def framework_of(target: Any) -> str:
+    """``"agent_framework"``, ``"ag2"`` or ``"autogen"``: the framework an agent or team (or the first
+    of a list of agents) comes from, by the package that defines its type."""
+    first = target[0] if isinstance(target, (list, tuple)) and target else target
+    root = type(first).__module__.split(".")[0]
+    if root.startswith("agent_framework"):
+        return "agent_framework"
+    return "ag2" if root == "autogen" else "autogen"
+
 
 __all__ = ["DEFAULT_ROOT", "ENV_DSN", "ENV_ROOT", "SharedMemoryStore", "SharedMemoryStoreConfig", "default_root"]
 
@@ -161,15 +172,26 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         """Import a JSON Lines export (checked whole before anything is written); see :mod:`.transfer`."""
         return import_jsonl(self, path, skip_bad=skip_bad, progress=progress)
 
-    # ------------------------------------------------------------------ AutoGen integration
-    @property
-    def _attacher(self) -> Attacher:
-        from .integration.autogen.attach import Attacher
+    # ------------------------------------------------------------------ framework integration
+    def _attacher(self, target: Any) -> Any:
+        """The attacher of the framework ``target`` (a team, an agent or a list of agents) belongs to,
+        one per store and framework: it remembers what it added so that detach removes exactly that."""
+        framework = framework_of(target)
+        attachers: dict[str, Any] = self.__dict__.setdefault("_attachers", {})
+        if framework not in attachers:
+            if framework == "agent_framework":
+                from .integration.agent_framework import Attacher as MafAttacher
 
-        attacher: Attacher | None = getattr(self, "_attacher_instance", None)
-        if attacher is None:
-            attacher = self._attacher_instance = Attacher(self)
-        return attacher
+                attachers[framework] = MafAttacher(self)
+            elif framework == "ag2":
+                from .integration.ag2 import Attacher as Ag2Attacher
+
+                attachers[framework] = Ag2Attacher(self)
+            else:
+                from .integration.autogen.attach import Attacher
+
+                attachers[framework] = Attacher(self)
+        return attachers[framework]
 
     def attach(
         self,
@@ -179,17 +201,30 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
     ) -> Attachment:
-        """Give every agent of an agentchat team (or one agent) shared memory; see :mod:`.integration.attach`.
+        """Give every agent of a team (or one agent, or a list of agents) shared memory: the three tools
+        bound to its name, the scaffolding, group membership. AutoGen agentchat teams and agents, Microsoft
+        Agent Framework agents and orchestration builders, and AG2 ``GroupChat`` / ``ConversableAgent``
+        are told apart by their package; see ``integration/<framework>/attach.py``.
 
-        ``group_id`` defaults to one derived stably from the team's type and agent names.
+        ``group_id`` defaults to one derived stably from the team (its type and agent names).
         """
-        return self._attacher.attach(
+        attachment: Attachment = self._attacher(team_or_agent).attach(
             team_or_agent, group_id, scaffolding=scaffolding, read_only_scaffolding=read_only_scaffolding
         )
+        return attachment
 
     def detach(self, team_or_agent: Any) -> list[str]:
         """Remove everything :meth:`attach` added; returns the names of the agents changed."""
-        return self._attacher.detach(team_or_agent)
+        changed: list[str] = self._attacher(team_or_agent).detach(team_or_agent)
+        return changed
+
+    def context_provider(self, group_id: str | None = None, **options: Any) -> Any:
+        """A Microsoft Agent Framework context provider giving the agent that runs with it shared memory
+        (the tools bound to ``agent.name``, the scaffolding, optional capsule recall, recording); see
+        :mod:`.integration.agent_framework`."""
+        from .integration.agent_framework import SharedMemoryContextProvider
+
+        return SharedMemoryContextProvider(self, group_id=group_id, **options)
 
     def tools_for(
         self, agent_id: str, group_id: str | None = None, *, record_calls: bool = True
