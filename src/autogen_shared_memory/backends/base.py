@@ -1,9 +1,12 @@
 """The backend contract: the few operations a storage engine must provide, per scope.
 
-Everything else (validation, access policy, embedding, fusion across scopes, capsules, async) lives once
-in :class:`~autogen_shared_memory.store.SharedMemoryStore`. A backend only stores facts with their vectors
-atomically, applies the dedup/supersede rules inside one write transaction, and answers ranked lexical
-and semantic candidate lists. SQLite is the embedded implementation; a server database is a second one.
+A backend implements :class:`Backend`'s nine abstract methods — one write transaction (:meth:`Backend.transact`,
+offering a :class:`ScopeTx`) and eight reads — and everything else (writing facts through the lifecycle,
+status changes, purge, meta, re-embedding, record tables, export and import) is derived here once. The
+tables a backend keeps and the names it must use are written below (:data:`STORAGE_TABLES`,
+:data:`~autogen_shared_memory.core.records.TABLES`). Validation, access policy, embedding, fusion across
+scopes, capsules and async live above, in :class:`~autogen_shared_memory.facts.FactStore`. SQLite is the
+embedded implementation; PostgreSQL the server one.
 """
 
 from __future__ import annotations
@@ -12,15 +15,19 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
+from ..core import lifecycle
+from ..core.lifecycle import WriteTx
+from ..core.records import TABLES, table_spec
 from ..core.types import (
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
     Fact,
+    FactNotFoundError,
     Filters,
     Receipt,
     ScopeKind,
@@ -51,56 +58,119 @@ class StatusChange:
     reason: str | None = None
 
 
+# The tables of a scope a backend keeps, besides the record tables of :data:`core.records.TABLES`.
+# ``rows``/``add_rows`` read and write them by these column names (every value a plain SQL scalar):
+#
+# * ``meta`` (``key``, ``value``: text, key ``key``): the scope's settings. Keys the package uses:
+#   ``scope_kind``/``scope_owner`` (the scope itself; never exported), ``embedding_model``/``embedding_dim``
+#   (the model of its vectors, see :func:`claim_model`), ``private`` (an agent scope closed to trusted reads),
+#   ``member:<agent id>`` (a group's members), ``profile:*`` / ``directory:*`` (the shared profile and agent
+#   directory views).
+# * ``facts``: the columns of :data:`FACT_COLUMN_NAMES` (tuples and dicts as JSON text) plus ``embedding``,
+#   the vector as float32 bytes; ``seq`` is the write order.
+# * ``audit`` (``seq``, ``fact_id``, ``event``, ``actor``, ``at``, ``detail`` as JSON text): append-only; it
+#   survives purge. Events: ``created``, ``reinforced``, ``superseded``, ``forgotten``, ``approved``,
+#   ``purged``, ``reembedded`` (written by :mod:`core.lifecycle` and :func:`reembed_scope`).
+STORAGE_TABLES = ("meta", "facts", "audit")
+FACT_COLUMN_NAMES = (
+    "seq",
+    "id",
+    "content",
+    "created_by",
+    "created_at",
+    "confidence",
+    "tags",
+    "category",
+    "metadata",
+    "session_id",
+    "expires_at",
+    "supersedes",
+    "superseded_by",
+    "status",
+    "tombstone_by",
+    "tombstone_at",
+    "tombstone_reason",
+    "reinforcement",
+    "content_hash",
+    "version",
+    "updated_at",
+    "stated_by",
+)
+MODEL_KEYS = ("embedding_model", "embedding_dim")
+OnConflict = Literal["fail", "skip", "update"]
+T = TypeVar("T")
+
+
+class ScopeTx(WriteTx, Protocol):
+    """One write transaction on one scope, as :meth:`Backend.transact` offers it: the lifecycle's
+    :class:`~autogen_shared_memory.core.lifecycle.WriteTx` plus the row operations every derived write uses.
+
+    Tables are named as in :data:`STORAGE_TABLES` and :data:`core.records.TABLES`. ``where`` maps columns to
+    values (``None`` matches NULL); rows are dicts of column names.
+    """
+
+    vectors: Vectors
+    """The vectors of this write (row ``j`` belongs to draft ``j``); set before the lifecycle runs."""
+
+    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of ``meta``, ``audit`` or a record table matching ``where``, oldest first, read under the
+        transaction's lock (a read-modify-write sees the latest committed row)."""
+
+    def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
+        """Insert rows into any table; return the ``seq`` of each inserted row (``meta`` has none: 0).
+
+        On a key conflict: ``fail`` raises, ``skip`` leaves the existing row (and returns no seq for it),
+        ``update`` overwrites its non-key columns. A ``facts`` row is a whole exported fact (``embedding`` as
+        bytes) and is skipped if its id exists; ``audit`` rows have no key (always inserted)."""
+
+    def update_rows(self, table: str, where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
+        """Set ``values`` on the rows of a mutable record table matching ``where``; return how many."""
+
+    def delete_rows(
+        self, table: str, where: Mapping[str, Any] | None = None, before: float | None = None, time_column: str = ""
+    ) -> int:
+        """Delete rows of ``meta`` or a record table matching ``where`` (and ``time_column < before``),
+        append-only tables included (the caller has checked the operator's ``force``); return how many."""
+
+    def set_vectors(self, fact_ids: Sequence[str], vectors: Vectors) -> None:
+        """Replace the vectors of these facts (re-embedding); searches after the commit use the new ones."""
+
+
 class Backend(ABC):
-    """Storage for facts, one isolated namespace per :class:`ScopeRef`."""
+    """Storage for facts and records, one isolated namespace per :class:`ScopeRef`.
 
-    # ---------------------------------------------------------------- writes
+    A backend implements the nine abstract methods: one write path (:meth:`transact`) and eight reads.
+    Everything else here is derived from them once; a backend may override a derived method when it can
+    do better (an index for :meth:`find`, a cheaper :meth:`exists`), never to change what it does.
+
+    Conventions every backend keeps:
+
+    * A scope exists once anything has been written to it; reads of a scope that does not exist return
+      nothing (no error, and they never create it).
+    * Fact ids name their scope's kind (:func:`~autogen_shared_memory.core.types.kind_of_fact_id`); times
+      are Unix seconds as floats; a fact's status is stored as written and reported ``expired`` when active
+      and past ``expires_at`` (:func:`fact_from_row` does that).
+    * Every write to a scope is serialised with every other write to it, across threads, processes and
+      hosts, and is all or nothing.
+    """
+
+    # ---------------------------------------------------------------- the write path
     @abstractmethod
-    def write(
-        self,
-        scope: ScopeRef,
-        drafts: Sequence[Draft],
-        vectors: Vectors,
-        model: ModelInfo,
-        near_duplicate_threshold: float,
-        similar_threshold: float,
-    ) -> list[Receipt]:
-        """Store ``drafts`` with their ``vectors`` in one transaction and return one receipt per draft.
+    def transact(self, scope: ScopeRef, fn: Callable[[ScopeTx], T], event: str = "write") -> T:
+        """Run ``fn`` inside the scope's write transaction (creating the scope) and return its result.
 
-        Open the scope's write transaction (creating the scope, recording ``model`` or refusing another
-        one with :class:`EmbeddingModelMismatchError`), offer it as a
-        :class:`~autogen_shared_memory.core.lifecycle.WriteTx` and return
-        ``lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)``: the lifecycle
-        decides what is inserted, reinforced and superseded. All or nothing: an error leaves the scope
-        unchanged.
+        Hold the scope's write lock from the first read to the commit (SQLite ``BEGIN IMMEDIATE``,
+        PostgreSQL a locked row per scope); commit when ``fn`` returns, roll back if it raises. ``fn`` only
+        touches the transaction, so the backend may run it again after a transient failure (a dropped
+        connection) as long as each attempt is a whole transaction. Facts written inside are visible to the
+        transaction's own reads. ``event`` names the change for notifications (``write``, ``forgotten``,
+        ``purge``, ``reembed``, ``meta``, ``import``, ``append:<table>``, ``records:<table>``).
         """
 
-    @abstractmethod
-    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
-        """Run ``lifecycle.set_status`` in a write transaction and return the updated fact
-        (FactNotFoundError if absent)."""
-
-    @abstractmethod
-    def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
-        """Run ``lifecycle.purge(tx, before, actor)`` in a write transaction (no-op for a scope that does not
-        exist) and return the deleted ids."""
-
-    # ----------------------------------------------------------------- reads
+    # ---------------------------------------------------------------- reads
     @abstractmethod
     def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
-        """The facts with these ids that exist in the scope, in the order asked."""
-
-    def find(self, fact_id: str) -> Fact | None:
-        """The fact with this id in whichever scope holds it (any status), or None.
-
-        Derived: asks every scope of the id's kind (:func:`~autogen_shared_memory.core.types.kind_of_fact_id`).
-        A backend that can look an id up directly (an index) overrides it, so that an invented id costs one
-        lookup rather than a visit to every scope."""
-        for ref in self.scopes(kind_of_fact_id(fact_id)):
-            found = self.get(ref, [fact_id])
-            if found:
-                return found[0]
-        return None
+        """The facts with these ids that exist in the scope (any status), in the order asked."""
 
     @abstractmethod
     def select_ids(self, scope: ScopeRef, filters: Filters, limit: int) -> list[str]:
@@ -129,60 +199,167 @@ class Backend(ABC):
         order), for neighbour-context recall."""
 
     @abstractmethod
-    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
-        """The audit trail of one fact, oldest first (it survives purge)."""
-
-    @abstractmethod
     def stats(self, scope: ScopeRef) -> ScopeStats:
         """Counts per status, size, embedding model and last write of a scope."""
-
-    @abstractmethod
-    def exists(self, scope: ScopeRef) -> bool:
-        """Whether the scope has been created (cheap: called on every search)."""
 
     @abstractmethod
     def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
         """The scopes that exist (have been written to), optionally of one kind."""
 
-    # ------------------------------------------------------------ scope meta
     @abstractmethod
-    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
-        """A scope setting (for example ``private`` or a group's member list), None when unset."""
+    def rows(
+        self,
+        scope: ScopeRef,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        after_seq: int | None = None,
+        query_terms: Sequence[str] = (),
+        oldest_first: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Rows of one table of the scope (see :data:`STORAGE_TABLES` and the record tables), with ``seq``
+        (except ``meta``, ordered by key): matching ``where`` and ``seq > after_seq``, oldest or newest
+        first, or ranked by a full-text match of ``query_terms`` on a record table's indexed column."""
 
-    @abstractmethod
+    def close(self) -> None:
+        """Release connections and caches."""
+
+    # ---------------------------------------------------------------- derived: facts
+    def write(
+        self,
+        scope: ScopeRef,
+        drafts: Sequence[Draft],
+        vectors: Vectors,
+        model: ModelInfo,
+        near_duplicate_threshold: float,
+        similar_threshold: float,
+    ) -> list[Receipt]:
+        """Store ``drafts`` with their ``vectors`` in one transaction and return one receipt per draft: the
+        lifecycle decides what is inserted, reinforced and superseded. The scope records ``model`` or
+        refuses another one (:class:`EmbeddingModelMismatchError`). All or nothing."""
+        array = np.asarray(vectors, dtype=np.float32)
+
+        def run(tx: ScopeTx) -> list[Receipt]:
+            claim_model(tx, scope, model)
+            tx.vectors = array
+            return lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)
+
+        return self.transact(scope, run)
+
+    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
+        """Apply ``lifecycle.set_status`` and return the updated fact (FactNotFoundError if absent)."""
+        if not self.exists(scope):
+            raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
+        self.transact(
+            scope,
+            lambda tx: lifecycle.set_status(
+                tx, scope, change.fact_id, change.status, change.actor, change.at, change.reason
+            ),
+            change.status,
+        )
+        return self.get(scope, [change.fact_id])[0]
+
+    def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
+        """Apply ``lifecycle.purge`` (nothing for a scope that does not exist); return the deleted ids."""
+        if not self.exists(scope):
+            return []
+        return self.transact(scope, lambda tx: lifecycle.purge(tx, before, actor), "purge")
+
+    def find(self, fact_id: str) -> Fact | None:
+        """The fact with this id in whichever scope holds it (any status), or None.
+
+        Derived: asks every scope of the id's kind (:func:`~autogen_shared_memory.core.types.kind_of_fact_id`).
+        A backend that can look an id up directly (an index) overrides it, so that an invented id costs one
+        lookup rather than a visit to every scope."""
+        for ref in self.scopes(kind_of_fact_id(fact_id)):
+            found = self.get(ref, [fact_id])
+            if found:
+                return found[0]
+        return None
+
+    def exists(self, scope: ScopeRef) -> bool:
+        """Whether the scope has been created (called on every search: backends make it cheap)."""
+        return scope in self.scopes(scope.kind)
+
+    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
+        """The audit trail of one fact, oldest first (it survives purge)."""
+        return [
+            AuditEvent(r["fact_id"], r["event"], r["actor"], r["at"], json.loads(r["detail"] or "{}"), r["seq"])
+            for r in self.rows(scope, "audit", {"fact_id": fact_id})
+        ]
+
+    # ---------------------------------------------------------------- derived: meta and model
     def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]:
         """All scope settings whose key starts with ``prefix``."""
+        return {r["key"]: r["value"] for r in self.rows(scope, "meta") if r["key"].startswith(prefix)}
 
-    @abstractmethod
+    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
+        """A scope setting, None when unset."""
+        found = self.rows(scope, "meta", {"key": key})
+        return str(found[0]["value"]) if found else None
+
     def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None:
         """Set (or with None, clear) a scope setting."""
 
-    @abstractmethod
+        def run(tx: ScopeTx) -> None:
+            if value is None:
+                tx.delete_rows("meta", {"key": key})
+            else:
+                tx.add_rows("meta", [{"key": key, "value": value}], on_conflict="update")
+
+        self.transact(scope, run, "meta")
+
     def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
         """Raise EmbeddingModelMismatchError if the scope's vectors come from another model."""
+        compare_model(scope, self.list_meta(scope, "embedding_"), model)
 
-    # -------------------------------------------------------------- re-embed
-    @abstractmethod
+    # ---------------------------------------------------------------- derived: re-embedding
     def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
         """All ``(id, content)`` pairs of a scope in batches (any status), for re-embedding."""
+        last = 0
+        while True:
+            batch = self.rows(scope, "facts", after_seq=last, limit=batch_size)
+            if not batch:
+                return
+            last = batch[-1]["seq"]
+            yield [(r["id"], r["content"]) for r in batch]
 
-    @abstractmethod
     def replace_vectors(
         self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
     ) -> None:
         """Store new vectors for ``ids`` (audited as ``actor``); when ``final``, record the scope's ``model``."""
+        if not self.exists(scope):
+            return
 
-    # --------------------------------------------------------------- records
+        def run(tx: ScopeTx) -> None:
+            tx.set_vectors(ids, vectors)
+            for fact_id in ids:
+                tx.audit(fact_id, "reembedded", actor, {"model": model.model_id})
+            if final:
+                tx.add_rows("meta", model_rows(model), on_conflict="update")
+
+        self.transact(scope, run, "reembed")
+
+    # ---------------------------------------------------------------- derived: records
     # Record tables are described once in :data:`autogen_shared_memory.core.records.TABLES`.
-    @abstractmethod
     def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert rows in one transaction; return their ``seq`` numbers (strictly increasing)."""
+        spec = table_spec(table)
+        if not rows:
+            return []
+        clean = [{c: v for c, v in row.items() if c in spec.columns} for row in rows]
+        return self.transact(scope, lambda tx: tx.add_rows(table, clean), f"append:{table}")
 
-    @abstractmethod
     def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert rows, or update the row with the same key (never for append-only tables)."""
+        spec = table_spec(table)
+        spec.check_mutable()
+        if rows:
+            clean = [{c: v for c, v in row.items() if c in spec.columns} for row in rows]
+            self.transact(scope, lambda tx: tx.add_rows(table, clean, on_conflict="update"), f"records:{table}")
 
-    @abstractmethod
     def update_record(
         self,
         scope: ScopeRef,
@@ -192,8 +369,23 @@ class Backend(ABC):
     ) -> dict[str, Any] | None:
         """Read-modify-write one row atomically: ``changes(current_row)`` returns the columns to set
         (it may raise to abort). Returns the new row, or None if no row has that key."""
+        spec = table_spec(table)
+        spec.check_mutable()
+        if not self.exists(scope):
+            return None
 
-    @abstractmethod
+        def run(tx: ScopeTx) -> dict[str, Any] | None:
+            found = tx.rows(table, key)
+            if not found:
+                return None
+            current = found[0]
+            new = {c: v for c, v in changes(dict(current)).items() if c in spec.columns and c not in spec.key}
+            if new:
+                tx.update_rows(table, key, new)
+            return {**current, **new}
+
+        return self.transact(scope, run, f"records:{table}")
+
     def read_records(
         self,
         scope: ScopeRef,
@@ -208,8 +400,20 @@ class Backend(ABC):
     ) -> list[dict[str, Any]]:
         """Rows (with ``seq``) matching equality filters: newest first, oldest first, or ranked by a
         full-text match of ``query_terms`` on the table's indexed column."""
+        spec = table_spec(table)
+        if query_terms and spec.fts is None:
+            raise ValueError(f"{table} has no full-text index")
+        return self.rows(
+            scope,
+            table,
+            where,
+            limit=limit,
+            offset=offset,
+            after_seq=after_seq,
+            query_terms=query_terms,
+            oldest_first=oldest_first,
+        )
 
-    @abstractmethod
     def delete_records(
         self,
         scope: ScopeRef,
@@ -221,20 +425,78 @@ class Backend(ABC):
         force: bool = False,
     ) -> int:
         """Delete matching rows (older than ``before``); append-only tables only with ``force``."""
+        spec = table_spec(table)
+        spec.check_delete(force, before, time_column)
+        if not self.exists(scope):
+            return 0
+        return self.transact(scope, lambda tx: tx.delete_rows(table, where, before, time_column), f"records:{table}")
 
-    # --------------------------------------------------------------- transfer
-    @abstractmethod
+    # ---------------------------------------------------------------- derived: transfer
     def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every row of a scope as ``(table, row)``: ``meta``, ``facts`` (with the vector as bytes),
-        ``audit``, then each record table. Internal counters (``seq``, ``rev``) are left out."""
+        ``audit``, then each record table. Internal counters (``seq``) are left out."""
+        if not self.exists(scope):
+            return
+        for table in (*STORAGE_TABLES, *TABLES):
+            last = 0
+            while True:
+                batch = self.rows(scope, table, limit=None if table == "meta" else 1000, after_seq=last)
+                for row in batch:
+                    yield table, {c: v for c, v in row.items() if c != "seq"}
+                if table == "meta" or len(batch) < 1000:
+                    break
+                last = batch[-1]["seq"]
 
-    @abstractmethod
     def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
         """Insert exported rows in one transaction, skipping rows whose key already exists (so an import
-        can be repeated); returns how many rows were inserted."""
+        can be repeated; an audit event is skipped when the same event exists); returns how many rows
+        were inserted. A scope's own identity (``scope_kind``/``scope_owner``) is never imported, and a
+        recorded embedding model that differs from the import's is refused."""
 
-    def close(self) -> None:
-        """Release connections and caches."""
+        def run(tx: ScopeTx) -> int:
+            inserted = 0
+            for table, row in items:
+                if table == "meta":
+                    if row["key"] in ("scope_kind", "scope_owner"):
+                        continue
+                    if row["key"] in MODEL_KEYS:
+                        current = tx.rows("meta", {"key": row["key"]})
+                        if current and current[0]["value"] != row["value"]:
+                            raise EmbeddingModelMismatchError(
+                                f"{scope} holds {row['key']} {current[0]['value']!r}, the import has "
+                                f"{row['value']!r}: import into a store that uses the same model, then reembed() "
+                                "if needed"
+                            )
+                    inserted += len(tx.add_rows("meta", [row], on_conflict="skip"))
+                elif table == "audit":
+                    same = {c: row[c] for c in ("fact_id", "event", "actor", "at")}
+                    if not tx.rows("audit", same):
+                        inserted += len(tx.add_rows("audit", [{**same, "detail": row.get("detail")}]))
+                else:
+                    if table != "facts":
+                        spec = table_spec(table)
+                        row = {c: v for c, v in row.items() if c in spec.columns}
+                    inserted += len(tx.add_rows(table, [row], on_conflict="skip"))
+            return inserted
+
+        return self.transact(scope, run, "import")
+
+
+def model_rows(model: ModelInfo) -> list[dict[str, Any]]:
+    """The ``meta`` rows that record a scope's embedding model."""
+    return [
+        {"key": "embedding_model", "value": model.model_id},
+        {"key": "embedding_dim", "value": str(model.dimension)},
+    ]
+
+
+def claim_model(tx: ScopeTx, scope: ScopeRef, model: ModelInfo) -> None:
+    """Inside a write: record ``model`` as the scope's, or raise if its vectors come from another one."""
+    meta = {r["key"]: r["value"] for r in tx.rows("meta") if r["key"] in MODEL_KEYS}
+    if meta:
+        compare_model(scope, meta, model)
+    else:
+        tx.add_rows("meta", model_rows(model), on_conflict="update")
 
 
 def reembed_scope(

@@ -15,20 +15,17 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ...core import lifecycle
-from ...core.records import TABLES, TableSpec, table_spec
+from ...core.records import TABLES, table_spec
 from ...core.types import (
-    AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
     Fact,
     Filters,
-    Receipt,
     ScopeKind,
     ScopeRef,
     ScopeStats,
@@ -37,11 +34,12 @@ from ...core.types import (
 from ...embedding import Vectors
 from ..base import (
     DRAFT_COLUMNS,
+    STORAGE_TABLES,
     Backend,
-    ModelInfo,
-    StatusChange,
+    OnConflict,
+    ScopeTx,
+    T,
     as_of_clause,
-    compare_model,
     draft_values,
     fact_from_row,
 )
@@ -181,47 +179,16 @@ class PostgresBackend(Backend):
         )
 
     # ------------------------------------------------------------------ writes
-    def write(
-        self,
-        scope: ScopeRef,
-        drafts: Sequence[Draft],
-        vectors: Vectors,
-        model: ModelInfo,
-        near_duplicate_threshold: float,
-        similar_threshold: float,
-    ) -> list[Receipt]:
-        vectors = np.asarray(vectors, dtype=np.float32)
-
-        def tx(conn: psycopg.Connection[Any]) -> list[Receipt]:
+    def transact(self, scope: ScopeRef, fn: Callable[[ScopeTx], T], event: str = "write") -> T:
+        def run(conn: psycopg.Connection[Any]) -> T:
             self._lock_scope(conn, scope)
-            self._claim_model(conn, scope, model)
-            self._ensure_vector_index(conn, model.dimension)
-            wtx = _PgTx(conn, scope, vectors)
-            receipts = lifecycle.write(wtx, scope, drafts, near_duplicate_threshold, similar_threshold)
-            wtx.finish("write")
-            return receipts
+            tx = _PgTx(self, conn, scope)
+            result = fn(tx)
+            tx.finish(event)
+            return result
 
-        return list(self._run(tx, write=True))
-
-    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
-        def tx(conn: psycopg.Connection[Any]) -> None:
-            self._lock_scope(conn, scope)
-            wtx = _PgTx(conn, scope)
-            lifecycle.set_status(wtx, scope, change.fact_id, change.status, change.actor, change.at, change.reason)
-            wtx.finish(change.status)
-
-        self._run(tx, write=True)
-        return self.get(scope, [change.fact_id])[0]
-
-    def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
-        def tx(conn: psycopg.Connection[Any]) -> list[str]:
-            self._lock_scope(conn, scope)
-            wtx = _PgTx(conn, scope)
-            ids = lifecycle.purge(wtx, before, actor)
-            wtx.finish("purge")
-            return ids
-
-        return list(self._run(tx, write=True))
+        result: T = self._run(run, write=True)
+        return result
 
     # ------------------------------------------------------------------ reads
     def _read(self, fn: Callable[[psycopg.Connection[Any]], Any]) -> Any:
@@ -354,17 +321,6 @@ class PostgresBackend(Backend):
         rows = self._read(lambda c: c.execute(sql, params).fetchall())
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
-        rows = self._read(
-            lambda c: c.execute(
-                "SELECT fact_id, event, actor, at, detail::text, seq FROM asm_audit "
-                "WHERE scope_kind = %s AND owner = %s "
-                "AND fact_id = %s ORDER BY seq",
-                (scope.kind, scope.owner, fact_id),
-            ).fetchall()
-        )
-        return [AuditEvent(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}"), r[5]) for r in rows]
-
     def stats(self, scope: ScopeRef) -> ScopeStats:
         def run(conn: psycopg.Connection[Any]) -> ScopeStats:
             counts = dict.fromkeys(("active", "forgotten", "superseded", "expired"), 0)
@@ -411,374 +367,26 @@ class PostgresBackend(Backend):
         )
         return [ScopeRef(r[0], r[1]) for r in rows]
 
-    # ------------------------------------------------------------------ meta and model
-    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
-        row = self._read(
-            lambda c: c.execute(
-                "SELECT value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key = %s",
-                (scope.kind, scope.owner, key),
-            ).fetchone()
-        )
-        return None if row is None else str(row[0])
-
-    def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]:
-        rows = self._read(
-            lambda c: c.execute(
-                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND starts_with(key, %s)",
-                (scope.kind, scope.owner, prefix),
-            ).fetchall()
-        )
-        return {str(k): str(v) for k, v in rows}
-
-    def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None:
-        def tx(conn: psycopg.Connection[Any]) -> None:
-            self._lock_scope(conn, scope)
-            if value is None:
-                conn.execute(
-                    "DELETE FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key = %s",
-                    (scope.kind, scope.owner, key),
-                )
-            else:
-                conn.execute(
-                    "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT (scope_kind, owner, key) DO UPDATE SET value = excluded.value",
-                    (scope.kind, scope.owner, key, value),
-                )
-
-        self._run(tx, write=True)
-
-    def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
-        rows = self._read(
-            lambda c: c.execute(
-                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key IN "
-                "('embedding_model', 'embedding_dim')",
-                (scope.kind, scope.owner),
-            ).fetchall()
-        )
-        compare_model(scope, dict(rows), model)
-
-    def _claim_model(self, conn: psycopg.Connection[Any], scope: ScopeRef, model: ModelInfo) -> None:
-        meta = dict(
-            conn.execute(
-                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key IN "
-                "('embedding_model', 'embedding_dim')",
-                (scope.kind, scope.owner),
-            ).fetchall()
-        )
-        if meta:
-            compare_model(scope, meta, model)
-        else:
-            for key, value in (("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))):
-                conn.execute(
-                    "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s)",
-                    (scope.kind, scope.owner, key, value),
-                )
-
-    def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
-        last = 0
-        while True:
-            params = (scope.kind, scope.owner, last, batch_size)
-            rows = self._read(
-                lambda c: c.execute(
-                    "SELECT seq, id, content FROM asm_facts WHERE scope_kind = %s AND owner = %s AND seq > %s "
-                    "ORDER BY seq LIMIT %s",
-                    params,  # noqa: B023 - called before the loop moves on
-                ).fetchall()
-            )
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [(r[1], r[2]) for r in rows]
-
-    def replace_vectors(
-        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
-    ) -> None:
-        def tx(conn: psycopg.Connection[Any]) -> None:
-            self._lock_scope(conn, scope)
-            now = time.time()
-            for fact_id, vector in zip(ids, vectors, strict=True):
-                conn.execute(
-                    "UPDATE asm_facts SET embedding = %s::vector WHERE scope_kind = %s AND owner = %s AND id = %s",
-                    (_vec(vector), scope.kind, scope.owner, fact_id),
-                )
-                self._audit(conn, scope, fact_id, "reembedded", actor, now, model=model.model_id)
-            if final:
-                for key, value in (("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))):
-                    conn.execute(
-                        "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s) "
-                        "ON CONFLICT (scope_kind, owner, key) DO UPDATE SET value = excluded.value",
-                        (scope.kind, scope.owner, key, value),
-                    )
-                self._ensure_vector_index(conn, model.dimension)
-
-        self._run(tx, write=True)
-
-    # ------------------------------------------------------------------ records
-    @staticmethod
-    def _columns(spec: TableSpec, row: Mapping[str, Any]) -> list[str]:
-        return [c for c in row if c in spec.columns]
-
-    @staticmethod
-    def _placeholder(spec: TableSpec, column: str) -> str:
-        return "%s::jsonb" if column in spec.json_columns else "%s"
-
-    @staticmethod
-    def _select(spec: TableSpec) -> str:
-        cols = ", ".join(f'"{c}"::text AS "{c}"' if c in spec.json_columns else f'"{c}"' for c in spec.columns)
-        return f"seq, {cols}"
-
-    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-        spec = table_spec(table)
-        if not rows:
-            return []
-
-        def tx(conn: psycopg.Connection[Any]) -> list[int]:
-            self._lock_scope(conn, scope)  # one appender per scope at a time: versions are strictly ordered
-            seqs = []
-            for row in rows:
-                cols = self._columns(spec, row)
-                inserted = conn.execute(
-                    f"INSERT INTO asm_{table} (scope_kind, owner, {', '.join(_q(c) for c in cols)}) "
-                    f"VALUES (%s, %s, {', '.join(self._placeholder(spec, c) for c in cols)}) RETURNING seq",
-                    (scope.kind, scope.owner, *(row[c] for c in cols)),
-                ).fetchone()
-                assert inserted is not None
-                seqs.append(int(inserted[0]))
-            notify(conn, scope, f"append:{table}")
-            return seqs
-
-        return list(self._run(tx, write=True))
-
-    def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        spec = table_spec(table)
-        spec.check_mutable()
-        if not rows:
-            return
-
-        def tx(conn: psycopg.Connection[Any]) -> None:
-            self._lock_scope(conn, scope)
-            for row in rows:
-                cols = self._columns(spec, row)
-                updates = [c for c in cols if c not in spec.key]
-                action = (
-                    f"UPDATE SET {', '.join(f'{_q(c)} = excluded.{_q(c)}' for c in updates)}" if updates else "NOTHING"
-                )
-                conn.execute(
-                    f"INSERT INTO asm_{table} (scope_kind, owner, {', '.join(_q(c) for c in cols)}) VALUES (%s, %s, "
-                    f"{', '.join(self._placeholder(spec, c) for c in cols)}) ON CONFLICT (scope_kind, owner, "
-                    f"{', '.join(_q(c) for c in spec.key)}) DO {action}",
-                    (scope.kind, scope.owner, *(row[c] for c in cols)),
-                )
-
-        self._run(tx, write=True)
-
-    def update_record(
-        self,
-        scope: ScopeRef,
-        table: str,
-        key: Mapping[str, Any],
-        changes: Callable[[dict[str, Any]], Mapping[str, Any]],
-    ) -> dict[str, Any] | None:
-        spec = table_spec(table)
-        spec.check_mutable()
-        where = " AND ".join(f"{_q(c)} = %s" for c in key)
-
-        def tx(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
-            cur = conn.execute(
-                f"SELECT {self._select(spec)} FROM asm_{table} WHERE scope_kind = %s AND owner = %s "
-                f"AND {where} FOR UPDATE",
-                (scope.kind, scope.owner, *key.values()),
-            )
-            row = cur.fetchone()
-            if row is None:
-                return None
-            assert cur.description is not None
-            current = dict(zip([d.name for d in cur.description], row, strict=True))
-            new = {c: v for c, v in changes(current).items() if c in spec.columns and c not in spec.key}
-            if new:
-                conn.execute(
-                    f"UPDATE asm_{table} SET {', '.join(f'{_q(c)} = {self._placeholder(spec, c)}' for c in new)} "
-                    f"WHERE scope_kind = %s AND owner = %s AND {where}",
-                    (*new.values(), scope.kind, scope.owner, *key.values()),
-                )
-            return {**current, **new}
-
-        result: dict[str, Any] | None = self._run(tx, write=True)
-        return result
-
-    def read_records(
+    # ------------------------------------------------------------------ rows
+    def rows(
         self,
         scope: ScopeRef,
         table: str,
         where: Mapping[str, Any] | None = None,
         *,
-        limit: int = 100,
+        limit: int | None = None,
         offset: int = 0,
         after_seq: int | None = None,
         query_terms: Sequence[str] = (),
-        oldest_first: bool = False,
+        oldest_first: bool = True,
     ) -> list[dict[str, Any]]:
-        spec = table_spec(table)
-        clauses = ["scope_kind = %s", "owner = %s"]
-        params: list[Any] = [scope.kind, scope.owner]
-        for column, value in (where or {}).items():
-            if value is None:
-                clauses.append(f"{_q(column)} IS NULL")
-            else:
-                clauses.append(f"{_q(column)} = %s")
-                params.append(value)
-        if after_seq is not None:
-            clauses.append("seq > %s")
-            params.append(after_seq)
-        order = "seq ASC" if oldest_first else "seq DESC"
-        source = f"asm_{table}"
-        if query_terms:
-            if spec.fts is None:
-                raise ValueError(f"{table} has no full-text index")
-            query = " || ".join(["plainto_tsquery('english', %s)"] * len(query_terms))
-            source = f"asm_{table}, (SELECT {query}) AS q(query)"
-            params = [*query_terms, *params]
-            clauses.append("tsv @@ q.query")
-            order = "ts_rank(tsv, q.query) DESC, seq"
-
-        def run(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
-            cur = conn.execute(
-                f"SELECT {self._select(spec)} FROM {source} WHERE {' AND '.join(clauses)} "
-                f"ORDER BY {order} LIMIT %s OFFSET %s",
-                (*params, limit, offset),
+        return list(
+            self._read(
+                lambda conn: _select_rows(
+                    conn, scope, table, where, limit, offset, after_seq, query_terms, oldest_first
+                )
             )
-            assert cur.description is not None
-            names = [d.name for d in cur.description]
-            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-        return list(self._read(run))
-
-    def delete_records(
-        self,
-        scope: ScopeRef,
-        table: str,
-        where: Mapping[str, Any] | None = None,
-        *,
-        before: float | None = None,
-        time_column: str = "created_at",
-        force: bool = False,
-    ) -> int:
-        spec = table_spec(table)
-        spec.check_delete(force, before, time_column)
-        clauses = ["scope_kind = %s", "owner = %s", *(f"{_q(c)} = %s" for c in (where or {}))]
-        params: list[Any] = [scope.kind, scope.owner, *(where or {}).values()]
-        if before is not None:
-            clauses.append(f"{_q(time_column)} < %s")
-            params.append(before)
-
-        def tx(conn: psycopg.Connection[Any]) -> int:
-            if spec.append_only:  # the explicit operator purge, only inside this transaction
-                conn.execute("SET LOCAL asm.allow_purge = 'on'")
-            return int(conn.execute(f"DELETE FROM asm_{table} WHERE {' AND '.join(clauses)}", params).rowcount)
-
-        return int(self._run(tx, write=True))
-
-    # ------------------------------------------------------------------ transfer
-    def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
-        key = (scope.kind, scope.owner)
-        for k, v in self._read(
-            lambda c: c.execute(
-                "SELECT key, value FROM asm_meta WHERE scope_kind = %s AND owner = %s ORDER BY key", key
-            ).fetchall()
-        ):
-            yield "meta", {"key": k, "value": v}
-        rows = self._read(
-            lambda c: c.execute(
-                f"SELECT {_FACT_COLUMNS}, embedding::text FROM asm_facts WHERE scope_kind = %s AND owner = %s "
-                "ORDER BY seq",
-                key,
-            ).fetchall()
         )
-        names = [c.strip().split("::")[0] for c in _FACT_COLUMNS.split(",")] + ["embedding"]
-        for row in rows:
-            record = dict(zip(names, row, strict=True))
-            record.pop("seq")
-            record["embedding"] = _parse_vec(record["embedding"])
-            yield "facts", record
-        for r in self._read(
-            lambda c: c.execute(
-                "SELECT fact_id, event, actor, at, detail::text FROM asm_audit WHERE scope_kind = %s AND owner = %s "
-                "ORDER BY seq",
-                key,
-            ).fetchall()
-        ):
-            yield "audit", {"fact_id": r[0], "event": r[1], "actor": r[2], "at": r[3], "detail": r[4]}
-        for table in TABLES:
-            for record in self.read_records(scope, table, limit=10**9, oldest_first=True):
-                record.pop("seq", None)
-                yield table, record
-
-    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
-        key = (scope.kind, scope.owner)
-
-        def tx(conn: psycopg.Connection[Any]) -> int:
-            self._lock_scope(conn, scope)
-            inserted = 0
-            for table, row in items:
-                if table == "meta":
-                    if row["key"] in ("scope_kind", "scope_owner"):
-                        continue
-                    if row["key"] in ("embedding_model", "embedding_dim"):
-                        current = conn.execute(
-                            "SELECT value FROM asm_meta WHERE scope_kind = %s AND owner = %s AND key = %s",
-                            (*key, row["key"]),
-                        ).fetchone()
-                        if current is not None and current[0] != row["value"]:
-                            raise EmbeddingModelMismatchError(
-                                f"{scope} holds {row['key']} {current[0]!r}, the import has {row['value']!r}"
-                            )
-                        if row["key"] == "embedding_dim":
-                            self._ensure_vector_index(conn, int(row["value"]))
-                    cur = conn.execute(
-                        "INSERT INTO asm_meta (scope_kind, owner, key, value) VALUES (%s, %s, %s, %s) "
-                        "ON CONFLICT DO NOTHING",
-                        (*key, row["key"], row["value"]),
-                    )
-                elif table == "facts":
-                    f = dict(row)
-                    vector = np.frombuffer(f.pop("embedding"), dtype=np.float32)
-                    cols = list(f)
-                    casts = {c: "::jsonb" for c in _JSON_COLUMNS}
-                    cur = conn.execute(
-                        f"INSERT INTO asm_facts (scope_kind, owner, {', '.join(_q(c) for c in cols)}, embedding) "
-                        f"VALUES (%s, %s, {', '.join('%s' + casts.get(c, '') for c in cols)}, %s::vector) "
-                        "ON CONFLICT DO NOTHING",
-                        (*key, *f.values(), _vec(vector)),
-                    )
-                    conn.execute(
-                        "UPDATE asm_scopes SET n_facts = n_facts + %s WHERE scope_kind = %s AND owner = %s",
-                        (cur.rowcount, *key),
-                    )
-                elif table == "audit":
-                    if conn.execute(
-                        "SELECT 1 FROM asm_audit WHERE scope_kind = %s AND owner = %s AND fact_id = %s "
-                        "AND event = %s AND actor = %s AND at = %s",
-                        (*key, row["fact_id"], row["event"], row["actor"], row["at"]),
-                    ).fetchone():
-                        continue
-                    cur = conn.execute(
-                        "INSERT INTO asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
-                        (*key, row["fact_id"], row["event"], row["actor"], row["at"], row.get("detail")),
-                    )
-                else:
-                    spec = table_spec(table)
-                    cols = self._columns(spec, row)
-                    cur = conn.execute(
-                        f"INSERT INTO asm_{table} (scope_kind, owner, {', '.join(_q(c) for c in cols)}) VALUES "
-                        f"(%s, %s, {', '.join(self._placeholder(spec, c) for c in cols)}) ON CONFLICT DO NOTHING",
-                        (*key, *(row[c] for c in cols)),
-                    )
-                inserted += max(cur.rowcount, 0)
-            notify(conn, scope, "import")
-            return inserted
-
-        return int(self._run(tx, write=True))
 
     # ------------------------------------------------------------------ change notification
     def subscribe(self, callback: Callable[[ScopeRef, str], None]) -> Callable[[], None]:
@@ -799,11 +407,13 @@ class _PgTx:
 
     CANDIDATES = 8
 
-    def __init__(self, conn: psycopg.Connection[Any], scope: ScopeRef, vectors: Any = None) -> None:
-        self.conn, self.scope, self.vectors = conn, scope, vectors
+    def __init__(self, backend: PostgresBackend, conn: psycopg.Connection[Any], scope: ScopeRef) -> None:
+        self.backend, self.conn, self.scope = backend, conn, scope
+        self.vectors: Any = np.zeros((0, 0), dtype=np.float32)
         self.key = (scope.kind, scope.owner)
         self.now = time.time()
-        self.changed = 0
+        self.changed = 0  # fact rows changed
+        self.touched = 0  # any row changed
         self.n_delta = 0
 
     def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
@@ -843,6 +453,7 @@ class _PgTx:
             f"updated_at, embedding) VALUES (%s, %s, {marks}, 1, 1, %s, %s::vector)",
             (*self.key, *draft_values(draft), self.now, _vec(self.vectors[j])),
         )
+        self.backend._ensure_vector_index(self.conn, int(self.vectors.shape[1]))
         self.changed += 1
         self.n_delta += 1
 
@@ -873,15 +484,164 @@ class _PgTx:
             (*self.key, fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)),
         )
 
+    # the row operations of :class:`~autogen_shared_memory.backends.base.ScopeTx`
+    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        return _select_rows(self.conn, self.scope, table, where, None, 0, None, (), True)
+
+    def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
+        seqs: list[int] = []
+        for row in rows:
+            values = {c: v for c, v in row.items() if c != "seq"}
+            casts = _casts(table)
+            if table == "facts":
+                vector = np.frombuffer(values.pop("embedding"), dtype=np.float32)
+                values["embedding"] = _vec(vector)
+                self.backend._ensure_vector_index(self.conn, int(vector.shape[0]))
+            elif table == "meta" and values.get("key") == "embedding_dim":
+                self.backend._ensure_vector_index(self.conn, int(values["value"]))
+            columns = list(values)
+            sql = (
+                f"INSERT INTO asm_{_table(table)} (scope_kind, owner, {', '.join(_q(c) for c in columns)}) "
+                f"VALUES (%s, %s, {', '.join('%s' + casts.get(c, '') for c in columns)})"
+            )
+            if on_conflict != "fail" and table != "audit":
+                key = {"meta": ("key",), "facts": ("id",)}.get(table) or table_spec(table).key
+                updates = [c for c in columns if c not in key]
+                action = "NOTHING"
+                if on_conflict == "update" and updates and table != "facts":
+                    action = f"UPDATE SET {', '.join(f'{_q(c)} = excluded.{_q(c)}' for c in updates)}"
+                sql += f" ON CONFLICT (scope_kind, owner, {', '.join(_q(c) for c in key)}) DO {action}"
+            returned = self.conn.execute(
+                sql + (" RETURNING seq" if table != "meta" else " RETURNING 0"), (*self.key, *values.values())
+            ).fetchone()
+            if returned is not None:
+                seqs.append(int(returned[0]))
+                self.touched += 1
+                if table == "facts":
+                    self.changed += 1
+                    self.n_delta += 1
+        return seqs
+
+    def update_rows(self, table: str, where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
+        spec = table_spec(table)
+        spec.check_mutable()
+        clause, params = _where(where)
+        sets = ", ".join(f"{_q(c)} = %s{_casts(table).get(c, '')}" for c in values)
+        count = self.conn.execute(
+            f"UPDATE asm_{table} SET {sets} WHERE scope_kind = %s AND owner = %s AND {clause}",
+            (*values.values(), *self.key, *params),
+        ).rowcount
+        self.touched += count
+        return int(count)
+
+    def delete_rows(
+        self, table: str, where: Mapping[str, Any] | None = None, before: float | None = None, time_column: str = ""
+    ) -> int:
+        clause, params = _where(where)
+        if before is not None:
+            clause += f" AND {_q(time_column)} < %s"
+            params.append(before)
+        if table in TABLES and table_spec(table).append_only:  # the explicit operator purge, in this transaction
+            self.conn.execute("SET LOCAL asm.allow_purge = 'on'")
+        count = self.conn.execute(
+            f"DELETE FROM asm_{_table(table)} WHERE scope_kind = %s AND owner = %s AND {clause}", (*self.key, *params)
+        ).rowcount
+        self.touched += count
+        return int(count)
+
+    def set_vectors(self, fact_ids: Sequence[str], vectors: Vectors) -> None:
+        for fact_id, vector in zip(fact_ids, vectors, strict=True):
+            self.conn.execute(
+                "UPDATE asm_facts SET embedding = %s::vector WHERE scope_kind = %s AND owner = %s AND id = %s",
+                (_vec(vector), *self.key, fact_id),
+            )
+            self.backend._ensure_vector_index(self.conn, int(np.asarray(vector).reshape(-1).shape[0]))
+        self.changed += len(fact_ids)
+
     def finish(self, event: str) -> None:
         """Count the scope's facts and notify listeners, when anything changed."""
-        if not self.changed:
-            return
-        self.conn.execute(
-            "UPDATE asm_scopes SET n_facts = n_facts + %s, last_write = %s WHERE scope_kind = %s AND owner = %s",
-            (self.n_delta, self.now, *self.key),
-        )
-        notify(self.conn, self.scope, event)
+        if self.changed:
+            self.conn.execute(
+                "UPDATE asm_scopes SET n_facts = n_facts + %s, last_write = %s WHERE scope_kind = %s AND owner = %s",
+                (self.n_delta, self.now, *self.key),
+            )
+        if self.changed or self.touched:
+            notify(self.conn, self.scope, event)
+
+
+def _table(name: str) -> str:
+    """A table name a statement may touch (never built from anything else)."""
+    if name not in STORAGE_TABLES and name not in TABLES:
+        raise ValueError(f"no table {name!r}")
+    return name
+
+
+def _casts(table: str) -> dict[str, str]:
+    """The SQL casts of the columns of ``table`` that are not plain scalars."""
+    if table == "facts":
+        return {**dict.fromkeys(_JSON_COLUMNS, "::jsonb"), "embedding": "::vector"}
+    if table == "audit":
+        return {"detail": "::jsonb"}
+    if table == "meta":
+        return {}
+    return dict.fromkeys(table_spec(table).json_columns, "::jsonb")
+
+
+def _where(where: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
+    items = (where or {}).items()
+    clauses = [f"{_q(c)} = %s" if v is not None else f"{_q(c)} IS NULL" for c, v in items]
+    return " AND ".join(clauses) or "TRUE", [v for _, v in items if v is not None]
+
+
+def _select_rows(
+    conn: psycopg.Connection[Any],
+    scope: ScopeRef,
+    table: str,
+    where: Mapping[str, Any] | None,
+    limit: int | None,
+    offset: int,
+    after_seq: int | None,
+    query_terms: Sequence[str],
+    oldest_first: bool,
+) -> list[dict[str, Any]]:
+    """The rows of :meth:`PostgresBackend.rows` (JSON as text, vectors as float32 bytes)."""
+    clause, params = _where(where)
+    clauses = ["scope_kind = %s", "owner = %s", clause]
+    params = [scope.kind, scope.owner, *params]
+    if table == "meta":
+        columns, order = "key, value", "key"
+    else:
+        if table == "facts":
+            columns = f"{_FACT_COLUMNS}, embedding::text"
+        elif table == "audit":
+            columns = "seq, fact_id, event, actor, at, detail::text"
+        else:
+            spec = table_spec(table)
+            columns = ", ".join(
+                ["seq", *(f'"{c}"::text AS "{c}"' if c in spec.json_columns else f'"{c}"' for c in spec.columns)]
+            )
+        order = "seq ASC" if oldest_first else "seq DESC"
+        if after_seq is not None:
+            clauses.append("seq > %s")
+            params.append(after_seq)
+    source = f"asm_{_table(table)}"
+    if query_terms:
+        query = " || ".join(["plainto_tsquery('english', %s)"] * len(query_terms))
+        source = f"{source}, (SELECT {query}) AS q(query)"
+        params = [*query_terms, *params]
+        clauses.append("tsv @@ q.query")
+        order = "ts_rank(tsv, q.query) DESC, seq"
+    cur = conn.execute(
+        f"SELECT {columns} FROM {source} WHERE {' AND '.join(clauses)} ORDER BY {order} LIMIT %s OFFSET %s",
+        (*params, limit, offset),
+    )
+    assert cur.description is not None
+    names = [d.name.split("::")[0] for d in cur.description]
+    found = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    if table == "facts":
+        for row in found:
+            row["embedding"] = _parse_vec(row["embedding"])
+    return found
 
 
 def _q(name: str) -> str:

@@ -33,14 +33,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ...core import lifecycle
 from ...core.records import TABLES, table_spec
 from ...core.types import (
-    AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
     Fact,
-    FactNotFoundError,
     Filters,
     NotAStoreError,
     Receipt,
@@ -56,11 +53,13 @@ from ...search.lexical import MARKED, choose_terms, idf, shared_bm25
 from ...search.text import fold, stem
 from ..base import (
     DRAFT_COLUMNS,
+    STORAGE_TABLES,
     Backend,
     ModelInfo,
-    StatusChange,
+    OnConflict,
+    ScopeTx,
+    T,
     as_of_clause,
-    compare_model,
     draft_values,
     fact_from_row,
 )
@@ -117,6 +116,7 @@ class _Tx:
         self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.near: NearestExisting | None = None
         self.inserted: dict[int, int] = {}  # vector of this write -> its index position
+        self.reload = False  # vectors replaced or imported: every process reloads its caches
 
     def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
         rows = self.conn.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
@@ -180,13 +180,96 @@ class _Tx:
             chunk = list(fact_ids[lo : lo + 500])
             self.conn.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
         self.n_facts -= len(fact_ids)
-        self.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")  # rows left: reload caches
+        self.reload = True  # rows left: reload caches
 
     def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
         self.conn.execute(
             "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
             (fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)),
         )
+
+    # the row operations of :class:`~autogen_shared_memory.backends.base.ScopeTx`
+    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        sql, params = _where(where)
+        cur = self.conn.execute(f"SELECT * FROM {_table(table)} WHERE {sql} ORDER BY rowid", params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur]
+
+    def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
+        _table(table)
+        seqs: list[int] = []
+        for row in rows:
+            values = {c: v for c, v in row.items() if c not in ("seq", "rev")}
+            if table == "facts":
+                values["rev"] = self.rev
+            columns = list(values)
+            sql = f"INTO {table} ({', '.join(quote(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
+            if on_conflict == "update" and table != "facts":
+                key = ("key",) if table == "meta" else table_spec(table).key
+                updates = [c for c in columns if c not in key]
+                action = (
+                    f"UPDATE SET {', '.join(f'{quote(c)} = excluded.{quote(c)}' for c in updates)}"
+                    if updates
+                    else "NOTHING"
+                )
+                sql = f"INSERT {sql} ON CONFLICT ({', '.join(quote(c) for c in key)}) DO {action}"
+            else:
+                sql = f"INSERT {'OR IGNORE ' if on_conflict != 'fail' else ''}{sql}"
+            cur = self.conn.execute(sql, list(values.values()))
+            if cur.rowcount > 0:
+                seqs.append(int(cur.lastrowid or 0) if table != "meta" else 0)
+                if table == "facts":
+                    self.n_facts += 1
+                    self.reload = True  # vectors came in: every cache reloads
+        return seqs
+
+    def update_rows(self, table: str, where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
+        table_spec(table).check_mutable()
+        sql, params = _where(where)
+        sets = ", ".join(f"{quote(c)} = ?" for c in values)
+        return int(self.conn.execute(f"UPDATE {table} SET {sets} WHERE {sql}", [*values.values(), *params]).rowcount)
+
+    def delete_rows(
+        self, table: str, where: Mapping[str, Any] | None = None, before: float | None = None, time_column: str = ""
+    ) -> int:
+        sql, params = _where(where)
+        if before is not None:
+            sql += f" AND {quote(time_column)} < ?"
+            params.append(before)
+        guarded = table in TABLES and table_spec(table).append_only
+        if guarded:  # the explicit, operator-only purge: lift the guard inside this transaction
+            self.conn.execute(f"DROP TRIGGER {table}_no_delete")
+        count = self.conn.execute(f"DELETE FROM {_table(table)} WHERE {sql}", params).rowcount
+        if guarded:
+            self.conn.execute(
+                f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} BEGIN "
+                f"SELECT RAISE(ABORT, '{table} is append-only: DELETE is not allowed'); END"
+            )
+        return int(count)
+
+    def set_vectors(self, fact_ids: Sequence[str], vectors: Vectors) -> None:
+        self.conn.executemany(
+            "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
+            [
+                (np.ascontiguousarray(v, np.float32).tobytes(), self.rev, i)
+                for i, v in zip(fact_ids, vectors, strict=True)
+            ],
+        )
+        self.reload = True
+
+
+def _table(name: str) -> str:
+    """A table name a transaction may touch (never built from anything else)."""
+    if name not in STORAGE_TABLES and name not in TABLES:
+        raise ValueError(f"no table {name!r}")
+    return name
+
+
+def _where(where: Mapping[str, Any] | None, prefix: str = "") -> tuple[str, list[Any]]:
+    """An SQL condition for equality filters (``None`` matches NULL) on the columns of ``prefix``'s table."""
+    items = (where or {}).items()
+    clauses = [f"{prefix}{quote(c)} = ?" if v is not None else f"{prefix}{quote(c)} IS NULL" for c, v in items]
+    return " AND ".join(clauses) or "1", [v for _, v in items if v is not None]
 
 
 class SQLiteBackend(Backend):
@@ -467,8 +550,8 @@ class SQLiteBackend(Backend):
                     tx = _Tx(conn, index, scope)
                     yield tx
                     conn.execute(
-                        "UPDATE state SET rev = ?, n_facts = ?, last_write = ? WHERE id = 1",
-                        (tx.rev, tx.n_facts, tx.now),
+                        "UPDATE state SET rev = ?, n_facts = ?, last_write = ?, epoch = epoch + ? WHERE id = 1",
+                        (tx.rev, tx.n_facts, tx.now, int(tx.reload)),
                     )
             except BaseException:
                 index.reset()  # it may hold rows of the rolled-back transaction
@@ -477,6 +560,10 @@ class SQLiteBackend(Backend):
         # transaction's rows, which settles every field the transaction changed.
 
     # ------------------------------------------------------------------ writes
+    def transact(self, scope: ScopeRef, fn: Callable[[ScopeTx], T], event: str = "write") -> T:
+        with self._write(scope) as tx:
+            return fn(tx)
+
     def write(
         self,
         scope: ScopeRef,
@@ -490,25 +577,12 @@ class SQLiteBackend(Backend):
         assert conn is not None
         conn.refuse_writes()  # a read-only scope file says so itself, before the index is touched
         self._ids.add(scope, (d.id for d in drafts))  # before the transaction that stores them
-        with self._write(scope) as tx:
-            self._claim_model(tx.conn, scope, model)
-            tx.vectors = np.asarray(vectors, dtype=np.float32)
-            receipts = lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)
+        receipts = super().write(scope, drafts, vectors, model, near_duplicate_threshold, similar_threshold)
         self._ids.discard(scope, {d.id for d in drafts} - {r.id for r in receipts})
         return receipts
 
-    def set_status(self, scope: ScopeRef, change: StatusChange) -> Fact:
-        if self._conn(scope, create=False) is None:
-            raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
-        with self._write(scope) as tx:
-            lifecycle.set_status(tx, scope, change.fact_id, change.status, change.actor, change.at, change.reason)
-        return self.get(scope, [change.fact_id])[0]
-
     def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
-        if self._conn(scope, create=False) is None:
-            return []
-        with self._write(scope) as tx:
-            purged = lifecycle.purge(tx, before, actor)
+        purged = super().purge(scope, before, actor)
         self._ids.discard(scope, purged)
         return purged
 
@@ -834,16 +908,6 @@ class SQLiteBackend(Backend):
         now = time.time()
         return {r[0]: (r[1], r[2]) for r in conn.execute(sql, [now, now, *fact_ids])}
 
-    def history(self, scope: ScopeRef, fact_id: str) -> list[AuditEvent]:
-        conn = self._conn(scope, create=False)
-        if conn is None:
-            return []
-        rows = conn.execute(
-            "SELECT fact_id, event, actor, at, detail, seq FROM audit WHERE fact_id = ? ORDER BY seq",
-            (fact_id,),
-        )
-        return [AuditEvent(r[0], r[1], r[2], r[3], json.loads(r[4] or "{}"), r[5]) for r in rows]
-
     def stats(self, scope: ScopeRef) -> ScopeStats:
         conn = self._conn(scope, create=False)
         counts = dict.fromkeys(("active", "forgotten", "superseded", "expired"), 0)
@@ -899,283 +963,53 @@ class SQLiteBackend(Backend):
         ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
         return ref if ref.file_name == name else None
 
-    # ------------------------------------------------------------------ meta and model
-    def get_meta(self, scope: ScopeRef, key: str) -> str | None:
-        conn = self._conn(scope, create=False)
-        if conn is None:
-            return None
-        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def list_meta(self, scope: ScopeRef, prefix: str) -> dict[str, str]:
-        conn = self._conn(scope, create=False)
-        if conn is None:
-            return {}
-        rows = conn.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
-        return {str(k): str(v) for k, v in rows}
-
-    def set_meta(self, scope: ScopeRef, key: str, value: str | None) -> None:
-        conn = self._conn(scope, create=True)
-        assert conn is not None
-        with self._immediate(conn):
-            if value is None:
-                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-            else:
-                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
-
-    def check_model(self, scope: ScopeRef, model: ModelInfo) -> None:
-        conn = self._conn(scope, create=False)
-        if conn is not None:
-            compare_model(
-                scope,
-                dict(
-                    conn.execute(
-                        "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"
-                    ).fetchall()
-                ),
-                model,
-            )
-
-    def _claim_model(self, conn: sqlite3.Connection, scope: ScopeRef, model: ModelInfo) -> None:
-        meta = dict(
-            conn.execute("SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')").fetchall()
-        )
-        if meta:
-            compare_model(scope, meta, model)
-        else:
-            conn.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))],
-            )
-
-    def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
-        conn = self._conn(scope, create=False)
-        if conn is None:
-            return
-        last = 0
-        while True:
-            rows = conn.execute(
-                "SELECT seq, id, content FROM facts WHERE seq > ? ORDER BY seq LIMIT ?", (last, batch_size)
-            ).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [(r[1], r[2]) for r in rows]
-
-    def replace_vectors(
-        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
-    ) -> None:
-        if self._conn(scope, create=False) is None:
-            return
-        with self._write(scope) as tx:
-            tx.conn.executemany(
-                "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
-                [(np.ascontiguousarray(v, np.float32).tobytes(), tx.rev, i) for i, v in zip(ids, vectors, strict=True)],
-            )
-            for fact_id in ids:
-                tx.audit(fact_id, "reembedded", actor, {"model": model.model_id})
-            if final:
-                tx.conn.executemany(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                    [("embedding_model", model.model_id), ("embedding_dim", str(model.dimension))],
-                )
-            tx.conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")
-
-    # ------------------------------------------------------------------ records
-    def append_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> list[int]:
-        spec = table_spec(table)
-        if not rows:
-            return []
-        conn = self._conn(scope, create=True)
-        assert conn is not None
-        columns = [c for c in rows[0] if c in spec.columns]
-        sql = f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) VALUES ({', '.join('?' * len(columns))})"
-        seqs: list[int] = []
-        with self._immediate(conn):
-            for row in rows:
-                cur = conn.execute(sql, [row.get(c) for c in columns])
-                assert cur.lastrowid is not None
-                seqs.append(cur.lastrowid)
-        return seqs
-
-    def upsert_records(self, scope: ScopeRef, table: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        spec = table_spec(table)
-        spec.check_mutable()
-        if not rows:
-            return
-        conn = self._conn(scope, create=True)
-        assert conn is not None
-        columns = [c for c in rows[0] if c in spec.columns]
-        updates = [c for c in columns if c not in spec.key]
-        sql = (
-            f"INSERT INTO {table} ({', '.join(quote(c) for c in columns)}) "
-            f"VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT ({', '.join(quote(c) for c in spec.key)}) DO "
-            + (
-                f"UPDATE SET {', '.join(f'{quote(c)} = excluded.{quote(c)}' for c in updates)}"
-                if updates
-                else "NOTHING"
-            )
-        )
-        with self._immediate(conn):
-            conn.executemany(sql, [[row.get(c) for c in columns] for row in rows])
-
-    def update_record(
-        self,
-        scope: ScopeRef,
-        table: str,
-        key: Mapping[str, Any],
-        changes: Callable[[dict[str, Any]], Mapping[str, Any]],
-    ) -> dict[str, Any] | None:
-        spec = table_spec(table)
-        spec.check_mutable()
-        conn = self._conn(scope, create=False)
-        if conn is None:
-            return None
-        where = " AND ".join(f"{quote(c)} = ?" for c in key)
-        with self._immediate(conn):
-            cur = conn.execute(f"SELECT * FROM {table} WHERE {where}", list(key.values()))
-            row = cur.fetchone()
-            if row is None:
-                return None
-            current = dict(zip([d[0] for d in cur.description], row, strict=True))
-            new = {c: v for c, v in changes(current).items() if c in spec.columns and c not in spec.key}
-            if new:
-                conn.execute(
-                    f"UPDATE {table} SET {', '.join(f'{quote(c)} = ?' for c in new)} WHERE {where}",
-                    [*new.values(), *key.values()],
-                )
-            return {**current, **new}
-
-    def read_records(
+    # ------------------------------------------------------------------ rows
+    def rows(
         self,
         scope: ScopeRef,
         table: str,
         where: Mapping[str, Any] | None = None,
         *,
-        limit: int = 100,
+        limit: int | None = None,
         offset: int = 0,
         after_seq: int | None = None,
         query_terms: Sequence[str] = (),
-        oldest_first: bool = False,
+        oldest_first: bool = True,
     ) -> list[dict[str, Any]]:
-        spec = table_spec(table)
         conn = self._conn(scope, create=False)
         if conn is None:
             return []
-        clauses = [f"r.{quote(c)} = ?" if v is not None else f"r.{quote(c)} IS NULL" for c, v in (where or {}).items()]
-        params: list[Any] = [v for v in (where or {}).values() if v is not None]
-        if after_seq is not None:
-            clauses.append("r.seq > ?")
-            params.append(after_seq)
+        _table(table)
+        sql, params = _where(where, "r.")
+        clauses = [sql]
+        if table == "meta":
+            columns, order = "r.key, r.value", "r.key"
+        else:
+            columns = "r.*" if table != "facts" else f"r.{FACT_COLUMNS.replace(', ', ', r.')}, r.embedding"
+            order = "r.seq ASC" if oldest_first else "r.seq DESC"
+            if after_seq is not None:
+                clauses.append("r.seq > ?")
+                params.append(after_seq)
         source = f"{table} r"
-        order = "r.seq ASC" if oldest_first else "r.seq DESC"
         if query_terms:
-            if spec.fts is None:
-                raise ValueError(f"{table} has no full-text index")
             source = f"{table}_fts JOIN {table} r ON r.seq = {table}_fts.rowid"
             clauses.insert(0, f"{table}_fts MATCH ?")
             params.insert(0, fts5_expression(query_terms))
             order = f"{table}_fts.rank"
-        sql = f"SELECT r.* FROM {source} WHERE {' AND '.join(clauses) or '1'} ORDER BY {order} LIMIT ? OFFSET ?"
-        cur = conn.execute(sql, [*params, limit, offset])
+        cur = conn.execute(
+            f"SELECT {columns} FROM {source} WHERE {' AND '.join(clauses)} ORDER BY {order} LIMIT ? OFFSET ?",
+            [*params, -1 if limit is None else limit, offset],
+        )
         names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur]
-
-    def delete_records(
-        self,
-        scope: ScopeRef,
-        table: str,
-        where: Mapping[str, Any] | None = None,
-        *,
-        before: float | None = None,
-        time_column: str = "created_at",
-        force: bool = False,
-    ) -> int:
-        spec = table_spec(table)
-        spec.check_delete(force, before, time_column)
-        conn = self._conn(scope, create=False)
-        if conn is None:
-            return 0
-        clauses = [f"{quote(c)} = ?" for c in (where or {})]
-        params: list[Any] = list((where or {}).values())
-        if before is not None:
-            clauses.append(f"{quote(time_column)} < ?")
-            params.append(before)
-        with self._immediate(conn):
-            if spec.append_only:  # the explicit, operator-only purge: lift the guard inside this transaction
-                conn.execute(f"DROP TRIGGER {table}_no_delete")
-            count = conn.execute(f"DELETE FROM {table} WHERE {' AND '.join(clauses) or '1'}", params).rowcount
-            if spec.append_only:
-                conn.execute(
-                    f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} BEGIN "
-                    f"SELECT RAISE(ABORT, '{table} is append-only: DELETE is not allowed'); END"
-                )
-        return int(count)
+        found = [dict(zip(names, row, strict=True)) for row in cur]
+        for row in found:
+            row.pop("rev", None)  # the file's change counter is not a column of the contract
+        return found
 
     # ------------------------------------------------------------------ transfer
-    def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
-        conn = self._conn(scope, create=False)
-        if conn is None:
-            return
-        for table in ("meta", "facts", "audit", *TABLES):
-            cur = conn.execute(f"SELECT * FROM {table} ORDER BY rowid")
-            names = [d[0] for d in cur.description]
-            for row in cur:
-                record = dict(zip(names, row, strict=True))
-                for internal in ("seq", "rev"):
-                    record.pop(internal, None)
-                yield table, record
-
     def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
-        inserted = 0
         self._ids.add(scope, (row["id"] for table, row in items if table == "facts"))
-        with self._write(scope) as tx:
-            conn = tx.conn
-            for table, row in items:
-                if table == "meta":
-                    if row["key"] in ("scope_kind", "scope_owner"):
-                        continue
-                    if row["key"] in ("embedding_model", "embedding_dim"):
-                        current = conn.execute("SELECT value FROM meta WHERE key = ?", (row["key"],)).fetchone()
-                        if current is not None and current[0] != row["value"]:
-                            raise EmbeddingModelMismatchError(
-                                f"{scope} holds {row['key']} {current[0]!r}, the import has {row['value']!r}: "
-                                "import into a store that uses the same model, then reembed() if needed"
-                            )
-                    cur = conn.execute(
-                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (row["key"], row["value"])
-                    )
-                elif table == "facts":
-                    columns = [c for c in row if c not in ("seq", "rev")]
-                    cur = conn.execute(
-                        f"INSERT OR IGNORE INTO facts ({', '.join(quote(c) for c in columns)}, rev) "
-                        f"VALUES ({', '.join('?' * len(columns))}, ?)",
-                        [*(row[c] for c in columns), tx.rev],
-                    )
-                    tx.n_facts += cur.rowcount
-                elif table == "audit":
-                    exists = conn.execute(
-                        "SELECT 1 FROM audit WHERE fact_id = ? AND event = ? AND actor = ? AND at = ?",
-                        (row["fact_id"], row["event"], row["actor"], row["at"]),
-                    ).fetchone()
-                    if exists:
-                        continue
-                    cur = conn.execute(
-                        "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
-                        (row["fact_id"], row["event"], row["actor"], row["at"], row.get("detail")),
-                    )
-                else:
-                    spec = table_spec(table)
-                    columns = [c for c in row if c in spec.columns]
-                    cur = conn.execute(
-                        f"INSERT OR IGNORE INTO {table} ({', '.join(quote(c) for c in columns)}) "
-                        f"VALUES ({', '.join('?' * len(columns))})",
-                        [row[c] for c in columns],
-                    )
-                inserted += max(cur.rowcount, 0)
-            conn.execute("UPDATE state SET epoch = epoch + 1 WHERE id = 1")  # vectors came in: reload caches
-        return inserted
+        return super().import_scope(scope, items)
 
     def close(self) -> None:
         with self._lock:
