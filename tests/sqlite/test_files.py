@@ -420,3 +420,16 @@ def test_lock_timeouts_stay_lock_errors(tmp_path: Path, stores: Callable[..., Sh
         holder.execute("ROLLBACK")
         holder.close()
         store.close()
+
+
+def test_a_record_or_meta_write_never_loads_the_vector_index(tmp_path: Path) -> None:
+    # Logging a message must not read every vector of the agent's file: only fact changes refresh the index.
+    with SharedMemoryStore(tmp_path, embedder=HashEmbedder()) as writer:
+        writer.remember_many([f"fact number {i}" for i in range(50)], "agent", agent_id="ann")
+    with SharedMemoryStore(tmp_path, embedder=HashEmbedder()) as store:
+        store.log_message("ann", "hello", role="user")
+        store.set_agent_private("ann")
+        backend = store.backend
+        assert all(index.n == 0 for index in backend._indexes.values())  # type: ignore[attr-defined]
+        store.remember("one more fact", "agent", agent_id="ann")
+        assert sum(index.n for index in backend._indexes.values()) == 51  # type: ignore[attr-defined]

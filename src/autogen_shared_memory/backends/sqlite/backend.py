@@ -105,10 +105,14 @@ class _Tx:
     """A write transaction on one scope file with the scope's refreshed vector index: the
     :class:`~autogen_shared_memory.core.lifecycle.WriteTx` the lifecycle decides on."""
 
-    def __init__(self, conn: sqlite3.Connection, index: VectorIndex, scope: ScopeRef) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, index: VectorIndex, scope: ScopeRef, refresh: Callable[[], None]
+    ) -> None:
         self.conn = conn
-        self.index = index
+        self._index = index
+        self._refresh: Callable[[], None] | None = refresh  # the index is brought up to date on first use
         self.scope = scope
+        self.dirty = False  # facts changed: the scope's revision moves on
         self.now = time.time()
         row = conn.execute("SELECT rev, n_facts FROM state WHERE id = 1").fetchone()
         self.rev = int(row[0]) + 1
@@ -117,6 +121,15 @@ class _Tx:
         self.near: NearestExisting | None = None
         self.inserted: dict[int, int] = {}  # vector of this write -> its index position
         self.reload = False  # vectors replaced or imported: every process reloads its caches
+
+    @property
+    def index(self) -> VectorIndex:
+        """The scope's vector index, up to date with the file (record-only transactions never load it).
+        Every change to the facts reads it first: refreshed after a row changed, it would load that row twice."""
+        if self._refresh is not None:
+            self._refresh()
+            self._refresh = None
+        return self._index
 
     def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
         rows = self.conn.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
@@ -148,6 +161,7 @@ class _Tx:
         return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
 
     def insert(self, draft: Draft, j: int) -> None:
+        index = self.index
         vector = self.vectors[j]
         cur = self.conn.execute(
             f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, rev, "
@@ -155,11 +169,13 @@ class _Tx:
             (*draft_values(draft), self.now, self.rev, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
         assert cur.lastrowid is not None
-        self.index.append(cur.lastrowid, draft.id, vector, draft.status == "active", draft.expires_at)
-        self.inserted[j] = self.index.n - 1  # later vectors of the batch may match it
+        index.append(cur.lastrowid, draft.id, vector, draft.status == "active", draft.expires_at)
+        self.inserted[j] = index.n - 1  # later vectors of the batch may match it
         self.n_facts += 1
+        self.dirty = True
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
+        index = self.index
         names = list(changes)
         values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
         row = self.conn.execute(
@@ -167,20 +183,22 @@ class _Tx:
             "updated_at = ?, rev = ? WHERE id = ? RETURNING seq, status, expires_at",
             (*values, self.now, self.rev, fact_id),
         ).fetchone()
-        pos = self.index.position(int(row[0])) if row is not None else None
+        self.dirty = True
+        pos = index.position(int(row[0])) if row is not None else None
         if pos is not None:  # keep this transaction's later lookups right
-            self.index.active[pos] = row[1] == "active"
-            self.index.expires[pos] = np.inf if row[2] is None else row[2]
+            index.active[pos] = row[1] == "active"
+            index.expires[pos] = np.inf if row[2] is None else row[2]
 
     def purgeable(self) -> list[Fact]:
         return self._facts("status != 'active' OR expires_at IS NOT NULL", ())
 
     def delete(self, fact_ids: Sequence[str]) -> None:
+        self.index  # noqa: B018 - up to date before rows change
         for lo in range(0, len(fact_ids), 500):
             chunk = list(fact_ids[lo : lo + 500])
             self.conn.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
         self.n_facts -= len(fact_ids)
-        self.reload = True  # rows left: reload caches
+        self.reload = self.dirty = True  # rows left: reload caches
 
     def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
         self.conn.execute(
@@ -196,7 +214,8 @@ class _Tx:
         return [dict(zip(names, row, strict=True)) for row in cur]
 
     def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
-        _table(table)
+        if _table(table) == "facts":
+            self.index  # noqa: B018 - up to date before rows change
         seqs: list[int] = []
         for row in rows:
             values = {c: v for c, v in row.items() if c not in ("seq", "rev")}
@@ -220,7 +239,7 @@ class _Tx:
                 seqs.append(int(cur.lastrowid or 0) if table != "meta" else 0)
                 if table == "facts":
                     self.n_facts += 1
-                    self.reload = True  # vectors came in: every cache reloads
+                    self.reload = self.dirty = True  # vectors came in: every cache reloads
         return seqs
 
     def update_rows(self, table: str, where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
@@ -248,6 +267,7 @@ class _Tx:
         return int(count)
 
     def set_vectors(self, fact_ids: Sequence[str], vectors: Vectors) -> None:
+        self.index  # noqa: B018 - up to date before rows change
         self.conn.executemany(
             "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
             [
@@ -255,7 +275,7 @@ class _Tx:
                 for i, v in zip(fact_ids, vectors, strict=True)
             ],
         )
-        self.reload = True
+        self.reload = self.dirty = True
 
 
 def _table(name: str) -> str:
@@ -546,13 +566,13 @@ class SQLiteBackend(Backend):
         with index.lock:
             try:
                 with self._immediate(conn):
-                    self._refresh(conn, index)
-                    tx = _Tx(conn, index, scope)
+                    tx = _Tx(conn, index, scope, lambda: self._refresh(conn, index))
                     yield tx
-                    conn.execute(
-                        "UPDATE state SET rev = ?, n_facts = ?, last_write = ?, epoch = epoch + ? WHERE id = 1",
-                        (tx.rev, tx.n_facts, tx.now, int(tx.reload)),
-                    )
+                    if tx.dirty:
+                        conn.execute(
+                            "UPDATE state SET rev = ?, n_facts = ?, last_write = ?, epoch = epoch + ? WHERE id = 1",
+                            (tx.rev, tx.n_facts, tx.now, int(tx.reload)),
+                        )
             except BaseException:
                 index.reset()  # it may hold rows of the rolled-back transaction
                 raise
