@@ -26,7 +26,7 @@ from typing_extensions import Self
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
 from .backends.sqlite import SQLiteBackend
 from .core.capsule import capsule as render_capsule
-from .core.lifecycle import content_hash
+from .core.lifecycle import content_hash, purge_due
 from .core.policy import PRIVATE_KEY, AccessPolicy
 from .core.records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
 from .core.types import (
@@ -533,17 +533,40 @@ class FactStore:
             self.backend.set_status(ref, StatusChange(fact_id, "forgotten", actor, now, reason))
         return len(ids)
 
+    @staticmethod
+    def _purge_before(older_than: float | timedelta) -> float:
+        days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
+            raise ValueError(f"older_than must be a non-negative number of days, got {older_than!r}")
+        return time.time() - float(days) * 86400
+
     def purge(self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None) -> int:
         """Physically delete forgotten, superseded and expired facts older than ``older_than`` (days).
 
         The only physical delete, and only for trusted code; the audit trail keeps a ``purged`` event.
         """
-        days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
-        if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
-            raise ValueError(f"older_than must be a non-negative number of days, got {older_than!r}")
-        before = time.time() - float(days) * 86400
+        before = self._purge_before(older_than)
         targets = list(scopes) if scopes is not None else self.backend.scopes()
         return sum(len(self.backend.purge(ref, before, self.operator_id)) for ref in targets)
+
+    def purge_plan(
+        self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None
+    ) -> dict[ScopeRef, dict[str, int]]:
+        """What :meth:`purge` would delete now, per scope and status (``forgotten``, ``superseded``,
+        ``expired``): the facts :func:`~autogen_shared_memory.core.lifecycle.purge_due` selects, the rule
+        the backends apply. A dry run: nothing is changed."""
+        before, now = self._purge_before(older_than), time.time()
+        plan: dict[ScopeRef, dict[str, int]] = {}
+        for ref in list(scopes) if scopes is not None else self.backend.scopes():
+            counts = dict.fromkeys(("forgotten", "superseded", "expired"), 0)
+            if any(self.backend.stats(ref).counts.get(k, 0) for k in counts):
+                ids = self.backend.select_ids(ref, Filters(include_inactive=True), 1 << 62)
+                for start in range(0, len(ids), 500):
+                    for fact in self.backend.get(ref, ids[start : start + 500]):
+                        if purge_due(fact, before, now):
+                            counts[fact.status] += 1
+            plan[ref] = counts
+        return plan
 
     def reembed(self, progress: Callable[[int], None] | None = None) -> int:
         """Re-embed every fact of every scope with this store's embedder and record it as their model."""

@@ -148,11 +148,12 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
     def list_tasks(
         self, group_id: str | None = None, *, status: str | None = None, assigned_to: str | None = None
     ) -> list[Task]:
-        """Tasks as trusted code sees them: one group's, or those of every group and agent file."""
+        """Tasks as trusted code sees them (no membership needed): one group's, or those of every group and
+        agent file, scope by scope, oldest first; each names its scope."""
         refs = [ScopeRef("group", group_id)] if group_id else [r for r in self.backend.scopes() if r.kind != "global"]
         where = {k: v for k, v in (("status", status), ("agent_id", assigned_to)) if v is not None}
         return [
-            task_from_row(row)
+            task_from_row(row, ref)
             for ref in refs
             for row in self.backend.read_records(ref, "tasks", where, limit=1_000_000, oldest_first=True)
         ]

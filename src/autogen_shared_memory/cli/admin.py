@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..core.lifecycle import purge_due
-from ..core.types import Filters, ScopeRef
+from ..core.types import ScopeRef
 from ..store import SharedMemoryStore
 from ..transfer import export_lines
 from .app import (
@@ -162,23 +160,6 @@ def import_cmd(
 
 
 # -------------------------------------------------------------------------------- purge, reembed
-def purge_plan(store: SharedMemoryStore, before: float) -> dict[ScopeRef, dict[str, int]]:
-    """What ``purge`` would delete, per scope and status: the inactive facts that
-    :func:`~autogen_shared_memory.core.lifecycle.purge_due` selects (the rule the backends apply)."""
-    plan: dict[ScopeRef, dict[str, int]] = {}
-    now = time.time()
-    for stats in store.stats():
-        counts = dict.fromkeys(_STALE, 0)
-        if any(stats.counts.get(k, 0) for k in _STALE):
-            ids = store.backend.select_ids(stats.scope, Filters(include_inactive=True), 1 << 62)
-            for start in range(0, len(ids), 500):
-                for fact in store.backend.get(stats.scope, ids[start : start + 500]):
-                    if purge_due(fact, before, now):
-                        counts[fact.status] += 1
-        plan[stats.scope] = counts
-    return plan
-
-
 @command("purge")
 def purge_cmd(
     ctx: typer.Context,
@@ -191,7 +172,7 @@ def purge_cmd(
 ) -> None:
     """Physically delete forgotten, superseded and expired facts (their audit trail keeps a 'purged' event)."""
     store = _settings(ctx).open_store()
-    plan = purge_plan(store, time.time() - older_than * 86400)
+    plan = store.purge_plan(older_than)
     purged: dict[ScopeRef, int] = {}
     if not dry_run:
         for ref, counts in plan.items():

@@ -554,16 +554,6 @@ def main_options(
 
 
 # ------------------------------------------------------------------------------------------- store
-def _scope_files(root: Path) -> list[Path]:
-    """The files of ``root`` named like scope files, whether or not the store lists them (the SQLite
-    backend's naming rule; it skips files that are not its own, ``scopes`` and ``doctor`` report them)."""
-    if not root.is_dir():
-        return []
-    return [
-        p
-        for p in sorted(root.glob("*.db"))
-        if p.name == "global.db" or (p.name.startswith(("agent_", "group_")) and p.is_file())
-    ]
 
 
 def _require_agent(store: SharedMemoryStore, agent_id: str) -> None:

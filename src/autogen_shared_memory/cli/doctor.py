@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ..backends.base import ModelInfo, compare_model
 from ..backends.sqlite import SCHEMA_VERSION
+from ..backends.sqlite.files import scope_file_candidates
 from ..core.types import SCOPE_KINDS, EmbeddingModelMismatchError, ScopeRef, SharedMemoryError
 from ..embedding import SentenceTransformerEmbedder
 from ..onnx_embedding import OnnxEmbedder
@@ -30,7 +31,6 @@ from .app import (
     _message,
     _n,
     _out,
-    _scope_files,
     _settings,
     command,
     emit_json,
@@ -256,9 +256,11 @@ def run_checks(settings: Settings, load_model: bool) -> list[Check]:
         )
     else:
         made = "created by --create, " if created else ""
-        checks.append(Check("store directory", "ok", f"{root} ({made}{_n(len(_scope_files(root)), 'scope file')})"))
+        checks.append(
+            Check("store directory", "ok", f"{root} ({made}{_n(len(scope_file_candidates(root)), 'scope file')})")
+        )
     checks += [check_fts5(), model_check]
-    files = _scope_files(root)
+    files = scope_file_candidates(root)
     problems = [p for path in files for p in _inspect_file(path, model)]
     for name, what in (
         ("scope files", "every scope file is a memory store"),

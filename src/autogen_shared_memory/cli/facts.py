@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
+from ..backends.sqlite.files import scope_file_candidates
 from ..core.types import Fact, ScopeRef
 from .app import (
     _STALE,
@@ -24,7 +25,6 @@ from .app import (
     _out,
     _owner,
     _positive,
-    _scope_files,
     _settings,
     _short,
     _size,
@@ -39,7 +39,7 @@ from .app import (
 def _unlisted_scope_files(root: Path, listed: Iterable[ScopeRef]) -> list[Path]:
     """Files named like scope files that the store does not list (not SQLite, someone else's database)."""
     names = {ref.file_name for ref in listed}
-    return [p for p in _scope_files(root) if p.name not in names]
+    return [p for p in scope_file_candidates(root) if p.name not in names]
 
 
 @command("scopes")

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 
-from ..core.types import ScopeRef
-from ..views.agents import AgentMemory
 from .app import (
     JsonOpt,
     Rows,
@@ -134,26 +132,16 @@ def tasks_cmd(
     store = _settings(ctx).open_store()
     if group is not None:
         _require_group(store, group)
-        refs = [ScopeRef("group", group)]
-    else:
-        refs = [r for r in store.backend.scopes() if r.kind != "global"]
-    # scope by scope: store.list_tasks() lists them all but does not say which scope each task is in
-    rows: list[tuple[ScopeRef, Any]] = []
-    for ref in refs:  # as trusted code: no membership needed to read
-        rows += (
-            [(ref, t) for t in store.list_tasks(ref.owner, status=status, assigned_to=agent)]
-            if ref.kind == "group"
-            else [(ref, t) for t in AgentMemory(store, ref.owner).list_tasks(status, assigned_to=agent)]
-        )
+    tasks = store.list_tasks(group, status=status, assigned_to=agent)
     if as_json:
-        emit_json([dataclasses.asdict(t) | {"scope": str(ref)} for ref, t in rows])
+        emit_json([dataclasses.asdict(t) for t in tasks])
         return
-    if not rows:
+    if not tasks:
         _out().print("no tasks")
         return
     table = Rows(("task", "scope", "assignee", "status", "title", "by", "updated"), wide=("title",))
-    for ref, t in rows:
-        table.add(t.id, str(ref), t.agent_id, t.status, t.title, t.created_by, _when(t.updated_at))
+    for t in tasks:
+        table.add(t.id, t.scope, t.agent_id, t.status, t.title, t.created_by, _when(t.updated_at))
     table.print()
 
 

@@ -100,6 +100,7 @@ class Task:
     created_at: float
     updated_at: float | None
     completed_at: float | None
+    scope: str = ""  # the scope file the task lives in ("group:<id>" or "agent:<id>")
 
 
 def _agent_info(row: Mapping[str, Any]) -> AgentInfo:
@@ -116,7 +117,7 @@ def _agent_info(row: Mapping[str, Any]) -> AgentInfo:
     )
 
 
-def task_from_row(row: Mapping[str, Any]) -> Task:
+def task_from_row(row: Mapping[str, Any], scope: ScopeRef) -> Task:
     return Task(
         id=row["id"],
         agent_id=row["agent_id"],
@@ -130,6 +131,7 @@ def task_from_row(row: Mapping[str, Any]) -> Task:
         created_at=row["created_at"],
         updated_at=row.get("updated_at"),
         completed_at=row.get("completed_at"),
+        scope=str(scope),
     )
 
 
@@ -413,14 +415,14 @@ class AgentMemory:
             "completed_at": None,
         }
         self.store.backend.append_records(self._task_scope, "tasks", [row])
-        return task_from_row(row)
+        return task_from_row(row, self._task_scope)
 
     def get_task(self, task_id: str) -> Task:
         self._check_task_access()
         rows = self.store.backend.read_records(self._task_scope, "tasks", {"id": task_id}, limit=1)
         if not rows:
             raise TaskNotFoundError(f"no task {task_id!r} in {self._task_scope}")
-        return task_from_row(rows[0])
+        return task_from_row(rows[0], self._task_scope)
 
     def list_tasks(self, status: str | None = None, *, assigned_to: str | None = None) -> list[Task]:
         self._check_task_access()
@@ -430,14 +432,14 @@ class AgentMemory:
         if assigned_to is not None:
             where["agent_id"] = assigned_to
         rows = self.store.backend.read_records(self._task_scope, "tasks", where, limit=100_000, oldest_first=True)
-        return [task_from_row(r) for r in rows]
+        return [task_from_row(r, self._task_scope) for r in rows]
 
     def _change_task(self, task_id: str, change: Any) -> Task:
         self._check_task_access()
         row = self.store.backend.update_record(self._task_scope, "tasks", {"id": task_id}, change)
         if row is None:
             raise TaskNotFoundError(f"no task {task_id!r} in {self._task_scope}")
-        return task_from_row(row)
+        return task_from_row(row, self._task_scope)
 
     def assign_task(self, task_id: str, agent_id: str) -> Task:
         validate_owner_id(agent_id, "agent_id")

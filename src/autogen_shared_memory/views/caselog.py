@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
-from ..core.types import ScopeRef, SharedMemoryError, validate_owner_id
-from ..search.fusion import rrf
-from ..search.text import query_terms
+from ..core.types import Filters, ScopeRef, SharedMemoryError, validate_owner_id
+from ..search import engine
 
 if TYPE_CHECKING:
     from ..facts import FactStore
@@ -214,30 +214,61 @@ class CaseLog:
 
     # ------------------------------------------------------------------ recall
     def search(self, query: str, top_k: int = 5, *, include_superseded: bool = False) -> list[CaseHit]:
-        """Hybrid recall over the log's summaries (FTS5 + cosine, fused by RRF)."""
+        """Hybrid recall over the log's summaries: the fact search's engine (full text and cosine side by
+        side, fused by RRF) over this log's entries."""
         self._check("read")
         if not isinstance(query, str) or not query.strip():
             return []
-        backend, depth = self.store.backend, max(self.store.search_depth, top_k)
-        terms = query_terms(query)
-        lexical = [r["id"] for r in backend.read_records(self.scope, "case_log", limit=depth, query_terms=terms)]
-        rows = backend.read_records(self.scope, "case_log", limit=1_000_000, oldest_first=True)
-        superseded = {old for r in rows for old in json.loads(r.get("supersedes") or "[]")}
-        by_id = {r["id"]: r for r in rows}
-        semantic: list[str] = []
-        dim = self.store.model.dimension
-        usable = [r for r in rows if r.get("embedding") and len(r["embedding"]) == 4 * dim]
-        if usable:
-            q = self.store.embedder.embed([query])[0]
-            matrix = np.frombuffer(b"".join(r["embedding"] for r in usable), dtype=np.float32).reshape(-1, dim)
-            scores = matrix @ q
-            order = np.argsort(-scores)[:depth]
-            semantic = [usable[i]["id"] for i in order if scores[i] >= self.store.min_similarity]
-        if not include_superseded:
-            lexical = [i for i in lexical if i not in superseded]
-            semantic = [i for i in semantic if i not in superseded]
-        fused = rrf([(lexical, self.store.lexical_weight), (semantic, self.store.semantic_weight)], k=self.store.rrf_k)
-        best = sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]
-        lex_rank = {i: n for n, i in enumerate(lexical, 1)}
-        sem_rank = {i: n for n, i in enumerate(semantic, 1)}
-        return [CaseHit(_entry(by_id[i]), score, lex_rank.get(i), sem_rank.get(i)) for i, score in best]
+        store = self.store
+        rows = store.backend.read_records(self.scope, "case_log", limit=1_000_000, oldest_first=True)
+        legs = _CaseLegs(store, self.scope, rows, include_superseded)
+        settings = engine.Settings(
+            depth=max(store.search_depth, top_k),
+            top_k=top_k,
+            min_similarity=store.min_similarity,
+            lexical_weight=store.lexical_weight,
+            semantic_weight=store.semantic_weight,
+            rrf_k=store.rrf_k,
+            scope_weights={self.scope.kind: 1.0},
+        )
+        ranked = engine.search(legs, [self.scope], query, store.embedder.embed, settings, Filters())
+        return [CaseHit(_entry(legs.by_id[r.key[1]]), r.score, r.lexical_rank, r.semantic_rank) for r in ranked]
+
+
+class _CaseLegs:
+    """The case log as the search engine's two legs: FTS over the summaries, cosine over their vectors."""
+
+    def __init__(
+        self, store: FactStore, scope: ScopeRef, rows: Sequence[dict[str, Any]], include_superseded: bool
+    ) -> None:
+        self.store, self.scope = store, scope
+        self.by_id = {r["id"]: r for r in rows}
+        hidden = set() if include_superseded else {old for r in rows for old in json.loads(r.get("supersedes") or "[]")}
+        self.hidden = hidden
+        dim = store.model.dimension
+        self.usable = [
+            r for r in rows if r.get("embedding") and len(r["embedding"]) == 4 * dim and r["id"] not in hidden
+        ]
+        self.dim = dim
+
+    def lexical(
+        self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        if not terms:
+            return []
+        found = self.store.backend.read_records(self.scope, "case_log", limit=limit, query_terms=terms)
+        ids = [r["id"] for r in found if r["id"] not in self.hidden]
+        return [(self.scope, i, float(len(ids) - n)) for n, i in enumerate(ids)]
+
+    def semantic(
+        self, scopes: Sequence[ScopeRef], vector: npt.NDArray[np.float32], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        if not self.usable:
+            return []
+        matrix = np.frombuffer(b"".join(r["embedding"] for r in self.usable), dtype=np.float32).reshape(-1, self.dim)
+        scores = matrix @ np.asarray(vector, dtype=np.float32)
+        order = np.argsort(-scores, kind="stable")[:limit]
+        return [(self.scope, self.usable[i]["id"], float(scores[i])) for i in order]
+
+    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+        return {}

@@ -74,6 +74,7 @@ from .files import (
     quote,
     read_only_reason,
     remove_stale_builds,
+    scope_file_candidates,
     storage_code,
     store_version,
     writable,
@@ -958,18 +959,13 @@ class SQLiteBackend(Backend):
         return scope in self._conns() or self.path_of(scope).is_file()
 
     def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
-        if not self.root.is_dir():
-            return []
-        found = [self._scope_of_file(path) for path in sorted(self.root.glob("*.db"))]
+        found = [self._scope_of_file(path) for path in scope_file_candidates(self.root)]
         return [ref for ref in found if ref is not None and (kind is None or ref.kind == kind)]
 
     def _scope_of_file(self, path: Path) -> ScopeRef | None:
         """The scope a file of the root holds, read from its meta; None for a file that is not a scope file
         of this store (a stray file never fails a listing). A file SQLite cannot read raises
         :class:`StorageError`: skipping it would pass the scope off as empty."""
-        name = path.name
-        if not (name == "global.db" or name.startswith(("agent_", "group_"))) or not path.is_file():
-            return None
         try:
             ro = connect_read_only(path, self.busy_timeout, "listing the store's scopes")
             try:
@@ -981,7 +977,7 @@ class SQLiteBackend(Backend):
         if meta.get("scope_kind") not in ("agent", "group", "global"):
             return None
         ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
-        return ref if ref.file_name == name else None
+        return ref if ref.file_name == path.name else None
 
     # ------------------------------------------------------------------ rows
     def rows(

@@ -253,3 +253,16 @@ def check_sqlite_file(path: Path) -> None:
     under this process's live connections: database corruption, seen in a benchmark)."""
     if path.is_dir():
         raise NotAStoreError(f"{path} is a directory, not a SQLite memory store")
+
+
+def scope_file_candidates(root: Path) -> list[Path]:
+    """The files of ``root`` named like scope files (``global.db``, ``agent_*.db``, ``group_*.db``), sorted,
+    whether or not they are scope files of a store: :meth:`SQLiteBackend.scopes` lists those whose meta says
+    so, and ``doctor`` / ``scopes`` report the others."""
+    if not root.is_dir():
+        return []
+    return [
+        p
+        for p in sorted(root.glob("*.db"))
+        if (p.name == "global.db" or p.name.startswith(("agent_", "group_"))) and p.is_file()
+    ]
