@@ -1,0 +1,21 @@
+"""AG2 (the classic ``ConversableAgent`` / ``GroupChat`` API, module ``autogen``): attach and the memory tools.
+
+``store.attach(group_chat)`` dispatches here for AG2 objects; see :mod:`.attach` for what it adds and
+:mod:`.tools` for how a tool call is run for the agent that asked (not the agent that executes it).
+"""
+
+from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING
+from .attach import AgentAttachment, Attacher, Attachment, derive_group_id, iter_agents
+from .tools import asker_of, tool_schema
+
+__all__ = [
+    "DEFAULT_SCAFFOLDING",
+    "READ_ONLY_SCAFFOLDING",
+    "AgentAttachment",
+    "Attacher",
+    "Attachment",
+    "asker_of",
+    "derive_group_id",
+    "iter_agents",
+    "tool_schema",
+]

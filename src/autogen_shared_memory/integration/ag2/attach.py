@@ -1,0 +1,407 @@
+"""Attach a store to AG2 group chats and agents: memory tools, prompt scaffolding, recall, group membership.
+
+``store.attach(group_chat)`` (a ``GroupChat``, its ``GroupChatManager``, a ``ConversableAgent`` or a list
+of agents) gives every agent the memory it can use:
+
+* an agent with an LLM gets ``memory_search`` / ``memory_remember`` / ``memory_forget`` in its
+  ``llm_config`` tools and the scaffolding appended to its system message;
+* an agent named in ``read_only`` (models without function calling) gets, instead of the tools, a
+  byte-bounded capsule of the facts relevant to the latest message before each reply (a
+  ``process_all_messages_before_reply`` hook, never written into the history) and the read-only
+  scaffolding;
+* every agent can *execute* memory tool calls (its function map has the three functions), always for
+  the agent whose model asked, never for itself: see :mod:`.tools`;
+* every agent becomes a member of the group (one per ``GroupChat``, derived from its agents' names or
+  given) and an entry of the agent directory; its text messages and memory tool calls are recorded in
+  its records.
+
+AG2 rebuilds an agent's ``OpenAIWrapper`` whenever a tool signature changes, which drops a custom model
+client registered with ``register_model_client`` (Ollama, test clients) back to an inactive placeholder.
+Attach and detach carry the registered client instances (and the usage totals) over to the rebuilt
+wrapper, so such an agent keeps working; a client object set directly on ``agent.client`` is kept as is.
+
+Everything attach adds is recorded so that ``detach`` removes exactly that, and attaching twice changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import weakref
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from autogen import ConversableAgent, GroupChat, GroupChatManager
+from autogen.oai.client import OpenAIWrapper, PlaceHolderClient
+
+from ...core.types import validate_owner_id
+from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, TOOL_NAMES, BoundTools, Recall
+from .tools import Caller, ReplyFunc, recall_hook, tool_call_wrappers, tool_function, tool_schema
+
+if TYPE_CHECKING:
+    from ...facts import FactStore
+
+logger = logging.getLogger("autogen_shared_memory")
+
+Mode = Literal["tools", "recall", "member"]
+_USAGE = ("total_usage_summary", "actual_usage_summary")
+
+
+@dataclass
+class AgentAttachment:
+    """What attach did to one agent (and what detach will undo)."""
+
+    agent_name: str
+    group_id: str | None
+    mode: Mode
+    tools: BoundTools | None = None  # the tools calls *asked by this agent* run with (mode "tools")
+    recall: Recall | None = None  # mode "recall"
+    original_system_message: Any = None
+    system_message: Any = None  # what attach set (None: the system message was left alone)
+    tool_signatures: list[str] = field(default_factory=list)  # added to llm_config["tools"]
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)  # added to the function map
+    reply_functions: list[tuple[ReplyFunc, ReplyFunc]] = field(default_factory=list)  # (original, wrapper)
+    hooks: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
+
+
+@dataclass
+class Attachment:
+    """The result of ``store.attach``: the group id used and one entry per agent."""
+
+    group_id: str | None
+    agents: dict[str, AgentAttachment] = field(default_factory=dict)
+
+    def mode_of(self, agent_name: str) -> Mode:
+        return self.agents[agent_name].mode
+
+
+def _group_agents(group_chat: GroupChat) -> Iterator[ConversableAgent]:
+    for agent in group_chat.agents:
+        if isinstance(agent, GroupChatManager):
+            raise TypeError(
+                f"agent {agent.name!r} is the manager of a nested group chat: attach that group chat separately"
+            )
+        if not isinstance(agent, ConversableAgent):
+            raise TypeError(f"cannot give shared memory to a {type(agent).__name__}: not a ConversableAgent")
+        yield agent
+
+
+def iter_agents(target: Any) -> Iterator[ConversableAgent]:
+    """The agents of a group chat (or of its manager), of a list of agents, or the agent itself."""
+    if isinstance(target, GroupChatManager):
+        yield from _group_agents(target.groupchat)
+    elif isinstance(target, GroupChat):
+        yield from _group_agents(target)
+    elif isinstance(target, ConversableAgent):
+        yield target
+    elif isinstance(target, (list, tuple)):
+        for item in target:
+            if not isinstance(item, ConversableAgent) or isinstance(item, GroupChatManager):
+                raise TypeError(f"a list to attach holds AG2 agents, got {type(item).__name__}")
+            yield item
+    else:
+        raise TypeError(f"attach takes an AG2 GroupChat, GroupChatManager or ConversableAgent, got {type(target)}")
+
+
+def derive_group_id(group_chat: GroupChat | GroupChatManager) -> str:
+    """A group id that is stable across processes and runs: ``groupchat-`` and a digest of the agents' names."""
+    chat = group_chat.groupchat if isinstance(group_chat, GroupChatManager) else group_chat
+    names = sorted(agent.name for agent in _group_agents(chat))
+    digest = hashlib.sha256("\n".join([type(chat).__name__, *names]).encode()).hexdigest()[:12]
+    return f"{type(chat).__name__.lower()}-{digest}"
+
+
+def _llm_tool_names(agent: ConversableAgent) -> list[str]:
+    config = agent.llm_config
+    tools = (config.get("tools") if config else None) or []
+    return [t.get("function", {}).get("name", "") for t in tools if isinstance(t, Mapping)]
+
+
+def _model_name(agent: ConversableAgent) -> str | None:
+    config = agent.llm_config
+    entries = getattr(config, "config_list", None) or []
+    model = getattr(entries[0], "model", None) if entries else None
+    return str(model) if model else None
+
+
+def _tool_call_replies(agent: ConversableAgent) -> tuple[ReplyFunc | None, ReplyFunc | None]:
+    """AG2's tool-call reply functions in the agent's reply list (sync, async), as registered."""
+    found: dict[str, ReplyFunc] = {}
+    for entry in agent._reply_func_list:
+        func = entry["reply_func"]
+        if func is ConversableAgent.generate_tool_calls_reply:
+            found["sync"] = func
+        elif func is ConversableAgent.a_generate_tool_calls_reply:
+            found["async"] = func
+    return found.get("sync"), found.get("async")
+
+
+def _with_scaffolding(current: Any, text: str) -> Any:
+    """The system message with the scaffolding appended once (a str, or a list of content parts)."""
+    if isinstance(current, list):
+        if any(isinstance(p, Mapping) and p.get("text") == text for p in current):
+            return current
+        return [*current, {"type": "text", "text": text}]
+    if not isinstance(current, str) or not current.strip():
+        return text
+    return current if text in current else f"{current}\n\n{text}"
+
+
+def _check_client(agent: ConversableAgent) -> None:
+    client = agent.client
+    if isinstance(client, OpenAIWrapper) and not isinstance(getattr(client, "_clients", None), list):
+        raise RuntimeError(
+            f"cannot attach shared memory to {agent.name!r}: registering its tools makes AG2 rebuild its model "
+            "client, and this AG2 version's client does not show which custom clients to keep"
+        )
+
+
+def _change_tools_keeping_client(agent: ConversableAgent, change: Callable[[], None]) -> None:
+    """Run ``change`` (which makes AG2 rebuild ``agent.client``), then give the rebuilt client the custom
+    model clients that were registered on the old one, so ``register_model_client`` is not undone."""
+    old = agent.client
+    change()
+    new = agent.client
+    if new is old or old is None:
+        return
+    if not isinstance(old, OpenAIWrapper):  # a client object set directly (e.g. a test double): keep it
+        agent.client = old
+        return
+    if not isinstance(new, OpenAIWrapper):
+        return
+    for i, (before, after) in enumerate(zip(old._clients, new._clients, strict=False)):
+        if (
+            isinstance(after, PlaceHolderClient)
+            and not isinstance(before, PlaceHolderClient)
+            and type(before).__name__ == after.config.get("model_client_cls")
+        ):
+            new._clients[i] = before
+    for attr in _USAGE:
+        if attr in vars(old):
+            setattr(new, attr, getattr(old, attr))
+
+
+def _recorder(store: FactStore, agent_name: str) -> Callable[..., Any]:
+    """A ``process_message_before_send`` hook recording the agent's own text messages in its records."""
+
+    def record(sender: Any, message: Any, recipient: Any, silent: Any) -> Any:
+        try:
+            m = message if isinstance(message, Mapping) else {"content": message}
+            content = m.get("content")
+            if m.get("role") in ("tool", "function") or m.get("tool_calls") or m.get("tool_responses"):
+                return message  # memory tool calls are recorded by the tools themselves
+            if isinstance(content, str) and content.strip():
+                store.log_message(
+                    agent_name,
+                    content,
+                    role="assistant",
+                    source=agent_name,
+                    context={"recipient": str(getattr(recipient, "name", ""))},
+                )
+        except Exception:  # a record that cannot be written must not stop the chat
+            logger.exception("could not record a message of %s", agent_name)
+        return message
+
+    return record
+
+
+def _register_in_directory(store: FactStore, agent: ConversableAgent) -> None:
+    from ...views.agents import upsert_agent
+
+    tools = [n for n in _llm_tool_names(agent) if n not in TOOL_NAMES]
+    upsert_agent(
+        store,
+        agent.name,
+        display_name=agent.name,
+        description=agent.description if isinstance(agent.description, str) else None,
+        capabilities=tools,
+        model=_model_name(agent),
+        tools=tools,
+        status="active",
+    )
+
+
+class Attacher:
+    """Keeps track of what a store attached to which AG2 agent (weakly: agents may be garbage collected)."""
+
+    def __init__(self, store: FactStore) -> None:
+        self.store = store
+        self._attached: weakref.WeakKeyDictionary[ConversableAgent, AgentAttachment] = weakref.WeakKeyDictionary()
+
+    def attach(
+        self,
+        target: Any,
+        group_id: str | None = None,
+        *,
+        scaffolding: str | None = None,
+        read_only_scaffolding: str | None = None,
+        read_only: bool | Collection[str] = False,
+        record: bool = True,
+    ) -> Attachment:
+        """Give every agent of ``target`` shared memory (all or nothing; a second attach changes nothing).
+
+        ``read_only``: ``True`` or the names of the agents that get capsule recall instead of the tools.
+        ``record``: record the agents' text messages and memory tool calls in their records.
+        """
+        agents = list(iter_agents(target))
+        if group_id is None and isinstance(target, (GroupChat, GroupChatManager)):
+            group_id = derive_group_id(target)
+        if group_id is not None:
+            validate_owner_id(group_id, "group_id")
+        names = [agent.name for agent in agents]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
+        if isinstance(read_only, str):
+            raise TypeError("read_only is True, False or a collection of agent names, not one str")
+        unknown = set() if isinstance(read_only, bool) else set(read_only) - set(names)
+        if unknown:
+            raise ValueError(f"read_only names agents that are not attached here: {sorted(unknown)}")
+        # Validate everything before changing anything: attach is all or nothing.
+        for agent in agents:
+            validate_owner_id(agent.name, "agent name")
+            done = self._attached.get(agent)
+            if done is not None:
+                if done.group_id != group_id:
+                    raise ValueError(
+                        f"agent {agent.name!r} is already attached to group {done.group_id!r}; detach it first"
+                    )
+                continue
+            clash = (set(_llm_tool_names(agent)) | set(agent.function_map)) & set(TOOL_NAMES)
+            if clash:
+                raise ValueError(
+                    f"agent {agent.name!r} already has a tool or function named {sorted(clash)[0]!r}: rename it, "
+                    "detach the store that added it, or do not attach shared memory to this agent"
+                )
+            if agent.llm_config:
+                _check_client(agent)
+        result = Attachment(group_id)
+        added: list[ConversableAgent] = []
+        try:
+            for agent in agents:
+                done = self._attached.get(agent)
+                if done is None:
+                    recall_only = read_only if isinstance(read_only, bool) else agent.name in read_only
+                    done = self._attach_one(
+                        agent,
+                        group_id,
+                        scaffolding or DEFAULT_SCAFFOLDING,
+                        read_only_scaffolding or READ_ONLY_SCAFFOLDING,
+                        recall_only=recall_only,
+                        record=record,
+                    )
+                    self._attached[agent] = done
+                    added.append(agent)
+                result.agents[agent.name] = done
+        except BaseException:
+            for agent in reversed(added):
+                self._undo(agent, self._attached.pop(agent))
+            raise
+        return result
+
+    def _caller(self, asker: ConversableAgent | str) -> Caller:
+        """The memory tools a call asked by ``asker`` runs with (resolved from the message, see :mod:`.tools`)."""
+        if isinstance(asker, str):
+            return Caller(error=asker)
+        done = self._attached.get(asker)
+        if done is None or done.tools is None:
+            return Caller(
+                error=f"ERROR: agent {asker.name!r} was not given the shared memory tools, so its memory calls are "
+                "not run. Nothing was changed."
+            )
+        return Caller(tools=done.tools)
+
+    def _attach_one(
+        self,
+        agent: ConversableAgent,
+        group_id: str | None,
+        scaffolding: str,
+        read_only_scaffolding: str,
+        *,
+        recall_only: bool,
+        record: bool,
+    ) -> AgentAttachment:
+        store = self.store
+        mode: Mode = "member" if not agent.llm_config else "recall" if recall_only else "tools"
+        done = AgentAttachment(agent.name, group_id, mode)
+        try:
+            if group_id is not None:
+                store.add_group_member(group_id, agent.name)
+            _register_in_directory(store, agent)
+            # Every agent executes memory calls (for the agent that asked): the wrappers say who that is.
+            sync_reply, async_reply = _tool_call_replies(agent)
+            if sync_reply is not None:
+                sync_wrapper, async_wrapper = tool_call_wrappers(self._caller, sync_reply, async_reply)
+                agent.replace_reply_func(sync_reply, sync_wrapper)
+                done.reply_functions.append((sync_reply, sync_wrapper))
+                if async_reply is not None and async_wrapper is not None:
+                    agent.replace_reply_func(async_reply, async_wrapper)
+                    done.reply_functions.append((async_reply, async_wrapper))
+                done.functions = {name: tool_function(name) for name in TOOL_NAMES}
+                agent.register_function(dict(done.functions), silent_override=True)
+            if mode == "tools":
+                done.tools = BoundTools(store, agent.name, group_id, record_calls=record)
+                for name in TOOL_NAMES:
+                    add = functools.partial(agent.update_tool_signature, tool_schema(name), is_remove=False)
+                    _change_tools_keeping_client(agent, add)
+                    done.tool_signatures.append(name)
+            elif mode == "recall":
+                done.recall = Recall(store, agent.name, group_id)
+                hook = recall_hook(done.recall)
+                agent.register_hook("process_all_messages_before_reply", hook)
+                done.hooks.append(("process_all_messages_before_reply", hook))
+            if mode != "member":
+                done.original_system_message = agent.system_message
+                text = scaffolding if mode == "tools" else read_only_scaffolding
+                updated = _with_scaffolding(done.original_system_message, text)
+                if updated != done.original_system_message:
+                    agent.update_system_message(updated)
+                    done.system_message = updated
+            if record:
+                hook = _recorder(store, agent.name)
+                agent.register_hook("process_message_before_send", hook)
+                done.hooks.append(("process_message_before_send", hook))
+        except BaseException:
+            self._undo(agent, done)
+            raise
+        return done
+
+    def _undo(self, agent: ConversableAgent, done: AgentAttachment) -> None:
+        """Remove what ``done`` says attach added (whatever was added; the rest is left alone)."""
+        for hookable, hook in done.hooks:
+            hooks = agent.hook_lists.get(hookable, [])
+            if hook in hooks:
+                hooks.remove(hook)
+        if done.system_message is not None:
+            current = agent.system_message
+            if current == done.system_message:
+                agent.update_system_message(done.original_system_message)
+            elif isinstance(current, str) and isinstance(done.original_system_message, str):
+                suffix = done.system_message[len(done.original_system_message) :]
+                if suffix and suffix in current:  # changed since: take out only the scaffolding
+                    agent.update_system_message(current.replace(suffix, "", 1))
+        for name in reversed(done.tool_signatures):
+            if name in _llm_tool_names(agent):
+                remove = functools.partial(agent.update_tool_signature, name, is_remove=True)
+                _change_tools_keeping_client(agent, remove)
+        ours = [name for name, func in done.functions.items() if agent.function_map.get(name) is func]
+        if ours:  # a None entry removes the function (AG2's documented way)
+            agent.register_function(dict.fromkeys(ours), silent_override=True)  # type: ignore[arg-type]
+        for original, wrapper in done.reply_functions:
+            agent.replace_reply_func(wrapper, original)
+        if done.group_id is not None:
+            self.store.remove_group_member(done.group_id, agent.name)
+
+    def detach(self, target: Any) -> list[str]:
+        """Undo attach for every agent of ``target``; returns the names of the agents it changed."""
+        changed: list[str] = []
+        for agent in iter_agents(target):
+            done = self._attached.pop(agent, None)
+            if done is None:
+                continue
+            self._undo(agent, done)
+            changed.append(agent.name)
+        return changed

@@ -1,0 +1,268 @@
+"""The memory tools as AG2 sees them, and who a tool call is run for.
+
+AG2 runs a tool call with whichever agent executes it: in a ``GroupChat`` the next speaker that has the
+function in its function map, in a two-agent chat the agent the call was sent to. Never the agent whose
+model asked. The functions registered here therefore carry no identity of their own. The identity comes
+from the message being executed: each attached agent's tool-call reply function (AG2's
+``generate_tool_calls_reply`` and its async twin) is wrapped so that, while it runs, a context variable
+holds the memory tools of the agent that *asked*:
+
+* in a group chat the message comes from the ``GroupChatManager``, and its ``name`` is the speaker, set by
+  ``GroupChat.append`` (the model cannot choose it). AG2's own ``GroupToolExecutor`` finds the sender of a
+  tool call the same way;
+* in a two-agent chat the asker is the sender itself (a message relayed under another ``name`` is
+  refused);
+* the asker must be an agent this store attached with the tools. Otherwise (no sender, an unknown name,
+  an agent without memory tools, a call executed outside the wrapper) the call answers ``ERROR:`` text
+  and changes nothing: it never falls back to the executing agent.
+
+The registered functions are plain functions that return a coroutine bound to that identity: AG2 awaits it
+in async chats and runs it in a thread of its own in sync chats, so both ``initiate_chat`` and
+``a_initiate_chat`` work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from autogen import ConversableAgent, GroupChatManager
+
+from ..toolkit import ARGS, CAPSULE_PREAMBLE, DESCRIPTIONS, TOOL_NAMES, BoundTools, Recall
+
+logger = logging.getLogger("autogen_shared_memory")
+
+T = TypeVar("T")
+ReplyFunc = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a tool call is run for: the asker's bound tools, or why it cannot be run."""
+
+    tools: BoundTools | None = None
+    error: str | None = None
+
+
+_CALLER: ContextVar[Caller | None] = ContextVar("autogen_shared_memory_ag2_caller", default=None)
+
+# A memory call whose arguments are not a JSON object is handed to AG2 with this one key instead: AG2
+# itself crashes on such arguments (``null`` or a number end the chat with an exception).
+INVALID_ARGUMENTS = "__shared_memory_invalid_arguments__"
+
+NO_CALLER = (
+    "ERROR: shared memory cannot tell which agent asked for this call (it was not run by an attached "
+    "agent's tool-call reply). Nothing was changed."
+)
+
+
+def tool_schema(name: str) -> dict[str, Any]:
+    """The OpenAI tool signature of one memory tool (from the toolkit's argument model)."""
+    parameters = ARGS[name].model_json_schema()
+    parameters.pop("title", None)
+    return {"type": "function", "function": {"name": name, "description": DESCRIPTIONS[name], "parameters": parameters}}
+
+
+async def _guarded(tools: BoundTools, name: str, arguments: Mapping[str, Any]) -> str:
+    try:
+        return await tools.call(name, arguments)
+    except Exception as exc:  # a failing store must not end the chat: the model gets the error as text
+        logger.exception("memory tool %s of %s failed", name, tools.agent_id)
+        return f"ERROR: the shared memory store failed ({type(exc).__name__}). Nothing was changed."
+
+
+def tool_function(name: str) -> Callable[..., str | Coroutine[Any, Any, str]]:
+    """The function-map entry of one memory tool: runs the call for the agent that asked, or refuses."""
+
+    def run(**arguments: Any) -> str | Coroutine[Any, Any, str]:
+        caller = _CALLER.get()
+        if caller is None:
+            return NO_CALLER
+        if caller.tools is None:
+            return caller.error or NO_CALLER
+        if INVALID_ARGUMENTS in arguments:
+            got = arguments[INVALID_ARGUMENTS]
+            return f"ERROR: the arguments of {name} must be a JSON object, got {got}. Nothing was changed."
+        return _guarded(caller.tools, name, arguments)
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = DESCRIPTIONS[name]
+    return run
+
+
+def asker_of(message: Mapping[str, Any], sender: Any) -> ConversableAgent | str:
+    """The agent whose model made the tool calls of ``message`` (received from ``sender``), or an error."""
+    name = message.get("name")
+    if sender is None:
+        return "ERROR: shared memory cannot tell which agent asked for this call (no sender). Nothing was changed."
+    if isinstance(sender, GroupChatManager):
+        matches = [a for a in sender.groupchat.agents if a.name == name] if isinstance(name, str) else []
+        if len(matches) != 1 or not isinstance(matches[0], ConversableAgent):
+            return (
+                f"ERROR: shared memory cannot tell which agent of the group chat asked for this call (speaker "
+                f"{name!r}). Nothing was changed."
+            )
+        return matches[0]
+    if not isinstance(sender, ConversableAgent):
+        return f"ERROR: shared memory does not know the sender type {type(sender).__name__}. Nothing was changed."
+    if name is not None and name != sender.name:
+        return (
+            f"ERROR: this call was relayed by {sender.name!r} under the name {name!r}; shared memory only runs "
+            "calls for the agent that made them. Nothing was changed."
+        )
+    return sender
+
+
+def _is_memory_call(call: Any) -> bool:
+    function = call.get("function") if isinstance(call, Mapping) else None
+    return isinstance(function, Mapping) and function.get("name") in TOOL_NAMES
+
+
+def _memory_calls(message: Mapping[str, Any]) -> bool:
+    calls = message.get("tool_calls") or []
+    return isinstance(calls, list) and any(_is_memory_call(c) for c in calls)
+
+
+def _object_arguments(raw: Any) -> str | None:
+    """``None`` if AG2 will read ``raw`` as a JSON object (as ``execute_function`` parses it), else what it is."""
+    if not isinstance(raw, str):
+        return f"a {type(raw).__name__}"
+    fix = getattr(ConversableAgent, "_format_json_str", None)  # what execute_function does before json.loads
+    try:
+        value = json.loads(fix(raw) if callable(fix) else raw)
+    except (ValueError, TypeError):
+        return "text that is not JSON"
+    return None if isinstance(value, dict) else f"JSON {type(value).__name__}"
+
+
+def _with_object_arguments(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``message``, or a copy whose memory calls with non-object arguments carry :data:`INVALID_ARGUMENTS`."""
+    calls = list(message.get("tool_calls") or [])
+    changed = False
+    for i, call in enumerate(calls):
+        if not _is_memory_call(call):
+            continue
+        problem = _object_arguments(call["function"].get("arguments", "{}"))
+        if problem is not None:
+            arguments = json.dumps({INVALID_ARGUMENTS: problem})
+            calls[i] = {**call, "function": {**call["function"], "arguments": arguments}}
+            changed = True
+    return {**message, "tool_calls": calls} if changed else message
+
+
+def tool_call_wrappers(
+    resolve: Callable[[ConversableAgent | str], Caller], sync_original: ReplyFunc, async_original: ReplyFunc | None
+) -> tuple[ReplyFunc, ReplyFunc | None]:
+    """Wrap AG2's tool-call reply functions: while they run, the context holds the asker's memory tools.
+
+    The wrappers keep the originals' names (AG2 pairs ``a_generate_tool_calls_reply`` with
+    ``generate_tool_calls_reply`` by name to skip the sync one in async chats).
+    """
+
+    def prepare(
+        recipient: ConversableAgent, messages: list[dict[str, Any]] | None, sender: Any
+    ) -> tuple[Caller | None, list[dict[str, Any]] | None]:
+        """Who the memory calls of the latest message run for, and the messages to hand to AG2."""
+        history = messages
+        if history is None and sender is not None:  # AG2 reads the history with the sender then
+            history = recipient.chat_messages.get(sender)
+        message = history[-1] if history else None
+        if not isinstance(message, Mapping) or not _memory_calls(message):
+            return None, messages
+        fixed = _with_object_arguments(message)
+        if fixed is not message and history:  # a copy: the history keeps what the model sent
+            messages = [*history[:-1], dict(fixed)]
+        return resolve(asker_of(message, sender)), messages
+
+    @functools.wraps(sync_original)
+    def generate_tool_calls_reply(
+        recipient: ConversableAgent,
+        messages: list[dict[str, Any]] | None = None,
+        sender: Any = None,
+        config: Any = None,
+    ) -> Any:
+        caller, messages = prepare(recipient, messages, sender)
+        token = _CALLER.set(caller)
+        try:
+            return sync_original(recipient, messages=messages, sender=sender, config=config)
+        finally:
+            _CALLER.reset(token)
+
+    if async_original is None:
+        return generate_tool_calls_reply, None
+    original = async_original
+
+    @functools.wraps(original)
+    async def a_generate_tool_calls_reply(
+        recipient: ConversableAgent,
+        messages: list[dict[str, Any]] | None = None,
+        sender: Any = None,
+        config: Any = None,
+    ) -> Any:
+        caller, messages = prepare(recipient, messages, sender)
+        token = _CALLER.set(caller)
+        try:
+            return await original(recipient, messages=messages, sender=sender, config=config)
+        finally:
+            _CALLER.reset(token)
+
+    return generate_tool_calls_reply, a_generate_tool_calls_reply
+
+
+def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to completion from sync code, whether or not an event loop runs in this thread.
+
+    AG2 calls hooks synchronously, also from inside ``a_initiate_chat``: then the coroutine runs on a
+    loop of its own in a helper thread (a short store read; it cannot run on the busy loop).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(factory())
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shared-memory-ag2") as pool:
+        return pool.submit(asyncio.run, factory()).result()
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, Mapping) and p.get("type") == "text"]
+        return " ".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def recall_hook(recall: Recall) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """A ``process_all_messages_before_reply`` hook: the capsule for the latest message, for this reply only.
+
+    The capsule goes just before the latest message (so the reply functions still see the latest message
+    last) and never into the agent's history. Tool calls and tool results get no capsule (a message
+    between a call and its result would break the model's protocol).
+    """
+
+    def inject(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if not messages:
+            return messages
+        last = messages[-1]
+        if not isinstance(last, Mapping) or last.get("tool_calls") or last.get("role") in ("tool", "function"):
+            return messages
+        query = _text(last.get("content"))
+        if not query.strip() or query.startswith(CAPSULE_PREAMBLE):
+            return messages
+        try:
+            _, text = run_sync(lambda: recall(query))
+        except Exception:  # the reply goes on without memory
+            logger.exception("shared memory recall failed for %s", recall.agent_id)
+            return messages
+        if not text:
+            return messages
+        return [*messages[:-1], {"role": "user", "content": text}, last]
+
+    return inject

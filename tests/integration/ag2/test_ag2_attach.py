@@ -1,0 +1,434 @@
+"""AG2 (classic ``autogen``) end to end: real ``ConversableAgent`` / ``GroupChat`` / ``GroupChatManager``
+classes, with scripted model clients that make real tool calls through AG2's own tool loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Literal
+
+import pytest
+from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgent
+from autogen.oai.client import PlaceHolderClient
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.integration.ag2 import (
+    DEFAULT_SCAFFOLDING,
+    READ_ONLY_SCAFFOLDING,
+    Attacher,
+    asker_of,
+    derive_group_id,
+)
+from autogen_shared_memory.integration.ag2.scripted import ScriptedModelClient, scripted_llm_config, tool_call
+from autogen_shared_memory.integration.toolkit import CAPSULE_PREAMBLE, FORGET, REMEMBER, SEARCH, TOOL_NAMES
+
+Mode = Literal["sync", "async"]
+StoreFactory = Any
+
+
+def agent(name: str, *script: str | dict[str, Any], then: str | None = None) -> ConversableAgent:
+    a = ConversableAgent(
+        name, system_message=f"You are {name}.", llm_config=scripted_llm_config(name), human_input_mode="NEVER"
+    )
+    a.register_model_client(ScriptedModelClient, script=script, then=then)
+    return a
+
+
+def model(a: ConversableAgent) -> ScriptedModelClient:
+    client = a.client._clients[0]  # type: ignore[union-attr]
+    assert isinstance(client, ScriptedModelClient)
+    return client
+
+
+def group(*agents: ConversableAgent, rounds: int) -> tuple[GroupChat, GroupChatManager]:
+    chat = GroupChat(list(agents), messages=[], max_round=rounds, speaker_selection_method="round_robin")
+    return chat, GroupChatManager(chat, llm_config=False)
+
+
+def run(mode: Mode, initiator: ConversableAgent, recipient: ConversableAgent, message: str, **kw: Any) -> None:
+    if mode == "sync":
+        initiator.initiate_chat(recipient, message=message, **kw)
+    else:
+        asyncio.run(initiator.a_initiate_chat(recipient, message=message, **kw))
+
+
+def tool_results(chat: GroupChat) -> list[tuple[str, str]]:
+    """(executing agent, result) of every tool response in the group chat."""
+    return [(m["name"], m["content"]) for m in chat.messages if m.get("role") == "tool"]
+
+
+def snapshot(store: SharedMemoryStore) -> list[Any]:
+    """Every scope's fact counts (scopes without facts left out: a record may create an agent's file)."""
+    return sorted((str(st.scope), sorted(st.counts.items())) for st in store.stats() if any(st.counts.values()))
+
+
+@pytest.fixture
+def store(make_store: StoreFactory) -> SharedMemoryStore:
+    s: SharedMemoryStore = make_store(global_writers=["lead"])
+    return s
+
+
+# ----------------------------------------------------------------------------- the group chat loop
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_group_fact_remembered_by_one_agent_is_recalled_by_another(store: SharedMemoryStore, mode: Mode) -> None:
+    alice = agent("alice", tool_call("memory_remember", fact="The launch is on March 3", scope="group"), "Saved.")
+    bob = agent("bob", tool_call("memory_search", query="when is the launch"), "March 3.")
+    carol = agent("carol", tool_call("memory_remember", fact="Posts need legal review", scope="global"), "Ok.")
+    chat, manager = group(alice, bob, carol, rounds=7)
+    attachment = store.attach(chat)
+    assert attachment.group_id == derive_group_id(chat) and attachment.group_id.startswith("groupchat-")
+    assert {attachment.mode_of(n) for n in ("alice", "bob", "carol")} == {"tools"}
+    assert store.group_members(attachment.group_id) == {"alice", "bob", "carol"}
+
+    run(mode, carol, manager, "Plan the launch post.")  # then alice, bob, carol... each call run by the next
+    (ran_remember, remembered), (ran_global, denied), (ran_search, found) = tool_results(chat)
+    assert (ran_remember, ran_global, ran_search) == ("bob", "alice", "carol")
+    assert remembered.startswith("created fact g_") and f"group:{attachment.group_id}" in remembered
+    assert denied.startswith("DENIED by the memory policy") and "'carol'" in denied
+    assert found.startswith("[memory: 1 of 1 facts]") and "The launch is on March 3" in found and "by alice" in found
+    # the fact is alice's, in the group's scope; the denied global write left nothing behind
+    hit = store.search("launch", "group", agent_id="bob", group_id=attachment.group_id)[0]
+    assert hit.fact.created_by == "alice"
+    assert all(sum(st.counts.values()) == 0 for st in store.stats() if st.scope.kind == "global")
+    # what the model saw: the three tools, one system message ending with the scaffolding
+    request = model(bob).calls[0]
+    assert {t["function"]["name"] for t in request["tools"]} == set(TOOL_NAMES)
+    systems = [m for m in request["messages"] if m.get("role") == "system"]
+    assert len(systems) == 1 and systems[0]["content"] == f"You are bob.\n\n{DEFAULT_SCAFFOLDING}"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_carols_private_note_lands_in_carols_scope_whoever_executes_it(store: SharedMemoryStore, mode: Mode) -> None:
+    """AG2 executes a tool call with the next agent that has the function (here ted), not with carol."""
+    carol = agent(
+        "carol",
+        tool_call("memory_remember", fact="I double-check every date", scope="agent"),
+        tool_call("memory_remember", fact="ted's secret is mine now", scope="agent", agent_id="ted"),  # spoof
+        "Done.",
+    )
+    ted = agent("ted", tool_call("memory_search", query="double-check dates"), "Nothing.", then="Ok.")
+    chat, manager = group(carol, ted, rounds=8)
+    store.attach(chat)
+    run(mode, ted, manager, "Go.")
+    executors = [name for name, _ in tool_results(chat)]
+    assert executors[:2] == ["ted", "ted"]  # ted ran carol's calls
+    facts = store.search("double-check every date", "agent", agent_id="carol")
+    assert [h.fact.created_by for h in facts] == ["carol"] and facts[0].fact.scope.owner == "carol"
+    spoofed = store.search("secret", "agent", agent_id="carol")
+    assert [h.fact.scope.owner for h in spoofed] == ["carol"]  # an agent_id argument changes nothing
+    assert store.search("date secret", "agent", agent_id="ted") == []  # nothing was written as ted
+    # ted's own search (run for ted, by carol) does not see carol's private notes
+    assert tool_results(chat)[2][1] == "[memory: no matching facts]"
+    # the calls are in carol's tool history, none in ted's
+    assert [c.tool_name for c in store.tool_history("carol")] == ["memory_remember", "memory_remember"]
+    assert [c.tool_name for c in store.tool_history("ted")] == ["memory_search"]
+
+
+def test_a_speaker_cannot_take_another_name_in_a_group_chat(store: SharedMemoryStore) -> None:
+    spoof = {**tool_call("memory_remember", fact="mallory wrote this", scope="agent"), "name": "alice"}
+    mallory = agent("mallory", spoof, "Done.")
+    alice = agent("alice", then="Ok.")
+    chat, manager = group(mallory, alice, rounds=4)
+    store.attach(chat)
+    alice.initiate_chat(manager, message="Go.")
+    assert store.search("mallory wrote", "agent", agent_id="alice") == []  # GroupChat.append names the speaker
+    assert store.search("mallory wrote", "agent", agent_id="mallory")[0].fact.created_by == "mallory"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_two_agent_chat_runs_the_call_for_the_sender(store: SharedMemoryStore, mode: Mode) -> None:
+    user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    carol = agent("carol", tool_call("memory_remember", fact="The user likes short answers", scope="agent"), "Ok.")
+    user_system = user.system_message
+    attachment = store.attach([user, carol], group_id="desk")
+    assert attachment.mode_of("user") == "member" and attachment.mode_of("carol") == "tools"
+    assert user.system_message == user_system  # no model: no scaffolding
+    run(mode, user, carol, "Remember my preference.", max_turns=2)
+    assert store.search("short answers", "agent", agent_id="carol")[0].fact.created_by == "carol"
+    assert store.search("short answers", "agent", agent_id="user") == []
+
+
+def test_a_call_relayed_under_another_name_is_refused(store: SharedMemoryStore) -> None:
+    user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    carol = agent("carol")
+    store.attach([user, carol])
+    before = snapshot(store)
+    relayed = {**tool_call("memory_remember", fact="x", scope="agent"), "name": "user"}
+    reply = user.generate_reply(messages=[relayed], sender=carol)
+    assert isinstance(reply, dict) and reply["content"].startswith("ERROR: this call was relayed by 'carol'")
+    assert snapshot(store) == before
+
+
+def test_calls_of_an_agent_without_memory_fail_closed(store: SharedMemoryStore) -> None:
+    outsider = agent("outsider", tool_call("memory_remember", fact="outsider note", scope="agent"), "Ok.")
+    ted = agent("ted", then="Ok.")
+    chat, manager = group(outsider, ted, rounds=3)
+    store.attach([ted], group_id="team")  # only ted has memory: he executes, but not for outsider
+    before = snapshot(store)
+    ted.initiate_chat(manager, message="Go.")
+    (executor, result), *_ = tool_results(chat)
+    assert executor == "ted" and result.startswith("ERROR: agent 'outsider' was not given the shared memory tools")
+    assert snapshot(store) == before
+    # a memory function called outside a tool-call reply cannot know who asks: it refuses too
+    assert ted.function_map["memory_remember"](fact="x", scope="agent").startswith("ERROR: shared memory cannot tell")
+    assert asker_of({"name": "nobody", "tool_calls": []}, manager) == (
+        "ERROR: shared memory cannot tell which agent of the group chat asked for this call (speaker 'nobody'). "
+        "Nothing was changed."
+    )
+    assert isinstance(asker_of({}, None), str)
+
+
+# ----------------------------------------------------------------------------- bad arguments never raise
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+argument_names = st.sampled_from(
+    [
+        *("fact", "scope", "query", "top_k", "fact_id", "reason", "tags", "confidence", "ttl_days", "supersedes"),
+        *("agent_id", "group_id", "max_capsule_bytes", "self", ""),
+    ]
+)
+arguments = (
+    st.dictionaries(argument_names | st.text(max_size=10), json_values, max_size=6).map(json.dumps)
+    | json_values.map(json.dumps)
+    | st.text(max_size=40)  # not even JSON
+)
+SUCCESS = ("created", "reinforced", "held", "[memory", "forgot")
+
+
+def test_hostile_arguments_get_error_text_and_change_nothing(store: SharedMemoryStore) -> None:
+    carol, ted = agent("carol"), agent("ted")
+    store.attach([carol, ted], group_id="crew")
+
+    @settings(max_examples=60, deadline=None)
+    @given(name=st.sampled_from(TOOL_NAMES), raw=arguments)
+    @example(name=REMEMBER, raw="null")  # AG2 alone crashes the chat on these (UnboundLocalError, ValidationError)
+    @example(name=SEARCH, raw="-3.5e-253")
+    @example(name=FORGET, raw='["f_1"]')
+    @example(name=REMEMBER, raw='{"fact": "x", "scope": "group", "agent_id": "ted", "group_id": "other"}')
+    @example(name=REMEMBER, raw='{"fact": "x", "scope": "global"}')
+    def check(name: str, raw: str) -> None:
+        ted.reset_consecutive_auto_reply_counter()
+        message = tool_call(name)
+        message["tool_calls"][0]["function"]["arguments"] = raw
+        before = snapshot(store)
+        reply = ted.generate_reply(messages=[message], sender=carol)  # ted executes carol's call
+        assert isinstance(reply, dict)
+        text = reply["content"]
+        assert isinstance(text, str)
+        if not text.startswith(SUCCESS):
+            assert text.startswith(("ERROR:", "DENIED")), text
+            assert snapshot(store) == before
+
+    check()
+    assert store.search("anything", "agent", agent_id="ted") == []  # every write, if any, was carol's
+
+
+def test_a_failing_store_answers_error_text(store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    carol, ted = agent("carol"), agent("ted")
+    store.attach([carol, ted])
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(store, "aremember", broken)
+    reply = ted.generate_reply(messages=[tool_call("memory_remember", fact="x", scope="agent")], sender=carol)
+    assert isinstance(reply, dict) and reply["content"] == (
+        "ERROR: the shared memory store failed (OSError). Nothing was changed."
+    )
+
+
+# ----------------------------------------------------------------------------- custom model clients
+def test_attach_keeps_a_custom_model_client(store: SharedMemoryStore) -> None:
+    """AG2 rebuilds the OpenAIWrapper when a tool is registered; the registered client must survive."""
+    carol = agent("carol", tool_call("memory_remember", fact="kept", scope="agent"), "Done.")
+    scripted = model(carol)
+    usage = carol.client.total_usage_summary  # type: ignore[union-attr]
+    store.attach(carol)
+    assert model(carol) is scripted  # the same instance, script and all
+    assert carol.client.total_usage_summary == usage  # type: ignore[union-attr]
+    user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    store.attach(user)
+    user.initiate_chat(carol, message="Remember.", max_turns=2)
+    assert store.search("kept", "agent", agent_id="carol")[0].fact.created_by == "carol"
+    assert {t["function"]["name"] for t in scripted.calls[0]["tools"]} == set(TOOL_NAMES)
+    store.detach(carol)
+    assert model(carol) is scripted
+
+
+def test_a_client_registered_after_attach_and_a_client_set_directly(store: SharedMemoryStore) -> None:
+    late = ConversableAgent("late", llm_config=scripted_llm_config("late"), human_input_mode="NEVER")
+    store.attach(late)
+    assert isinstance(late.client._clients[0], PlaceHolderClient)  # type: ignore[union-attr]
+    late.register_model_client(ScriptedModelClient, script=["hi"])
+    assert model(late).create({"messages": []}).choices[0].message == "hi"
+
+    class Direct:  # e.g. autogen.testing.TestAgent's fake client: not an OpenAIWrapper
+        pass
+
+    direct = ConversableAgent("direct", llm_config=scripted_llm_config("direct"), human_input_mode="NEVER")
+    fake = Direct()
+    direct.client = fake  # type: ignore[assignment]
+    store.attach(direct)
+    assert direct.client is fake
+    store.detach(direct)
+    assert direct.client is fake
+
+
+# ----------------------------------------------------------------------------- read-only recall
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_read_only_agent_gets_a_capsule_and_no_tools(store: SharedMemoryStore, mode: Mode) -> None:
+    store.remember("The customer prefers email", "group", group_id="desk")
+    support = agent("support", "I will email them.")
+    user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    attachment = Attacher(store).attach([user, support], group_id="desk", read_only={"support"})
+    assert attachment.mode_of("support") == "recall"
+    run(mode, user, support, "How should I contact the customer, email or phone?", max_turns=1)
+    sent = model(support).calls[0]
+    assert "tools" not in sent or not sent["tools"]
+    capsules = [m for m in sent["messages"] if str(m.get("content", "")).startswith(CAPSULE_PREAMBLE)]
+    assert len(capsules) == 1 and "The customer prefers email" in capsules[0]["content"]
+    assert sent["messages"][-1]["content"].startswith("How should I contact")  # the capsule comes before it
+    assert sent["messages"][0]["content"] == f"You are support.\n\n{READ_ONLY_SCAFFOLDING}"
+    history = support.chat_messages[user]
+    assert not any(CAPSULE_PREAMBLE in str(m.get("content")) for m in history)  # never stored in the history
+
+
+# ----------------------------------------------------------------------------- attach / detach
+def _state(a: ConversableAgent) -> dict[str, Any]:
+    return {
+        "llm_config": a.llm_config.model_dump() if a.llm_config else None,
+        "functions": dict(a.function_map),
+        "system": a.system_message,
+        "replies": [e["reply_func"] for e in a._reply_func_list],
+        "hooks": {k: list(v) for k, v in a.hook_lists.items()},
+        "clients": list(a.client._clients) if a.client else None,  # type: ignore[union-attr]
+    }
+
+
+def test_attach_twice_changes_nothing_and_detach_undoes_exactly(store: SharedMemoryStore) -> None:
+    def tool_of_mine(x: int) -> str:
+        return str(x)
+
+    alice, bob = agent("alice"), agent("bob")
+    alice.register_for_llm(description="mine")(tool_of_mine)
+    alice.register_model_client(ScriptedModelClient)  # AG2's own register_for_llm dropped it
+    user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    user.register_for_execution()(tool_of_mine)
+    chat, _ = group(alice, bob, user, rounds=3)
+    before = {a.name: _state(a) for a in (alice, bob, user)}
+
+    first = store.attach(chat)
+    after_first = {a.name: _state(a) for a in (alice, bob, user)}
+    second = store.attach(chat)
+    assert {a.name: _state(a) for a in (alice, bob, user)} == after_first
+    assert first.agents["alice"] is second.agents["alice"]
+    tools = [t["function"]["name"] for t in alice.llm_config["tools"]]  # type: ignore[index]
+    assert tools == ["tool_of_mine", *TOOL_NAMES]
+    assert alice.system_message.count("## Shared memory") == 1
+    assert set(user.function_map) == {"tool_of_mine", *TOOL_NAMES} and user.system_message == before["user"]["system"]
+    assert store.group_members(first.group_id or "") == {"alice", "bob", "user"}
+
+    assert sorted(store.detach(chat)) == ["alice", "bob", "user"]
+    assert {a.name: _state(a) for a in (alice, bob, user)} == before
+    assert store.group_members(first.group_id or "") == set()
+    assert store.detach(chat) == []
+
+
+def test_detach_after_the_system_message_changed_removes_only_the_scaffolding(store: SharedMemoryStore) -> None:
+    alice = agent("alice")
+    store.attach(alice)
+    alice.update_system_message(alice.system_message + "\nBe brief.")
+    store.detach(alice)
+    assert alice.system_message == "You are alice.\nBe brief."
+
+
+def test_attach_is_all_or_nothing(store: SharedMemoryStore) -> None:
+    def memory_search(query: str) -> str:
+        return "mine"
+
+    fine, clash = agent("fine"), agent("clash")
+    clash.register_for_llm(description="mine")(memory_search)
+    before = _state(fine)
+    with pytest.raises(ValueError, match="'clash' already has a tool or function named 'memory_search'"):
+        store.attach([fine, clash], group_id="g")
+    assert _state(fine) == before and store.group_members("g") == set()
+    with pytest.raises(ValueError, match="unique"):
+        store.attach([agent("same"), agent("same")])
+    with pytest.raises(ValueError, match="path separator"):
+        store.attach(fine, group_id="../escape")
+    store.attach(fine, group_id="one")
+    with pytest.raises(ValueError, match="already attached to group 'one'"):
+        store.attach(fine, group_id="two")
+    inner, _ = group(agent("x"), agent("y"), rounds=2)
+    with pytest.raises(TypeError, match="nested group chat"):
+        store.attach(GroupChat([agent("z"), GroupChatManager(inner, llm_config=False)], messages=[]))
+    with pytest.raises(ValueError, match="read_only names agents that are not attached here: \\['nobody'\\]"):
+        Attacher(store).attach([agent("r")], read_only={"nobody"})
+    with pytest.raises(TypeError, match="not one str"):
+        Attacher(store).attach([agent("r")], read_only="r")
+
+
+def test_a_failure_half_way_undoes_the_agents_already_attached(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = agent("first"), agent("second")
+    before = {a.name: _state(a) for a in (first, second)}
+    add = store.add_group_member
+
+    def refuse_second(group_id: str, agent_id: str) -> None:
+        if agent_id == "second":
+            raise OSError("database is locked")
+        add(group_id, agent_id)
+
+    monkeypatch.setattr(store, "add_group_member", refuse_second)
+    with pytest.raises(OSError, match="locked"):
+        store.attach([first, second], group_id="g")
+    assert {a.name: _state(a) for a in (first, second)} == before and store.group_members("g") == set()
+    assert store.detach([first, second]) == []
+
+
+def test_group_ids_are_stable_the_manager_names_the_same_group(store: SharedMemoryStore) -> None:
+    a, manager = group(agent("p"), agent("q"), rounds=2)
+    b, _ = group(agent("q"), agent("p"), rounds=2)
+    assert derive_group_id(a) == derive_group_id(b) == derive_group_id(manager)
+    assert derive_group_id(group(agent("p"), agent("r"), rounds=2)[0]) != derive_group_id(a)
+    assert store.attach(manager).group_id == derive_group_id(a)
+
+
+def test_messages_are_recorded_in_the_authors_records(store: SharedMemoryStore) -> None:
+    alice = agent("alice", "The plan is ready.")
+    bob = agent("bob", "Looks good.")
+    chat, manager = group(alice, bob, rounds=3)
+    store.attach(chat)
+    alice.initiate_chat(manager, message="Here is the plan.")
+    assert [r.content for r in reversed(store.conversation("alice"))] == ["Here is the plan.", "The plan is ready."]
+    assert [r.content for r in store.conversation("bob")] == ["Looks good."]
+
+
+# ----------------------------------------------------------------------------- store.attach dispatch
+NEEDS_STORE_DIFF = pytest.mark.xfail(
+    strict=True, reason="store.py: framework_of by the MRO and attach(**options) (the diff in the AG2 report)"
+)
+
+
+@NEEDS_STORE_DIFF
+def test_an_application_subclass_of_conversable_agent_is_an_ag2_agent(store: SharedMemoryStore) -> None:
+    class Planner(ConversableAgent):  # defined outside the autogen package
+        pass
+
+    planner = Planner("planner", llm_config=scripted_llm_config("planner"), human_input_mode="NEVER")
+    assert store.attach(planner).mode_of("planner") == "tools"
+    assert store.detach([planner]) == ["planner"]
+
+
+@NEEDS_STORE_DIFF
+def test_store_attach_forwards_the_ag2_options(store: SharedMemoryStore) -> None:
+    support, user = agent("support"), UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    attachment = store.attach([user, support], group_id="desk", read_only=["support"], record=False)  # type: ignore[call-arg]
+    assert attachment.mode_of("support") == "recall" and not support.hook_lists["process_message_before_send"]
+    assert sorted(store.detach([user, support])) == ["support", "user"]
