@@ -26,19 +26,24 @@ from .views.state import BackendConversationStateStore
 if TYPE_CHECKING:
     from autogen_core.tools import BaseTool
 
-    from .integration.autogen.attach import Attachment
     from .integration.autogen.memory import SharedMemory
     from .integration.autogen.runtime import MemoryRecorder
 
 
 def framework_of(target: Any) -> str:
     """``"agent_framework"``, ``"ag2"`` or ``"autogen"``: the framework an agent or team (or the first
-    of a list of agents) comes from, by the package that defines its type."""
+    of a list of agents) comes from, by the package that defines its type or the nearest framework class it
+    derives from."""
     first = target[0] if isinstance(target, (list, tuple)) and target else target
-    root = type(first).__module__.split(".")[0]
-    if root.startswith("agent_framework"):
-        return "agent_framework"
-    return "ag2" if root == "autogen" else "autogen"
+    for cls in type(first).__mro__:  # an application's own agent subclass belongs to its base's framework
+        root = cls.__module__.split(".")[0]
+        if root.startswith("agent_framework"):
+            return "agent_framework"
+        if root == "autogen":
+            return "ag2"
+        if root.startswith("autogen_"):
+            return "autogen"
+    return "autogen"
 
 
 __all__ = ["DEFAULT_ROOT", "ENV_DSN", "ENV_ROOT", "SharedMemoryStore", "SharedMemoryStoreConfig", "default_root"]
@@ -201,18 +206,20 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         *,
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
-    ) -> Attachment:
+        **options: Any,
+    ) -> Any:
         """Give every agent of a team (or one agent, or a list of agents) shared memory: the three tools
         bound to its name, the scaffolding, group membership. AutoGen agentchat teams and agents, Microsoft
         Agent Framework agents and orchestration builders, and AG2 ``GroupChat`` / ``ConversableAgent``
         are told apart by their package; see ``integration/<framework>/attach.py``.
 
-        ``group_id`` defaults to one derived stably from the team (its type and agent names).
+        ``group_id`` defaults to one derived stably from the team (its type and agent names). ``options`` go
+        to the framework's attacher (AG2: ``read_only=True`` or agent names, ``record=False``). Returns the
+        framework's ``Attachment`` (``group_id``, ``agents``, ``mode_of``).
         """
-        attachment: Attachment = self._attacher(team_or_agent).attach(
-            team_or_agent, group_id, scaffolding=scaffolding, read_only_scaffolding=read_only_scaffolding
+        return self._attacher(team_or_agent).attach(
+            team_or_agent, group_id, scaffolding=scaffolding, read_only_scaffolding=read_only_scaffolding, **options
         )
-        return attachment
 
     def detach(self, team_or_agent: Any) -> list[str]:
         """Remove everything :meth:`attach` added; returns the names of the agents changed."""

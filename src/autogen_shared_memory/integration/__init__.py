@@ -1,4 +1,6 @@
-"""Framework integrations, one package per framework: ``autogen`` (agentchat teams and the core runtime).
+"""Framework integrations, one package per framework: ``autogen`` (agentchat teams and the core runtime),
+``agent_framework`` (Microsoft Agent Framework) and ``ag2`` (AG2's classic ``GroupChat``), over what they
+share in :mod:`.toolkit` (the identity-bound tools, the scaffolding, the recalled capsule).
 
 Each takes a :class:`~autogen_shared_memory.facts.FactStore` and is imported only when used. The AutoGen
 names stay importable from here, as before the packages existed.

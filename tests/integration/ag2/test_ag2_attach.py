@@ -411,12 +411,6 @@ def test_messages_are_recorded_in_the_authors_records(store: SharedMemoryStore) 
 
 
 # ----------------------------------------------------------------------------- store.attach dispatch
-NEEDS_STORE_DIFF = pytest.mark.xfail(
-    strict=True, reason="store.py: framework_of by the MRO and attach(**options) (the diff in the AG2 report)"
-)
-
-
-@NEEDS_STORE_DIFF
 def test_an_application_subclass_of_conversable_agent_is_an_ag2_agent(store: SharedMemoryStore) -> None:
     class Planner(ConversableAgent):  # defined outside the autogen package
         pass
@@ -426,7 +420,6 @@ def test_an_application_subclass_of_conversable_agent_is_an_ag2_agent(store: Sha
     assert store.detach([planner]) == ["planner"]
 
 
-@NEEDS_STORE_DIFF
 def test_store_attach_forwards_the_ag2_options(store: SharedMemoryStore) -> None:
     support, user = agent("support"), UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
     attachment = store.attach([user, support], group_id="desk", read_only=["support"], record=False)  # type: ignore[call-arg]
