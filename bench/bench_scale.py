@@ -588,7 +588,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # _check_sqlite_file open()s and close()s the file), and the child, seeing no other reader, would
         # then checkpoint and delete the WAL under the still-open connections (observed: a corrupted file).
         writer.close()
-        cs, other = cold_start(root, "group", COLD_QUERY, n_facts, "single")
+        cs, other = cold_start(root, "group", COLD_QUERY, n_facts, "single")  # the default embedder: ONNX
         row["cold_start"] = {**cs, "other_cores": other}
         if size != biggest:
             writer, reader, exact = open_exact()

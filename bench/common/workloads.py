@@ -89,7 +89,7 @@ print(json.dumps({"t_enter": t_enter, "import_s": t_import, "open_s": t_open, "f
 
 
 def cold_start(
-    root: Path, scope: str, query: str, size: int, layout: str, kind: str = "st"
+    root: Path, scope: str, query: str, size: int, layout: str, kind: str = "onnx"
 ) -> tuple[dict[str, Any], float]:
     with cpu_window() as w:
         t_launch = time.time()
