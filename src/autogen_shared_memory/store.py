@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autogen_core import Component, ComponentBase, ComponentLoader, ComponentModel
@@ -168,9 +168,17 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         """The conversation and agent-state store (seed 002's contract) on this store's backend."""
         return BackendConversationStateStore(self.backend)
 
-    def export(self, path: Any, *, agent_id: str | None = None, progress: Callable[[int], None] | None = None) -> int:
-        """Write everything (or one agent's memory and records) as JSON Lines; see :mod:`.transfer`."""
-        return export_jsonl(self, path, agent_id=agent_id, progress=progress)
+    def export(
+        self,
+        path: Any,
+        *,
+        agent_id: str | None = None,
+        scopes: Sequence[ScopeRef] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """Write everything (or one agent's memory and records, or some scopes) as JSON Lines; see
+        :mod:`.transfer`."""
+        return export_jsonl(self, path, agent_id=agent_id, scopes=scopes, progress=progress)
 
     def import_(
         self, path: Any, *, skip_bad: bool = False, progress: Callable[[int], None] | None = None

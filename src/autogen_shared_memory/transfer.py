@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -53,10 +54,38 @@ def _decode(value: Any) -> Any:
     return value
 
 
+def export_scopes(
+    store: FactStore, *, agent_id: str | None = None, scopes: Iterable[ScopeRef] | None = None
+) -> list[ScopeRef]:
+    """The scopes an export covers: every scope, one agent's, or ``scopes`` — checked before anything is
+    written. A named scope the store lacks is a ValueError; a scope whose vectors come from another model
+    than the store's is refused (EmbeddingModelMismatchError), because the export's header names the model."""
+    if agent_id is not None and scopes is not None:
+        raise ValueError("export one agent or some scopes, not both")
+    if agent_id is not None:
+        ref = ScopeRef("agent", agent_id)
+        targets = [ref] if store.backend.exists(ref) else []
+    elif scopes is not None:
+        targets = list(dict.fromkeys(scopes))
+        for ref in targets:
+            if not store.backend.exists(ref):
+                raise ValueError(f"no scope {ref} in this store")
+    else:
+        targets = store.backend.scopes()
+    for ref in targets:
+        store.backend.check_model(ref, store.model)
+    return targets
+
+
 def export_lines(
     store: FactStore, *, agent_id: str | None = None, scopes: Iterable[ScopeRef] | None = None
 ) -> Iterator[str]:
-    """The export as JSON lines: every scope, one agent's (its file plus its directory entry), or ``scopes``."""
+    """The export as JSON lines: every scope, one agent's (its file plus its directory entry), or ``scopes``
+    (checked first, see :func:`export_scopes`)."""
+    return _lines(store, agent_id, export_scopes(store, agent_id=agent_id, scopes=scopes))
+
+
+def _lines(store: FactStore, agent_id: str | None, targets: list[ScopeRef]) -> Iterator[str]:
     yield json.dumps(
         {
             "type": "header",
@@ -68,10 +97,6 @@ def export_lines(
             "agent_id": agent_id,
         }
     )
-    if agent_id is not None:
-        targets = [ScopeRef("agent", agent_id)]
-    else:
-        targets = list(scopes) if scopes is not None else store.backend.scopes()
     for ref in targets:
         scope = {"kind": ref.kind, "owner": ref.owner}
         for table, row in store.backend.export_scope(ref):
@@ -104,22 +129,31 @@ def export_jsonl(
     path: str | Path | IO[str],
     *,
     agent_id: str | None = None,
+    scopes: Iterable[ScopeRef] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> int:
-    """Write the export to a file path or text stream; returns the number of rows written."""
+    """Write the export to a file path (atomically: a failed export leaves no partial file) or a text
+    stream; returns the number of rows written."""
+    lines = export_lines(store, agent_id=agent_id, scopes=scopes)
     count = 0
 
     def write(out: IO[str]) -> None:
         nonlocal count
-        for line in export_lines(store, agent_id=agent_id):
+        for line in lines:
             out.write(line + "\n")
             count += 1
-            if progress is not None:
+            if progress is not None and count > 1:
                 progress(1)
 
     if isinstance(path, (str, Path)):
-        with open(path, "w", encoding="utf-8") as out:
-            write(out)
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "w", encoding="utf-8") as out:
+                write(out)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     else:
         write(path)
     return count - 1  # the header is not a row

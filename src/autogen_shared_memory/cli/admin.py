@@ -4,7 +4,7 @@ changing many facts through the library and reporting the totals (purge and reem
 from __future__ import annotations
 
 import json
-import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,7 +12,7 @@ import typer
 
 from ..core.types import ScopeRef
 from ..store import SharedMemoryStore
-from ..transfer import export_lines
+from ..transfer import export_scopes
 from .app import (
     _STALE,
     CliError,
@@ -57,39 +57,17 @@ def export_cmd(
     store = _settings(ctx).open_store()
     if agent is not None:
         _require_agent(store, agent)
-        targets = [ScopeRef("agent", agent)] if store.backend.exists(ScopeRef("agent", agent)) else []
-    elif scope:
-        targets = list(dict.fromkeys(parse_scope(s) for s in scope))
-        for ref in targets:
-            if not store.backend.exists(ref):
-                raise CliError(f"no scope {ref} in this store")
-    else:
-        targets = store.backend.scopes()
-    for ref in targets:  # the header names the store's model: refuse an export that would misstate it
-        store.backend.check_model(ref, store.model)
-    lines = export_lines(store, agent_id=agent) if agent is not None else export_lines(store, scopes=targets)
+    named = list(dict.fromkeys(parse_scope(s) for s in scope)) if scope else None
+    try:
+        targets = export_scopes(store, agent_id=agent, scopes=named)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
     to_stdout = file == "-"
     path = Path(file)
     if not to_stdout and path.exists() and not force:
         raise CliError(f"{path} exists (pass --force to overwrite it)")
-    rows = -1  # the header is not a row
     with _progress("exporting", None, enabled=not as_json and not to_stdout) as advance:
-        if to_stdout:
-            for line in lines:
-                typer.echo(line)
-                rows += 1
-        else:
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a failed export leaves no partial file
-            try:
-                with open(tmp, "w", encoding="utf-8") as out:
-                    for line in lines:
-                        out.write(line + "\n")
-                        rows += 1
-                        if rows:
-                            advance(1)
-                os.replace(tmp, path)
-            finally:
-                tmp.unlink(missing_ok=True)
+        rows = store.export(sys.stdout if to_stdout else path, agent_id=agent, scopes=named, progress=advance)
     summary = {"file": file, "rows": rows, "scopes": [str(r) for r in targets]}
     if as_json and not to_stdout:
         emit_json(summary)
