@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from agent_framework import Agent, BaseChatClient, ChatResponse, FunctionTool, Message
-from agent_framework_orchestrations import GroupChatBuilder, GroupChatState, SequentialBuilder
+from agent_framework import Agent, AgentExecutor, BaseChatClient, ChatResponse, FunctionTool, Message
+from agent_framework_orchestrations import GroupChatBuilder, GroupChatState, HandoffBuilder, SequentialBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -326,6 +326,26 @@ async def test_sequential_builder_and_a_built_workflow(store: SharedMemoryStore)
     # unlike the group chat, the sequential builder passes the planner's tool call on to the checker
     assert any(c.type == "function_call" for m in client_of(checker).requests[0].messages for c in m.contents)
     assert sorted(store.detach(workflow)) == ["checker", "planner"]
+
+
+async def test_handoff_builder_copies_attached_agents_and_detaching_the_workflow_undoes_both(
+    store: SharedMemoryStore,
+) -> None:
+    remember = tool_call("memory_remember", fact="The customer is on the gold plan", scope="group")
+    triage = agent("triage", remember, "ok", require_per_service_call_history_persistence=True)
+    billing = agent("billing", "ok", require_per_service_call_history_persistence=True)
+    builder = HandoffBuilder(participants=[triage, billing]).with_start_agent(triage)
+    attachment = store.attach(builder, group_id="support")  # before build: the builder copies its agents
+    workflow = builder.build()
+    copies = [e.agent for e in workflow.executors.values() if isinstance(e, AgentExecutor)]
+    assert {c.name for c in copies} == {"triage", "billing"} and triage not in copies
+    assert all(attachment.agents[str(c.name)].provider in c.context_providers for c in copies)
+    await workflow.run("My invoice is wrong")
+    assert facts_in(store, "group_support.db") == [("The customer is on the gold plan", "triage")]
+    assert sorted(store.detach(workflow)) == ["billing", "triage"]
+    everyone = [triage, billing, *copies]
+    assert not any(isinstance(p, SharedMemoryContextProvider) for a in everyone for p in a.context_providers)
+    assert store.group_members("support") == set()
 
 
 def test_factories_are_refused_with_a_hint(store: SharedMemoryStore) -> None:

@@ -105,7 +105,7 @@ def derive_group_id(team: Any) -> str:
     names. (Agent ids are random per instance unless given, so they cannot name a group that must survive
     restarts.)"""
     names = sorted(agent_identity(agent) for agent in iter_agents(team))
-    kind = type(team).__name__
+    kind = "list" if isinstance(team, (list, tuple)) else type(team).__name__
     digest = hashlib.sha256("\n".join([kind, *names]).encode()).hexdigest()[:12]
     return f"{kind.lower()}-{digest}"
 
@@ -236,12 +236,26 @@ class Attacher:
         changed: list[str] = []
         for agent in dict.fromkeys(iter_agents(target)):
             done = self._attached.pop(agent, None)
-            if done is None:
-                continue
-            providers = _providers(agent)
-            if done.added_provider and providers is not None:
-                providers[:] = [p for p in providers if p is not done.provider]
+            holders = [agent]
+            if done is None:  # a copy of an attached agent (HandoffBuilder copies its agents when it builds)
+                original = self._original_of(agent)
+                if original is None:
+                    continue
+                done = self._attached.pop(original)
+                holders.append(original)
+            for holder in holders:
+                providers = _providers(holder)
+                if done.added_provider and providers is not None:
+                    providers[:] = [p for p in providers if p is not done.provider]
             if done.group_id is not None:
                 self.store.remove_group_member(done.group_id, done.agent_name)
             changed.append(done.agent_name)
         return changed
+
+    def _original_of(self, agent: Any) -> Any | None:
+        """The attached agent whose added provider ``agent`` holds too (a copy made after attach)."""
+        providers = _providers(agent) or []
+        for original, done in list(self._attached.items()):
+            if done.added_provider and any(p is done.provider for p in providers):
+                return original
+        return None

@@ -24,6 +24,7 @@ providers on one agent do not both act: the first one of a run claims it, the ot
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import time
@@ -364,7 +365,12 @@ def run_records(
 ) -> Iterable[Record]:
     """The records of one run of ``agent_id``: the input messages it received and the messages it answered
     (text only), and its tool calls paired with their results (memory tools only unless ``all_tools``)."""
-    now = time.time()
+    ticks = itertools.count()
+    started = time.time()
+
+    def now() -> float:  # distinct, increasing times keep the run's order in every listing
+        return started + next(ticks) * 1e-6
+
     context: dict[str, Any] = {"framework": "agent_framework"}
     if session_id:
         context["maf_session_id"] = session_id
@@ -382,7 +388,7 @@ def run_records(
                 source=_safe(author, "source")[:128],
                 session_id=store.session_id,
                 context={**context, "direction": direction},
-                created_at=now,
+                created_at=now(),
             )
     calls: dict[str, Any] = {}
     for message in response:
@@ -409,5 +415,5 @@ def run_records(
                     error=_safe(str(content.exception or text), "tool error")[:2000] if failed else None,
                     session_id=store.session_id,
                     call_id=_safe(content.call_id, "call id")[:128],
-                    created_at=now,
+                    created_at=now(),
                 )
