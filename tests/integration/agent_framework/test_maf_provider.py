@@ -461,6 +461,20 @@ async def test_a_recording_failure_is_logged_never_raised(
     assert store.search("kept anyway", "agent", agent_id="alice")[0].fact.created_by == "alice"
 
 
+async def test_a_failing_recall_degrades_to_no_capsule(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("database is locked")
+
+    monkeypatch.setattr(store, "asearch", broken)
+    a = agent("alice", "still answered", context_providers=[store.context_provider(mode="recall")])
+    with caplog.at_level(logging.WARNING, logger="autogen_shared_memory"):
+        answer = await a.run("anything")
+    assert answer.text == "still answered" and "recall failed" in caplog.text
+    assert not any(m.text.startswith(CAPSULE_PREAMBLE) for m in client_of(a).requests[0].messages)
+
+
 def test_memory_tool_is_a_real_function_tool(store: SharedMemoryStore) -> None:
     provider = SharedMemoryContextProvider(store, "crew")
     tools = provider.tools_for(agent("alice"))

@@ -111,7 +111,7 @@ def memory_tools(bound: BoundTools) -> list[MemoryTool]:
 class SharedMemoryProviderConfig(BaseModel):
     """The options of a :class:`SharedMemoryContextProvider` (``store.context_provider(**options)``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     group_id: str | None = None
     mode: Literal["tools", "recall"] = "tools"  # "recall": read-only, no tools, a capsule every run
@@ -255,7 +255,11 @@ class SharedMemoryContextProvider(ContextProvider):
             context.extend_tools(self.source_id, bound.tools)
         context.extend_instructions(self.source_id, self.scaffolding)
         if self.config.injects_capsule:
-            _, text = await bound.recall(_latest_text(context.input_messages))
+            try:
+                _, text = await bound.recall(_latest_text(context.input_messages))
+            except Exception:  # memory is context, not the task: the run goes on without a capsule
+                logger.warning("shared memory recall failed for %r; no capsule this run", agent_id, exc_info=True)
+                text = ""
             if text:
                 context.extend_messages(self, [Message(role="user", contents=[text])])
 
