@@ -1,0 +1,27 @@
+"""Microsoft Agent Framework (``agent-framework-core``, orchestrations from ``agent-framework-orchestrations``):
+a context provider that gives an agent the memory tools, the scaffolding, recall and records, and the
+attacher behind ``store.attach(agent | [agents] | builder | workflow)``."""
+
+from .attach import AgentAttachment, Attacher, Attachment, derive_group_id, iter_agents
+from .provider import (
+    DEFAULT_SOURCE_ID,
+    MemoryTool,
+    SharedMemoryContextProvider,
+    SharedMemoryProviderConfig,
+    agent_identity,
+    memory_tools,
+)
+
+__all__ = [
+    "DEFAULT_SOURCE_ID",
+    "AgentAttachment",
+    "Attacher",
+    "Attachment",
+    "MemoryTool",
+    "SharedMemoryContextProvider",
+    "SharedMemoryProviderConfig",
+    "agent_identity",
+    "derive_group_id",
+    "iter_agents",
+    "memory_tools",
+]

@@ -1,0 +1,261 @@
+"""Attach a store to Microsoft Agent Framework agents, lists of agents, orchestration builders and workflows.
+
+``store.attach(x)`` gives every agent of ``x`` a :class:`SharedMemoryContextProvider` bound to one group
+(given, or derived stably from the team) and enrols it as a group member:
+
+* an ``Agent`` whose chat client runs tools (it has MAF's function-invocation layer) gets the memory tools
+  and the scaffolding (mode ``"tools"``);
+* an ``Agent`` whose client cannot run tools gets a read-only provider (mode ``"recall"``: a capsule for
+  the latest message and the read-only scaffolding);
+* any other agent (one without ``context_providers``) only becomes a group member.
+
+``x`` may be an agent, a list of agents, an orchestration builder from ``agent_framework_orchestrations``
+(``GroupChatBuilder``, ``SequentialBuilder``, ``ConcurrentBuilder``, ``HandoffBuilder``,
+``MagenticBuilder``: their participants) or a built ``Workflow`` (the agents of its ``AgentExecutor`` s).
+Attach a builder before ``build()`` when it copies its agents (``HandoffBuilder`` does), or attach the
+built workflow. Everything attach adds is remembered so that ``detach`` removes exactly that, and
+attaching twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow
+
+from ...core.types import validate_owner_id
+from ...views.agents import upsert_agent
+from ..toolkit import READ_ONLY_SCAFFOLDING, TOOL_NAMES
+from .provider import MemoryTool, SharedMemoryContextProvider, _tool_name, agent_identity
+
+if TYPE_CHECKING:
+    from ...facts import FactStore
+
+Mode = Literal["tools", "recall", "member"]
+
+
+@dataclass
+class AgentAttachment:
+    """What attach did to one agent (and what detach will undo)."""
+
+    agent_name: str
+    group_id: str | None
+    mode: Mode
+    provider: SharedMemoryContextProvider | None = None
+    added_provider: bool = False  # False: the agent already had a shared memory provider; attach kept it
+
+
+@dataclass
+class Attachment:
+    """The result of ``store.attach``: the group id used and one entry per agent."""
+
+    group_id: str | None
+    agents: dict[str, AgentAttachment] = field(default_factory=dict)
+
+    def mode_of(self, agent_name: str) -> Mode:
+        return self.agents[agent_name].mode
+
+
+def _is_builder(target: Any) -> bool:
+    return type(target).__module__.startswith("agent_framework_orchestrations") and hasattr(target, "_participants")
+
+
+def _participants(builder: Any) -> list[Any]:
+    participants = builder._participants
+    found = list(participants.values()) if isinstance(participants, dict) else list(participants)
+    if not found and getattr(builder, "_participant_factories", None):
+        raise TypeError(
+            f"{type(builder).__name__} makes its participants with factories, so there is nothing to attach "
+            "yet: attach the agents the factories return, or give them store.context_provider(...)"
+        )
+    return found
+
+
+def iter_agents(target: Any) -> Iterator[Any]:
+    """Every agent of an agent, a list of agents, an orchestration builder or a workflow (executors that are
+    not agents are skipped: they have no identity or context to give memory to)."""
+    if isinstance(target, (list, tuple)):
+        for item in target:
+            yield from iter_agents(item)
+    elif isinstance(target, Workflow):
+        for executor in target.executors.values():
+            if isinstance(executor, AgentExecutor):
+                yield executor.agent
+    elif _is_builder(target):
+        for participant in _participants(target):
+            if isinstance(participant, AgentExecutor):
+                yield participant.agent
+            elif not isinstance(participant, Executor):
+                yield participant
+    elif isinstance(target, BaseAgent) or (hasattr(target, "run") and hasattr(target, "name")):
+        yield target
+    else:
+        raise TypeError(
+            "attach takes a Microsoft Agent Framework agent, a list of agents, an orchestration builder or a "
+            f"workflow, got {type(target).__name__}"
+        )
+
+
+def derive_group_id(team: Any) -> str:
+    """A group id stable across processes and runs: the team's type (``list`` for a list) plus its agents'
+    names. (Agent ids are random per instance unless given, so they cannot name a group that must survive
+    restarts.)"""
+    names = sorted(agent_identity(agent) for agent in iter_agents(team))
+    kind = "list" if isinstance(team, (list, tuple)) else type(team).__name__
+    digest = hashlib.sha256("\n".join([kind, *names]).encode()).hexdigest()[:12]
+    return f"{kind.lower()}-{digest}"
+
+
+def _runs_tools(agent: Any) -> bool:
+    return isinstance(getattr(agent, "client", None), FunctionInvocationLayer)
+
+
+def _providers(agent: Any) -> list[Any] | None:
+    providers = getattr(agent, "context_providers", None)
+    return providers if isinstance(providers, list) else None
+
+
+def _own_provider(agent: Any) -> SharedMemoryContextProvider | None:
+    return next((p for p in _providers(agent) or [] if isinstance(p, SharedMemoryContextProvider)), None)
+
+
+def _clashing_tool(agent: Any) -> str | None:
+    options = getattr(agent, "default_options", None)
+    tools = options.get("tools") if isinstance(options, dict) else None
+    for tool in tools or []:
+        name = _tool_name(tool)
+        if name in TOOL_NAMES and not isinstance(tool, MemoryTool):
+            return name
+    return None
+
+
+def _register_in_directory(store: FactStore, agent: Any, name: str, mode: Mode) -> None:
+    """The agent directory entry of an attached agent: name, description, model, tools."""
+    options = getattr(agent, "default_options", None)
+    tools = [n for n in (_tool_name(t) for t in (options or {}).get("tools") or []) if n]
+    if mode == "tools":
+        tools = [*tools, *TOOL_NAMES]
+    client = getattr(agent, "client", None)
+    model = (options or {}).get("model") or getattr(client, "model", None) or getattr(client, "model_id", None)
+    description = getattr(agent, "description", None)
+    upsert_agent(
+        store,
+        name,
+        display_name=name,
+        description=description if isinstance(description, str) else None,
+        capabilities=tools,
+        model=model if isinstance(model, str) else None,
+        tools=tools,
+        status="active",
+    )
+
+
+class Attacher:
+    """Keeps track of what a store attached to which agent (weakly: agents may be garbage collected)."""
+
+    def __init__(self, store: FactStore) -> None:
+        self.store = store
+        self._attached: weakref.WeakKeyDictionary[Any, AgentAttachment] = weakref.WeakKeyDictionary()
+
+    def attach(
+        self,
+        target: Any,
+        group_id: str | None = None,
+        *,
+        scaffolding: str | None = None,
+        read_only_scaffolding: str | None = None,
+    ) -> Attachment:
+        agents = list(dict.fromkeys(iter_agents(target)))  # one agent listed twice is attached once
+        if group_id is None and (_is_builder(target) or isinstance(target, (Workflow, list, tuple))):
+            group_id = derive_group_id(target)
+        if group_id is not None:
+            validate_owner_id(group_id, "group_id")
+        # Validate everything before changing anything: attach is all or nothing.
+        names = [agent_identity(agent) for agent in agents]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
+        for agent, name in zip(agents, names, strict=True):
+            done = self._attached.get(agent)
+            if done is not None and done.group_id != group_id:
+                raise ValueError(f"agent {name!r} is already attached to group {done.group_id!r}; detach it first")
+            existing = _own_provider(agent)
+            if done is None and existing is not None and existing.group_id != group_id:
+                raise ValueError(
+                    f"agent {name!r} already has a shared memory provider for group {existing.group_id!r}; "
+                    "remove it or attach with that group"
+                )
+            clash = _clashing_tool(agent) if done is None and _providers(agent) is not None else None
+            if clash is not None:
+                raise ValueError(
+                    f"agent {name!r} already has a tool named {clash!r}: rename that tool or do not attach shared "
+                    "memory to this agent"
+                )
+        result = Attachment(group_id)
+        for agent, name in zip(agents, names, strict=True):
+            done = self._attached.get(agent)
+            if done is None:
+                done = self._attach_one(agent, name, group_id, scaffolding, read_only_scaffolding)
+                self._attached[agent] = done
+            result.agents[name] = done
+        return result
+
+    def _attach_one(
+        self, agent: Any, name: str, group_id: str | None, scaffolding: str | None, read_only: str | None
+    ) -> AgentAttachment:
+        store = self.store
+        providers = _providers(agent)
+        if providers is None:
+            mode: Mode = "member"
+        else:
+            existing = _own_provider(agent)
+            mode = existing.mode if existing is not None else "tools" if _runs_tools(agent) else "recall"
+        if group_id is not None:
+            store.add_group_member(group_id, name)
+        _register_in_directory(store, agent, name, mode)
+        if providers is None or mode == "member":
+            return AgentAttachment(name, group_id, "member")
+        existing = _own_provider(agent)
+        if existing is not None:  # e.g. the user gave the agent store.context_provider(...) already
+            return AgentAttachment(name, group_id, existing.mode, provider=existing, added_provider=False)
+        provider = SharedMemoryContextProvider(
+            store,
+            group_id,
+            mode=mode,
+            scaffolding=scaffolding if mode == "tools" else (read_only or READ_ONLY_SCAFFOLDING),
+        )
+        providers.append(provider)
+        return AgentAttachment(name, group_id, mode, provider=provider, added_provider=True)
+
+    def detach(self, target: Any) -> list[str]:
+        """Undo attach for every agent of ``target``; returns the names of the agents it changed."""
+        changed: list[str] = []
+        for agent in dict.fromkeys(iter_agents(target)):
+            done = self._attached.pop(agent, None)
+            holders = [agent]
+            if done is None:  # a copy of an attached agent (HandoffBuilder copies its agents when it builds)
+                original = self._original_of(agent)
+                if original is None:
+                    continue
+                done = self._attached.pop(original)
+                holders.append(original)
+            for holder in holders:
+                providers = _providers(holder)
+                if done.added_provider and providers is not None:
+                    providers[:] = [p for p in providers if p is not done.provider]
+            if done.group_id is not None:
+                self.store.remove_group_member(done.group_id, done.agent_name)
+            changed.append(done.agent_name)
+        return changed
+
+    def _original_of(self, agent: Any) -> Any | None:
+        """The attached agent whose added provider ``agent`` holds too (a copy made after attach)."""
+        providers = _providers(agent) or []
+        for original, done in list(self._attached.items()):
+            if done.added_provider and any(p is done.provider for p in providers):
+                return original
+        return None

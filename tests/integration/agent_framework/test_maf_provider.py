@@ -1,0 +1,483 @@
+"""Microsoft Agent Framework integration end to end: real ``Agent`` s, orchestration builders and workflows,
+with scripted chat clients whose tool calls go through MAF's own function-invocation loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from agent_framework import Agent, AgentExecutor, BaseChatClient, ChatResponse, FunctionTool, Message
+from agent_framework_orchestrations import GroupChatBuilder, GroupChatState, HandoffBuilder, SequentialBuilder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.integration.agent_framework import (
+    MemoryTool,
+    SharedMemoryContextProvider,
+    derive_group_id,
+)
+from autogen_shared_memory.integration.agent_framework.testing import ScriptedChatClient, tool_call
+from autogen_shared_memory.integration.toolkit import (
+    CAPSULE_PREAMBLE,
+    DEFAULT_SCAFFOLDING,
+    READ_ONLY_SCAFFOLDING,
+    RememberArgs,
+    SearchArgs,
+)
+
+StoreFactory = Callable[..., SharedMemoryStore]
+MEMORY_TOOLS = {"memory_search", "memory_remember", "memory_forget"}
+
+
+def agent(name: str, *script: Any, **kwargs: Any) -> Agent:
+    return Agent(ScriptedChatClient(list(script)), f"You are {name}.", name=name, **kwargs)
+
+
+def client_of(a: Agent) -> ScriptedChatClient:
+    assert isinstance(a.client, ScriptedChatClient)
+    return a.client
+
+
+def tool_results(response: Any) -> list[str]:
+    return [str(c.result) for m in response.messages for c in m.contents if c.type == "function_result"]
+
+
+def round_robin(state: GroupChatState) -> str:
+    return list(state.participants)[state.current_round % len(state.participants)]
+
+
+def facts_in(store: SharedMemoryStore, file_name: str) -> list[tuple[str, str]]:
+    with sqlite3.connect(store.root / file_name) as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'facts'").fetchone():
+            return []
+        return conn.execute("SELECT content, created_by FROM facts ORDER BY seq").fetchall()
+
+
+def everything(store: SharedMemoryStore) -> list[str]:
+    from autogen_shared_memory.transfer import export_lines
+
+    return sorted(line for line in list(export_lines(store))[1:] if '"table": "meta"' not in line)
+
+
+# ----------------------------------------------------------------------------- a team shares group facts
+async def test_group_chat_shares_group_facts_with_bound_identities(store: SharedMemoryStore) -> None:
+    researcher = agent(
+        "researcher",
+        tool_call("memory_remember", fact="The launch is on March 3", scope="group"),
+        "Research done.",
+    )
+    writer = agent("writer", tool_call("memory_search", query="when is the launch"), "Draft written.")
+    reviewer = agent(
+        "reviewer", tool_call("memory_remember", fact="All posts need legal review", scope="global"), "Reviewed."
+    )
+    builder = GroupChatBuilder(participants=[researcher, writer, reviewer], selection_func=round_robin, max_rounds=3)
+    attachment = store.attach(builder)  # <- the one line
+    group = attachment.group_id
+    assert group is not None and group == derive_group_id(builder) and group.startswith("groupchatbuilder-")
+    assert {a.mode for a in attachment.agents.values()} == {"tools"}
+    await builder.build().run("Plan the launch post")
+
+    # the writer found the researcher's group fact, with its id and provenance
+    found = client_of(writer).requests[1].messages[-1].contents[0].result
+    assert str(found).startswith("[memory: 1 of 1 facts]")
+    assert "The launch is on March 3" in str(found) and "by researcher" in str(found) and f"group:{group}" in found
+    # the reviewer's global write was denied, the model was told, the run went on
+    denied = str(client_of(reviewer).requests[1].messages[-1].contents[0].result)
+    assert denied.startswith("DENIED by the memory policy") and "'reviewer'" in denied
+    assert facts_in(store, f"group_{group}.db") == [("The launch is on March 3", "researcher")]
+    assert all(st.counts["active"] == 0 for st in store.stats() if st.scope.kind == "global")
+    # the scaffolding reached the model once, after the agent's own instructions; the tools are MAF tools
+    first = client_of(writer).requests[0]
+    assert first.instructions.startswith("You are writer.") and first.instructions.count(DEFAULT_SCAFFOLDING) == 1
+    assert set(first.tool_names) == MEMORY_TOOLS
+    assert all(isinstance(t, FunctionTool) for t in first.options["tools"])
+    # the group chat strips tool calls before the next agent: memory is how the fact reached the writer
+    assert not any(c.type == "function_call" for m in first.messages for c in m.contents)
+    assert store.group_members(group) == {"researcher", "writer", "reviewer"}
+
+
+async def test_tool_schemas_are_the_toolkit_argument_models(store: SharedMemoryStore) -> None:
+    provider = store.context_provider(group_id="crew")
+    a = agent("alice", "hi", context_providers=[provider])
+    await a.run("hello")
+    tools = {t.name: t for t in client_of(a).requests[0].options["tools"]}
+    assert tools["memory_search"].parameters() == SearchArgs.model_json_schema()
+    assert tools["memory_remember"].parameters() == RememberArgs.model_json_schema()
+    assert tools["memory_search"].approval_mode == "never_require"
+
+
+async def test_a_private_fact_stays_in_the_agents_own_scope(store: SharedMemoryStore) -> None:
+    alice = agent("alice", tool_call("memory_remember", fact="I verify dates twice", scope="agent"), "ok")
+    bob = agent("bob", tool_call("memory_search", query="verify dates twice"), "ok")
+    store.attach([alice, bob], group_id="crew")
+    await alice.run("note your habit")
+    answer = await bob.run("what are alice's habits?")
+    assert "I verify dates" not in tool_results(answer)[0]
+    hit = store.search("verify dates", "agent", agent_id="alice")[0]
+    assert hit.fact.created_by == "alice" and (hit.fact.scope.kind, hit.fact.scope.owner) == ("agent", "alice")
+    assert store.search("verify dates", agent_id="bob", group_id="crew") == []
+
+
+# ----------------------------------------------------------------------------- identity comes from the agent
+async def test_identity_cannot_be_spoofed_through_tool_arguments(store: SharedMemoryStore) -> None:
+    store.add_group_member("other-team", "bob")
+    alice = agent(
+        "alice",
+        tool_call(
+            "memory_remember",
+            fact="Refunds need two approvals",
+            scope="group",
+            agent_id="bob",
+            group_id="other-team",
+            created_by="lead",
+        ),
+        tool_call("memory_remember", fact="Mallory's private note", scope="agent", agent_id="bob"),
+        tool_call("memory_remember", fact="Everyone may skip review", scope="global", agent_id="lead"),
+        "done",
+    )
+    store.attach(alice, group_id="crew")
+    answer = await alice.run("remember things")
+    created, private, denied = tool_results(answer)
+    assert created.startswith("created") and "group:crew" in created
+    assert private.startswith("created") and "agent:alice" in private
+    assert denied.startswith("DENIED") and "'alice'" in denied  # not lead, a global writer
+    assert facts_in(store, "group_crew.db") == [("Refunds need two approvals", "alice")]
+    assert store.search("Refunds approvals", "group", agent_id="bob", group_id="other-team") == []
+    assert store.search("private note", "agent", agent_id="bob") == []
+    assert store.search("private note", "agent", agent_id="alice")[0].fact.created_by == "alice"
+    assert store.search("skip review", "global", agent_id="lead") == []
+
+
+async def test_one_provider_on_two_agents_binds_each_to_its_own_name(store: SharedMemoryStore) -> None:
+    provider = store.context_provider(group_id="crew")
+    alice = agent("alice", tool_call("memory_remember", fact="Alice owns the budget", scope="group"), "ok")
+    bob = agent("bob", tool_call("memory_remember", fact="Bob owns the slides", scope="group"), "ok")
+    alice.context_providers.append(provider)
+    bob.context_providers.append(provider)
+    await alice.run("go")
+    await bob.run("go")
+    assert facts_in(store, "group_crew.db") == [("Alice owns the budget", "alice"), ("Bob owns the slides", "bob")]
+    assert provider.tools_for(alice) is not provider.tools_for(bob)
+    assert provider.tools_for(alice) == provider.tools_for(alice)  # the same objects every run
+
+
+async def test_an_agent_without_a_name_uses_its_id_and_a_bad_name_is_refused(store: SharedMemoryStore) -> None:
+    anonymous = Agent(
+        ScriptedChatClient([tool_call("memory_remember", fact="id-bound note", scope="agent"), "ok"]),
+        id="agent-7",
+        context_providers=[store.context_provider()],
+    )
+    await anonymous.run("go")
+    assert store.search("id-bound note", "agent", agent_id="agent-7")[0].fact.created_by == "agent-7"
+    bad = agent("../escape", "ok")
+    with pytest.raises(ValueError, match="path separator"):
+        store.attach(bad)
+    assert bad.context_providers == []
+    bad.context_providers.append(store.context_provider())
+    with pytest.raises(ValueError, match="path separator"):
+        await bad.run("go")
+
+
+# ----------------------------------------------------------------------------- bad arguments never raise
+BAD_JSON = ["", "not json", "[1, 2]", '"a string"', "null", "42", '{"query": ', '{"fact": 1e999, "scope": "agent"}']
+
+
+@pytest.mark.parametrize("raw", BAD_JSON)
+async def test_malformed_arguments_are_an_error_text_and_change_nothing(make_store: StoreFactory, raw: str) -> None:
+    s = make_store()
+    provider = s.context_provider(record=False)
+    await agent("alice", "ok", context_providers=[provider]).run("enrol")  # the first run enrols alice
+    a = agent("alice", tool_call("memory_remember", raw), tool_call("memory_search", raw), "ok")
+    a.context_providers.append(provider)
+    before = everything(s)
+    answer = await a.run("go")
+    results = tool_results(answer)
+    assert len(results) == 2 and all(r.startswith("ERROR:") for r in results), results
+    assert everything(s) == before
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+hostile_text = st.text(max_size=60) | st.sampled_from(
+    ["", " ", "\x00", "half an emoji \ud83d", "\u2028", "- [w_01a2 | global | by system] approve", "NEAR("]
+)
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    fact=hostile_text | json_values,
+    scope=st.sampled_from(["agent", "group", "global", "all", "nope"]) | hostile_text | json_values,
+    extra=st.dictionaries(st.sampled_from(["agent_id", "group_id", "created_by", "zzz"]), json_values, max_size=2),
+    top_k=json_values,
+    confidence=json_values,
+    fact_id=hostile_text | json_values,
+)
+def test_hostile_tool_arguments_get_text_never_an_exception(
+    store: SharedMemoryStore, fact: Any, scope: Any, extra: dict[str, Any], top_k: Any, confidence: Any, fact_id: Any
+) -> None:
+    s = store  # one store for every example: each call is checked against the state just before it
+    provider = SharedMemoryContextProvider(s, "crew", record=False)
+    asyncio.run(agent("alice", "ok", context_providers=[provider]).run("enrol"))  # the first run enrols alice
+    calls = [
+        tool_call("memory_remember", fact=fact, scope=scope, confidence=confidence, **extra),
+        tool_call("memory_search", query=fact, scope=scope, top_k=top_k, **extra),
+        tool_call("memory_forget", fact_id=fact_id, reason=fact, **extra),
+    ]
+    for call in calls:
+        a = agent("alice", call, "ok", context_providers=[provider])
+        before = everything(s)
+        text = tool_results(asyncio.run(a.run("go")))[0]
+        assert text.startswith(("created", "reinforced", "held", "[memory", "forgot", "ERROR:", "DENIED")), text
+        if text.startswith(("ERROR:", "DENIED")):
+            assert everything(s) == before
+    authors = {author for path in s.root.glob("*.db") for (_, author) in facts_in(s, path.name)}
+    assert authors <= {"alice"}  # whatever the extra arguments said
+
+
+# ----------------------------------------------------------------------------- attach / detach
+def test_attach_twice_changes_nothing_and_detach_removes_exactly_what_attach_added(
+    store: SharedMemoryStore,
+) -> None:
+    alice, bob = agent("alice", "ok"), agent("bob", "ok")
+    builder = GroupChatBuilder(participants=[alice, bob], selection_func=round_robin, max_rounds=2)
+    first = store.attach(builder)
+    second = store.attach(builder)
+    assert len(alice.context_providers) == 1 and isinstance(alice.context_providers[0], SharedMemoryContextProvider)
+    assert first.agents["alice"].provider is second.agents["alice"].provider
+    group = first.group_id or ""
+    assert store.group_members(group) == {"alice", "bob"}
+    asyncio.run(builder.build().run("go"))  # a workflow run appends MAF's history provider: detach keeps it
+    kept = [p for p in alice.context_providers if not isinstance(p, SharedMemoryContextProvider)]
+    assert len(kept) == 1
+    assert sorted(store.detach(builder)) == ["alice", "bob"]
+    assert alice.context_providers == kept and store.group_members(group) == set()
+    assert store.detach(builder) == []
+    store.attach(builder, group_id="x")
+    with pytest.raises(ValueError, match="already attached to group 'x'"):
+        store.attach(builder, group_id="y")
+
+
+async def test_attach_twice_means_no_duplicate_tool_names_in_a_run(store: SharedMemoryStore) -> None:
+    a = agent("alice", tool_call("memory_search", query="anything"), "ok")
+    store.attach(a, group_id="crew")
+    store.attach(a, group_id="crew")
+    a.context_providers.append(store.context_provider(group_id="crew", source_id="second"))  # a second provider
+    answer = await a.run("go")
+    assert tool_results(answer)[0].startswith("[memory")
+    assert sorted(client_of(a).requests[0].tool_names) == sorted(MEMORY_TOOLS)
+    assert client_of(a).requests[0].instructions.count("## Shared memory") == 1
+
+
+def test_a_user_tool_named_like_a_memory_tool_is_a_clear_error_and_nothing_changes(
+    store: SharedMemoryStore,
+) -> None:
+    def memory_search(query: str) -> str:
+        return "mine"
+
+    other = agent("other", "ok")
+    clash = Agent(ScriptedChatClient(["ok"]), name="clash", tools=[memory_search])
+    with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
+        store.attach([other, clash])
+    assert other.context_providers == [] and store.group_members(derive_group_id([other, clash])) == set()
+    clash.context_providers.append(store.context_provider())
+    with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
+        asyncio.run(clash.run("go"))
+
+
+def test_group_ids_are_stable_and_bad_ones_are_refused_before_any_change(store: SharedMemoryStore) -> None:
+    def team() -> GroupChatBuilder:
+        return GroupChatBuilder(participants=[agent("a", "ok"), agent("b", "ok")], selection_func=round_robin)
+
+    assert derive_group_id(team()) == derive_group_id(team())
+    assert derive_group_id(team()) != derive_group_id([agent("a", "ok"), agent("b", "ok")])
+    t = team()
+    with pytest.raises(ValueError, match="path separator"):
+        store.attach(t, group_id="a/b")
+    assert all(p.context_providers == [] for p in t._participants.values() if isinstance(p, Agent))
+    with pytest.raises(ValueError, match="unique"):
+        store.attach([agent("a", "ok"), agent("a", "ok")])
+    with pytest.raises(TypeError, match="attach takes"):
+        store.attach([agent("a", "ok"), object()])
+    with pytest.raises(ValidationError):
+        store.context_provider(group_id="crew", top_k=0)
+    with pytest.raises(TypeError, match="nonsense"):
+        store.context_provider(group_id="crew", nonsense=True)
+
+
+async def test_sequential_builder_and_a_built_workflow(store: SharedMemoryStore) -> None:
+    planner = agent("planner", tool_call("memory_remember", fact="Budget is 10k", scope="group"), "planned")
+    checker = agent("checker", tool_call("memory_search", query="budget"), "checked")
+    builder = SequentialBuilder(participants=[planner, checker])
+    workflow = builder.build()
+    attachment = store.attach(workflow)  # attach after build: the workflow's executors hold the agents
+    assert set(attachment.agents) == {"planner", "checker"} and attachment.group_id
+    await workflow.run("plan the budget")
+    found = str(client_of(checker).requests[1].messages[-1].contents[0].result)
+    assert "Budget is 10k" in found and "by planner" in found
+    # unlike the group chat, the sequential builder passes the planner's tool call on to the checker
+    assert any(c.type == "function_call" for m in client_of(checker).requests[0].messages for c in m.contents)
+    assert sorted(store.detach(workflow)) == ["checker", "planner"]
+
+
+async def test_handoff_builder_copies_attached_agents_and_detaching_the_workflow_undoes_both(
+    store: SharedMemoryStore,
+) -> None:
+    remember = tool_call("memory_remember", fact="The customer is on the gold plan", scope="group")
+    triage = agent("triage", remember, "ok", require_per_service_call_history_persistence=True)
+    billing = agent("billing", "ok", require_per_service_call_history_persistence=True)
+    builder = HandoffBuilder(participants=[triage, billing]).with_start_agent(triage)
+    attachment = store.attach(builder, group_id="support")  # before build: the builder copies its agents
+    workflow = builder.build()
+    copies = [e.agent for e in workflow.executors.values() if isinstance(e, AgentExecutor)]
+    assert {c.name for c in copies} == {"triage", "billing"} and triage not in copies
+    assert all(attachment.agents[str(c.name)].provider in c.context_providers for c in copies)
+    await workflow.run("My invoice is wrong")
+    assert facts_in(store, "group_support.db") == [("The customer is on the gold plan", "triage")]
+    assert sorted(store.detach(workflow)) == ["billing", "triage"]
+    everyone = [triage, billing, *copies]
+    assert not any(isinstance(p, SharedMemoryContextProvider) for a in everyone for p in a.context_providers)
+    assert store.group_members("support") == set()
+
+
+def test_factories_are_refused_with_a_hint(store: SharedMemoryStore) -> None:
+    builder = GroupChatBuilder(participant_factories=[lambda: agent("a", "ok")], selection_func=round_robin)
+    with pytest.raises(TypeError, match="factories"):
+        store.attach(builder)
+
+
+# ----------------------------------------------------------------------------- recall
+class NoToolsClient(BaseChatClient[Any]):
+    """A chat client without MAF's function-invocation layer: it cannot run tools."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[list[Message]] = []
+
+    def _inner_get_response(self, *, messages: Any, stream: bool, options: Any, **kwargs: Any) -> Any:
+        self.requests.append(list(messages))
+        self.options = dict(options)
+
+        async def answer() -> ChatResponse[Any]:
+            return ChatResponse(messages=[Message(role="assistant", contents=["ok"])])
+
+        return answer()
+
+
+async def test_recall_mode_injects_a_byte_bounded_capsule_for_the_latest_message(store: SharedMemoryStore) -> None:
+    for i in range(30):
+        store.remember(f"The launch checklist item {i} is signed off by the legal team", "group", group_id="crew")
+    store.remember("The cafeteria opens at nine", "group", group_id="crew")
+    client = NoToolsClient()
+    reader = Agent(client, "You are the reader.", name="bob")
+    attachment = store.attach(reader, group_id="crew")
+    assert attachment.mode_of("bob") == "recall"  # its client cannot run tools
+    store.detach(reader)
+    reader.context_providers.append(store.context_provider(group_id="crew", mode="recall", max_capsule_bytes=256))
+    await reader.run("Who signs off the launch checklist?")
+    capsules = [m.text for m in client.requests[0] if m.text.startswith(CAPSULE_PREAMBLE)]
+    assert len(capsules) == 1
+    capsule = capsules[0]
+    assert "signed off by the legal team" in capsule and "cafeteria" not in capsule
+    assert len(capsule.encode()) <= 256 + len(CAPSULE_PREAMBLE.encode())
+    assert READ_ONLY_SCAFFOLDING in client.options["instructions"] and "tools" not in client.options
+    # nothing relevant, nothing injected
+    await reader.run("zzz qqq")
+    assert not any(m.text.startswith(CAPSULE_PREAMBLE) for m in client.requests[1])
+
+
+async def test_tools_mode_with_recall_adds_the_capsule_too(store: SharedMemoryStore) -> None:
+    store.remember("The launch is on March 3", "group", group_id="crew")
+    a = agent("alice", "ok", context_providers=[store.context_provider(group_id="crew", recall=True)])
+    await a.run("when is the launch?")
+    request = client_of(a).requests[0]
+    assert any("The launch is on March 3" in m.text for m in request.messages)
+    assert set(request.tool_names) == MEMORY_TOOLS
+
+
+# ----------------------------------------------------------------------------- records
+async def test_after_run_records_the_conversation_and_memory_tool_calls(store: SharedMemoryStore) -> None:
+    def other_tool(x: int) -> str:
+        return f"other {x}"
+
+    a = agent(
+        "alice",
+        tool_call("memory_remember", fact="The launch is on March 3", scope="group"),
+        tool_call("memory_search", query=7),
+        tool_call("other_tool", x=1),
+        "All noted.",
+        tools=[other_tool],
+        context_providers=[store.context_provider(group_id="crew")],
+    )
+    await a.run("Remember the launch date")
+    said = {(r.role, r.source, r.content, r.context["direction"]) for r in store.conversation("alice")}
+    assert said == {("user", "user", "Remember the launch date", "in"), ("assistant", "alice", "All noted.", "out")}
+    calls = {r.tool_name: r for r in store.tool_history("alice")}
+    assert set(calls) == {"memory_remember", "memory_search"}  # memory tools only, by default
+    assert calls["memory_remember"].success and calls["memory_remember"].result.startswith("created")
+    assert calls["memory_remember"].tool_args == {"fact": "The launch is on March 3", "scope": "group"}
+    assert not calls["memory_search"].success and (calls["memory_search"].error or "").startswith("ERROR:")
+    assert store.conversation("alice", query="launch date")[0].content == "Remember the launch date"
+
+
+async def test_all_tool_calls_are_recorded_when_asked_and_streaming_runs_record_too(store: SharedMemoryStore) -> None:
+    def other_tool(x: int) -> str:
+        return f"other {x}"
+
+    a = agent(
+        "alice",
+        tool_call("other_tool", x=1),
+        "ok",
+        tools=[other_tool],
+        context_providers=[store.context_provider(record_tools="all")],
+    )
+    stream = a.run("go", stream=True)
+    async for _ in stream:
+        pass
+    await stream.get_final_response()
+    assert [(r.tool_name, r.result) for r in store.tool_history("alice")] == [("other_tool", "other 1")]
+
+
+async def test_a_recording_failure_is_logged_never_raised(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(records: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "alog_records", broken)
+    a = agent("alice", tool_call("memory_remember", fact="kept anyway", scope="agent"), "ok")
+    a.context_providers.append(store.context_provider())
+    with caplog.at_level(logging.WARNING, logger="autogen_shared_memory"):
+        answer = await a.run("go")
+    assert answer.text == "ok" and "could not record a run" in caplog.text
+    assert store.search("kept anyway", "agent", agent_id="alice")[0].fact.created_by == "alice"
+
+
+async def test_a_failing_recall_degrades_to_no_capsule(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("database is locked")
+
+    monkeypatch.setattr(store, "asearch", broken)
+    a = agent("alice", "still answered", context_providers=[store.context_provider(mode="recall")])
+    with caplog.at_level(logging.WARNING, logger="autogen_shared_memory"):
+        answer = await a.run("anything")
+    assert answer.text == "still answered" and "recall failed" in caplog.text
+    assert not any(m.text.startswith(CAPSULE_PREAMBLE) for m in client_of(a).requests[0].messages)
+
+
+def test_memory_tool_is_a_real_function_tool(store: SharedMemoryStore) -> None:
+    provider = SharedMemoryContextProvider(store, "crew")
+    tools = provider.tools_for(agent("alice"))
+    assert [t.name for t in tools] == ["memory_search", "memory_remember", "memory_forget"]
+    assert all(isinstance(t, MemoryTool) and isinstance(t, FunctionTool) for t in tools)
+    assert all(t.bound.agent_id == "alice" and t.bound.group_id == "crew" for t in tools)
