@@ -218,8 +218,9 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
     ) -> Any:
         """Give every agent of a team (or one agent, or a list of agents) shared memory: the three tools
         bound to its name, the scaffolding, group membership. AutoGen agentchat teams and agents, Microsoft
-        Agent Framework agents and orchestration builders, and AG2 ``GroupChat`` / ``ConversableAgent``
-        are told apart by their package; see ``integration/<framework>/attach.py``.
+        Agent Framework agents (or lists of them), orchestration builders and built workflows, and AG2
+        ``GroupChat`` / ``ConversableAgent`` are told apart by their package; see
+        ``integration/<framework>/attach.py``.
 
         ``group_id`` defaults to one derived stably from the team (its type and agent names). ``options`` go
         to the framework's attacher (AG2: ``read_only=True`` or agent names, ``record=False``). Returns the
