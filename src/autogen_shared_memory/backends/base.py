@@ -593,10 +593,7 @@ def compare_model(scope: ScopeRef, meta: Mapping[str, str], model: ModelInfo) ->
 
 
 def fact_from_row(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
-    """A Fact from a row of the fact columns in their canonical order (``seq, id, content, created_by,
-    created_at, confidence, tags, category, metadata, session_id, expires_at, supersedes, superseded_by,
-    status, tombstone_by, tombstone_at, tombstone_reason, reinforcement, content_hash, version, updated_at,
-    stated_by``; JSON fields as text)."""
+    """A Fact from a row of :data:`FACT_COLUMN_NAMES`, in that order (JSON fields as text)."""
     (
         _,
         fid,

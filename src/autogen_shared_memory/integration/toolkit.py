@@ -14,17 +14,19 @@ behaves the same whichever framework makes it:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
 from ..core.capsule import MIN_CAPSULE_BYTES
 from ..core.types import FactNotFoundError, Hit, MemoryAccessDenied, ScopeName, validate_owner_id
 from ..facts import FactStore
+from ..views.agents import upsert_agent
 
 logger = logging.getLogger("autogen_shared_memory")
 
@@ -278,3 +280,51 @@ class Recall:
     async def __call__(self, query: str) -> tuple[list[Hit], str]:
         hits = await self.hits(query)
         return hits, self.text(hits)
+
+
+# ------------------------------------------------------------------------------------ attaching
+Mode = Literal["tools", "recall", "member"]
+"""How an attached agent gets the memory: the tools, read-only capsule recall, or membership only."""
+
+
+class _Attached(Protocol):
+    agent_name: str
+    group_id: str | None
+    mode: Mode
+
+
+A = TypeVar("A", bound=_Attached)
+
+
+@dataclass
+class Attachment(Generic[A]):
+    """The result of ``store.attach``, in every framework: the group id used and, per agent name, what
+    attach did to it (the framework's own record, which detach undoes)."""
+
+    group_id: str | None
+    agents: dict[str, A] = field(default_factory=dict)
+
+    def mode_of(self, agent_name: str) -> Mode:
+        return self.agents[agent_name].mode
+
+
+def team_group_id(kind: str, names: Iterable[str]) -> str:
+    """A group id stable across processes and runs for a team: its kind plus a digest of its agents' names
+    (framework team objects have random ids per instance, so they cannot name a group that must survive
+    restarts)."""
+    digest = hashlib.sha256("\n".join([kind, *sorted(names)]).encode()).hexdigest()[:12]
+    return f"{kind.lower()}-{digest}"
+
+
+def register_agent(store: FactStore, name: str, description: Any, model: Any, tools: list[str]) -> None:
+    """The agent directory entry of an attached agent (values that are not text are left out)."""
+    upsert_agent(
+        store,
+        name,
+        display_name=name,
+        description=description if isinstance(description, str) else None,
+        capabilities=tools,
+        model=model if isinstance(model, str) and model else None,
+        tools=tools,
+        status="active",
+    )

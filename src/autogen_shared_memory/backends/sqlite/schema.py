@@ -9,15 +9,12 @@ import sqlite_utils
 
 from ...core import lifecycle
 from ...core.records import TABLES, TableSpec
+from ..base import FACT_COLUMN_NAMES
 
 SCHEMA_VERSION = 4
 
 
-FACT_COLUMNS = (
-    "seq, id, content, created_by, created_at, confidence, tags, category, metadata, session_id, "
-    "expires_at, supersedes, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
-    "reinforcement, content_hash, version, updated_at, stated_by"
-)
+FACT_COLUMNS = ", ".join(FACT_COLUMN_NAMES)  # the order of base.fact_from_row
 
 
 def _migrate_v1(conn: sqlite3.Connection) -> None:

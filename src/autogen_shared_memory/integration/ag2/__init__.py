@@ -4,8 +4,8 @@
 :mod:`.tools` for how a tool call is run for the agent that asked (not the agent that executes it).
 """
 
-from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING
-from .attach import AgentAttachment, Attacher, Attachment, derive_group_id, iter_agents
+from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, Attachment
+from .attach import AgentAttachment, Attacher, derive_group_id, iter_agents
 from .tools import asker_of, tool_schema
 
 __all__ = [

@@ -27,18 +27,27 @@ nothing.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from autogen import ConversableAgent, GroupChat, GroupChatManager
 from autogen.oai.client import OpenAIWrapper, PlaceHolderClient
 
 from ...core.types import validate_owner_id
-from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, TOOL_NAMES, BoundTools, Recall
+from ..toolkit import (
+    DEFAULT_SCAFFOLDING,
+    READ_ONLY_SCAFFOLDING,
+    TOOL_NAMES,
+    Attachment,
+    BoundTools,
+    Mode,
+    Recall,
+    register_agent,
+    team_group_id,
+)
 from .tools import Caller, ReplyFunc, recall_hook, tool_call_wrappers, tool_function, tool_schema
 
 if TYPE_CHECKING:
@@ -46,7 +55,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("autogen_shared_memory")
 
-Mode = Literal["tools", "recall", "member"]
 _USAGE = ("total_usage_summary", "actual_usage_summary")
 
 
@@ -65,17 +73,6 @@ class AgentAttachment:
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)  # added to the function map
     reply_functions: list[tuple[ReplyFunc, ReplyFunc]] = field(default_factory=list)  # (original, wrapper)
     hooks: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
-
-
-@dataclass
-class Attachment:
-    """The result of ``store.attach``: the group id used and one entry per agent."""
-
-    group_id: str | None
-    agents: dict[str, AgentAttachment] = field(default_factory=dict)
-
-    def mode_of(self, agent_name: str) -> Mode:
-        return self.agents[agent_name].mode
 
 
 def _group_agents(group_chat: GroupChat) -> Iterator[ConversableAgent]:
@@ -109,9 +106,7 @@ def iter_agents(target: Any) -> Iterator[ConversableAgent]:
 def derive_group_id(group_chat: GroupChat | GroupChatManager) -> str:
     """A group id that is stable across processes and runs: ``groupchat-`` and a digest of the agents' names."""
     chat = group_chat.groupchat if isinstance(group_chat, GroupChatManager) else group_chat
-    names = sorted(agent.name for agent in _group_agents(chat))
-    digest = hashlib.sha256("\n".join([type(chat).__name__, *names]).encode()).hexdigest()[:12]
-    return f"{type(chat).__name__.lower()}-{digest}"
+    return team_group_id(type(chat).__name__, (agent.name for agent in _group_agents(chat)))
 
 
 def _llm_tool_names(agent: ConversableAgent) -> list[str]:
@@ -209,19 +204,8 @@ def _recorder(store: FactStore, agent_name: str) -> Callable[..., Any]:
 
 
 def _register_in_directory(store: FactStore, agent: ConversableAgent) -> None:
-    from ...views.agents import upsert_agent
-
     tools = [n for n in _llm_tool_names(agent) if n not in TOOL_NAMES]
-    upsert_agent(
-        store,
-        agent.name,
-        display_name=agent.name,
-        description=agent.description if isinstance(agent.description, str) else None,
-        capabilities=tools,
-        model=_model_name(agent),
-        tools=tools,
-        status="active",
-    )
+    register_agent(store, agent.name, agent.description, _model_name(agent), tools)
 
 
 class Attacher:
@@ -240,7 +224,7 @@ class Attacher:
         read_only_scaffolding: str | None = None,
         read_only: bool | Collection[str] = False,
         record: bool = True,
-    ) -> Attachment:
+    ) -> Attachment[AgentAttachment]:
         """Give every agent of ``target`` shared memory (all or nothing; a second attach changes nothing).
 
         ``read_only``: ``True`` or the names of the agents that get capsule recall instead of the tools.
@@ -278,7 +262,7 @@ class Attacher:
                 )
             if agent.llm_config:
                 _check_client(agent)
-        result = Attachment(group_id)
+        result: Attachment[AgentAttachment] = Attachment(group_id)
         added: list[ConversableAgent] = []
         try:
             for agent in agents:

@@ -2,7 +2,8 @@
 a context provider that gives an agent the memory tools, the scaffolding, recall and records, and the
 attacher behind ``store.attach(agent | [agents] | builder | workflow)``."""
 
-from .attach import AgentAttachment, Attacher, Attachment, derive_group_id, iter_agents
+from ..toolkit import Attachment
+from .attach import AgentAttachment, Attacher, derive_group_id, iter_agents
 from .provider import (
     DEFAULT_SOURCE_ID,
     MemoryTool,

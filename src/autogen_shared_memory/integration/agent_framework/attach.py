@@ -19,23 +19,19 @@ attaching twice changes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow
 
 from ...core.types import validate_owner_id
-from ...views.agents import upsert_agent
-from ..toolkit import READ_ONLY_SCAFFOLDING, TOOL_NAMES
+from ..toolkit import READ_ONLY_SCAFFOLDING, TOOL_NAMES, Attachment, Mode, register_agent, team_group_id
 from .provider import MemoryTool, SharedMemoryContextProvider, _tool_name, agent_identity
 
 if TYPE_CHECKING:
     from ...facts import FactStore
-
-Mode = Literal["tools", "recall", "member"]
 
 
 @dataclass
@@ -47,17 +43,6 @@ class AgentAttachment:
     mode: Mode
     provider: SharedMemoryContextProvider | None = None
     added_provider: bool = False  # False: the agent already had a shared memory provider; attach kept it
-
-
-@dataclass
-class Attachment:
-    """The result of ``store.attach``: the group id used and one entry per agent."""
-
-    group_id: str | None
-    agents: dict[str, AgentAttachment] = field(default_factory=dict)
-
-    def mode_of(self, agent_name: str) -> Mode:
-        return self.agents[agent_name].mode
 
 
 def _is_builder(target: Any) -> bool:
@@ -104,10 +89,8 @@ def derive_group_id(team: Any) -> str:
     """A group id stable across processes and runs: the team's type (``list`` for a list) plus its agents'
     names. (Agent ids are random per instance unless given, so they cannot name a group that must survive
     restarts.)"""
-    names = sorted(agent_identity(agent) for agent in iter_agents(team))
     kind = "list" if isinstance(team, (list, tuple)) else type(team).__name__
-    digest = hashlib.sha256("\n".join([kind, *names]).encode()).hexdigest()[:12]
-    return f"{kind.lower()}-{digest}"
+    return team_group_id(kind, (agent_identity(agent) for agent in iter_agents(team)))
 
 
 def _runs_tools(agent: Any) -> bool:
@@ -142,16 +125,7 @@ def _register_in_directory(store: FactStore, agent: Any, name: str, mode: Mode) 
     client = getattr(agent, "client", None)
     model = (options or {}).get("model") or getattr(client, "model", None) or getattr(client, "model_id", None)
     description = getattr(agent, "description", None)
-    upsert_agent(
-        store,
-        name,
-        display_name=name,
-        description=description if isinstance(description, str) else None,
-        capabilities=tools,
-        model=model if isinstance(model, str) else None,
-        tools=tools,
-        status="active",
-    )
+    register_agent(store, name, description, model, tools)
 
 
 class Attacher:
@@ -168,7 +142,7 @@ class Attacher:
         *,
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
-    ) -> Attachment:
+    ) -> Attachment[AgentAttachment]:
         agents = list(dict.fromkeys(iter_agents(target)))  # one agent listed twice is attached once
         if group_id is None and (_is_builder(target) or isinstance(target, (Workflow, list, tuple))):
             group_id = derive_group_id(target)
@@ -195,7 +169,7 @@ class Attacher:
                     f"agent {name!r} already has a tool named {clash!r}: rename that tool or do not attach shared "
                     "memory to this agent"
                 )
-        result = Attachment(group_id)
+        result: Attachment[AgentAttachment] = Attachment(group_id)
         for agent, name in zip(agents, names, strict=True):
             done = self._attached.get(agent)
             if done is None:

@@ -1,7 +1,7 @@
 """AutoGen (agentchat and the core runtime): memory tools, the Memory view, attach, runtime recording."""
 
-from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING
-from .attach import AgentAttachment, Attachment, derive_group_id
+from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, Attachment
+from .attach import AgentAttachment, derive_group_id
 from .memory import SharedMemory, SharedMemoryConfig
 from .runtime import (
     ForgetRequest,

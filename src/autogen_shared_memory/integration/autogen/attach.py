@@ -16,11 +16,10 @@ nothing.
 
 from __future__ import annotations
 
-import hashlib
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from autogen_agentchat.agents import AssistantAgent, SocietyOfMindAgent
 from autogen_agentchat.base import ChatAgent, Team
@@ -29,14 +28,20 @@ from autogen_core.models import SystemMessage
 from autogen_core.tools import StaticWorkbench
 
 from ...core.types import validate_owner_id
-from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, TOOL_NAMES
+from ..toolkit import (
+    DEFAULT_SCAFFOLDING,
+    READ_ONLY_SCAFFOLDING,
+    TOOL_NAMES,
+    Attachment,
+    Mode,
+    register_agent,
+    team_group_id,
+)
 from .memory import SharedMemory
 from .tools import _MemoryTool, memory_tools
 
 if TYPE_CHECKING:
     from ...facts import FactStore
-
-Mode = Literal["tools", "recall", "member"]
 
 
 @dataclass
@@ -49,17 +54,6 @@ class AgentAttachment:
     workbench: StaticWorkbench | None = None
     memory: SharedMemory | None = None
     original_system_messages: list[SystemMessage] | None = None
-
-
-@dataclass
-class Attachment:
-    """The result of ``store.attach``: the group id used and one entry per agent."""
-
-    group_id: str | None
-    agents: dict[str, AgentAttachment] = field(default_factory=dict)
-
-    def mode_of(self, agent_name: str) -> Mode:
-        return self.agents[agent_name].mode
 
 
 def iter_agents(target: Any) -> Iterator[ChatAgent]:
@@ -82,9 +76,7 @@ def derive_group_id(team: Any) -> str:
 
     (Team objects get random ids per instance, so they cannot name a group that must survive restarts.)
     """
-    names = sorted(agent.name for agent in iter_agents(team))
-    digest = hashlib.sha256("\n".join([type(team).__name__, *names]).encode()).hexdigest()[:12]
-    return f"{type(team).__name__.lower()}-{digest}"
+    return team_group_id(type(team).__name__, (agent.name for agent in iter_agents(team)))
 
 
 def _function_calling(agent: AssistantAgent) -> bool:
@@ -115,24 +107,13 @@ def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMe
 
 def _register_in_directory(store: FactStore, agent: ChatAgent) -> None:
     """The agent directory entry of an attached agent: name, description, model, tools."""
-    from ...views.agents import upsert_agent
-
     tools: list[str] = []
     model: str | None = None
     if isinstance(agent, AssistantAgent):
         tools = [t.name for t in (*agent._tools, *agent._handoff_tools)]
         client = agent._model_client
         model = str(getattr(client, "_raw_config", {}).get("model") or client.model_info.get("family") or "") or None
-    upsert_agent(
-        store,
-        agent.name,
-        display_name=agent.name,
-        description=agent.description,
-        capabilities=tools,
-        model=model,
-        tools=tools,
-        status="active",
-    )
+    register_agent(store, agent.name, agent.description, model, tools)
 
 
 class Attacher:
@@ -149,7 +130,7 @@ class Attacher:
         *,
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
-    ) -> Attachment:
+    ) -> Attachment[AgentAttachment]:
         agents = list(iter_agents(target))
         if group_id is None and isinstance(target, BaseGroupChat):
             group_id = derive_group_id(target)
@@ -174,7 +155,7 @@ class Attacher:
                         f"agent {agent.name!r} already has a tool named {sorted(clash)[0]!r}: rename that "
                         "tool or do not attach shared memory to this agent"
                     )
-        result = Attachment(group_id)
+        result: Attachment[AgentAttachment] = Attachment(group_id)
         for agent in agents:
             done = self._attached.get(agent)
             if done is None:
