@@ -38,7 +38,6 @@ from ...core.capsule import MIN_CAPSULE_BYTES
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
 from ...core.types import validate_owner_id
 from ...facts import FactStore
-from ...views.agents import upsert_agent
 from ..toolkit import (
     ARGS,
     CAPSULE_PREAMBLE,
@@ -49,6 +48,7 @@ from ..toolkit import (
     TOOL_NAMES,
     BoundTools,
     Recall,
+    register_agent,
 )
 
 logger = logging.getLogger("autogen_shared_memory")
@@ -213,17 +213,8 @@ class SharedMemoryContextProvider(ContextProvider):
             return
         if self.config.group_id is not None:
             await self.store.aadd_group_member(self.config.group_id, agent_id)
-        description = getattr(agent, "description", None)
-        await asyncio.to_thread(
-            upsert_agent,
-            self.store,
-            agent_id,
-            display_name=agent_id,
-            description=description if isinstance(description, str) else None,
-            capabilities=list(TOOL_NAMES) if bound.tools else [],
-            tools=list(TOOL_NAMES) if bound.tools else [],
-            status="active",
-        )
+        tools = list(TOOL_NAMES) if bound.tools else []
+        await asyncio.to_thread(register_agent, self.store, agent_id, getattr(agent, "description", None), None, tools)
         bound.enrolled = True
 
     # ------------------------------------------------------------------ the two hooks
