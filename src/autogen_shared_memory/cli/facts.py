@@ -332,7 +332,7 @@ def watch_cmd(
         if as_json:
             typer.echo(json.dumps(change_json(change), ensure_ascii=False))
         else:
-            detail = ", ".join(f"{k}={v}" for k, v in change.detail.items() if v is not None)
+            detail = ", ".join(f"{k}={v}" for k, v in change.detail.items() if v is not None and k != "session_id")
             typer.echo(
                 f"{_when(change.at)}  {change.scope}  {change.event:<10}  {change.fact_id}  by {change.actor}"
                 + (f"  ({detail})" if detail else "")
