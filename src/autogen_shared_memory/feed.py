@@ -258,6 +258,12 @@ class Subscription:
 
     # ------------------------------------------------------------------ the feed's thread
     def _run(self) -> None:
+        try:
+            self._follow()
+        finally:
+            _release_thread_connections(self.backend)
+
+    def _follow(self) -> None:
         failures = 0
         while not self._stopped.is_set():
             with self._lock:
@@ -351,6 +357,17 @@ class Subscription:
 
     def __repr__(self) -> str:
         return f"<Subscription {'running' if self.running else 'stopped'} at {self._position!r}>"
+
+
+def _release_thread_connections(backend: Backend) -> None:
+    """Close the connections the SQLite backend keeps for the calling thread: it keeps each thread's open
+    until ``close()``, and a subscription's thread ends with the subscription (its files would stay open)."""
+    conns = getattr(getattr(backend, "_local", None), "conns", None)
+    forget = getattr(backend, "_forget_conn", None)
+    if isinstance(conns, dict) and callable(forget):
+        for conn in list(conns.values()):
+            forget(conn)
+        conns.clear()
 
 
 def stop_all(subscriptions: Iterable[Subscription]) -> None:
