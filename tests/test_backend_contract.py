@@ -27,7 +27,7 @@ def test_every_transaction_operation_is_documented() -> None:
 def test_backends_override_derived_methods_only_to_add_to_them() -> None:
     # What each backend may override beyond the abstract methods, and why: an id index (find, write, purge,
     # import on SQLite), a cheaper existence check. Anything else is derived once in base.py.
-    allowed = {"find", "exists", "write", "purge", "import_scope", "close"}
+    allowed = {"find", "exists", "write", "purge", "import_scope", "close", "release_thread"}
     derived = {n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_")} - set(
         Backend.__abstractmethods__
     )

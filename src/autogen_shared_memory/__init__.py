@@ -13,6 +13,7 @@ from .core.capsule import capsule
 from .core.records import ConversationRecord, ToolCallRecord
 from .core.types import (
     AuditEvent,
+    Change,
     EmbeddingModelError,
     EmbeddingModelMismatchError,
     Fact,
@@ -20,6 +21,7 @@ from .core.types import (
     Hit,
     MemoryAccessDenied,
     NotAStoreError,
+    Position,
     Receipt,
     ScopeRef,
     ScopeStats,
@@ -64,6 +66,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AuditEvent",
     "Backend",
+    "Change",
     "ConversationRecord",
     "Embedder",
     "EmbeddingModelError",
@@ -80,6 +83,7 @@ __all__ = [
     "ModelInfo",
     "NotAStoreError",
     "OnnxEmbedder",
+    "Position",
     "Receipt",
     "SQLiteBackend",
     "ScopeRef",

@@ -9,8 +9,10 @@ async method is the sync one run off the event loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import functools
+import inspect
 import math
 import os
 import time
@@ -23,6 +25,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from typing_extensions import Self
 
+from . import feed
 from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
 from .backends.sqlite import SQLiteBackend
 from .core.capsule import capsule as render_capsule
@@ -34,12 +37,14 @@ from .core.types import (
     MAX_TAGS,
     SCOPE_KINDS,
     AuditEvent,
+    Change,
     Draft,
     Fact,
     FactNotFoundError,
     Filters,
     Hit,
     MemoryAccessDenied,
+    Position,
     Receipt,
     ScopeKind,
     ScopeName,
@@ -242,6 +247,7 @@ class FactStore:
         self._model: ModelInfo | None = None
         self._closed = False
         self._recorders: weakref.WeakSet[Any] = weakref.WeakSet()  # objects with flush(timeout): call recorders
+        self._subscriptions: set[feed.Subscription] = set()  # running change-feed subscriptions, stopped by close()
         self._settings: dict[str, Any] = {
             "root": str(self.root) if dsn is None else None,
             "dsn": dsn,
@@ -889,6 +895,84 @@ class FactStore:
                 counts["case_log"] += self.backend.delete_records(ref, "case_log", before=before, force=True)
         return counts
 
+    # ------------------------------------------------------------------ the change feed
+    def changes(self, since: Position | str | None = None, *, limit: int | None = None) -> list[Change]:
+        """The changes to facts after ``since``, in every scope, by any process or host (trusted code).
+
+        ``since``: a :class:`~.core.types.Position` or its token (``str(position)``), e.g. the ``position`` of
+        the last change you handled; ``None``: from the beginning. At most ``limit`` changes (None: all). Each
+        scope's changes come in the order they were committed; scopes are interleaved by time. Each change's
+        ``position`` is the place just after it: ``changes(since=batch[-1].position)`` continues exactly where
+        a batch ended, across restarts and hosts, without skipping or repeating a change. A change is one
+        event of a fact's audit trail (``created``, ``reinforced``, ``superseded``, ``forgotten``,
+        ``approved``, ``purged``, ``reembedded``); records and scope settings are not in the feed.
+
+        Like :meth:`stats`, this is for trusted code: it reports every scope, private agent scopes included,
+        and applies no access policy (it carries ids, actors and events, never fact content).
+        """
+        if limit is not None:
+            limit = _positive_int(limit, "limit", 10**9)
+        return feed.read(self.backend, feed.start(self.backend, since), limit)
+
+    def subscribe(
+        self,
+        callback: Callable[[Change], object],
+        *,
+        since: Position | str | None = "now",
+        poll_interval: float | None = None,
+    ) -> feed.Subscription:
+        """Call ``callback(change)`` for every change to a fact made after ``since`` by any process or host,
+        until stopped: ``stop = store.subscribe(print)`` ... ``stop()`` (trusted code, as :meth:`changes`).
+
+        Every change is delivered exactly once, each scope's in commit order; the callback runs in the
+        subscription's own thread, one change at a time; an exception it raises is logged and the feed goes
+        on. ``since``: ``"now"`` (default: changes committed after this call), ``None`` (from the beginning),
+        or a position, e.g. the ``position`` of the last change handled before a restart (nothing skipped,
+        nothing repeated). Returns once the feed is listening, so a write committed after this returns is
+        delivered. The returned :class:`~.feed.Subscription` stops it when called and tells its ``position``.
+
+        PostgreSQL wakes the feed with ``LISTEN``/``NOTIFY`` (one kept connection; after a reconnect it
+        reads every scope, so nothing committed meanwhile is lost); ``poll_interval`` additionally reads
+        every scope that often, as a safety net. SQLite files cannot notify: the feed looks at their
+        metadata every ``poll_interval`` seconds (default 0.2) and reads the scopes that changed. ``close()``
+        stops every subscription of the store.
+        """
+        subscription = feed.Subscription(
+            self.backend,
+            callback,
+            feed.start(self.backend, since),
+            poll_interval=poll_interval,
+            on_stop=self._subscriptions.discard,
+        )
+        self._subscriptions.add(subscription)
+        return subscription
+
+    async def asubscribe(
+        self,
+        callback: Callable[[Change], object],
+        *,
+        since: Position | str | None = "now",
+        poll_interval: float | None = None,
+    ) -> feed.Subscription:
+        """Async version of :meth:`subscribe`. ``callback`` may be a coroutine function: it then runs on this
+        event loop, one change at a time, the feed waiting for each before the next."""
+        loop = asyncio.get_running_loop()
+        started: list[feed.Subscription] = []
+
+        def deliver(change: Change) -> None:
+            result = callback(change)
+            if inspect.isawaitable(result):
+                try:
+                    _wait_on_loop(result, loop)
+                except RuntimeError:
+                    if loop.is_closed() or not loop.is_running():
+                        for subscription in started:
+                            subscription.stop()  # its loop is gone: nothing could run the callback any more
+                    raise
+
+        started.append(await asyncio.to_thread(self.subscribe, deliver, since=since, poll_interval=poll_interval))
+        return started[0]
+
     # ------------------------------------------------------------------ lifecycle
     @property
     def closed(self) -> bool:
@@ -896,6 +980,7 @@ class FactStore:
 
     def close(self) -> None:
         self._closed = True
+        feed.stop_all(self._subscriptions)
         self.backend.close()
 
     def __enter__(self) -> Self:
@@ -929,3 +1014,28 @@ class FactStore:
     aconversation = _off_loop(conversation)
     atool_history = _off_loop(tool_history)
     apurge_records = _off_loop(purge_records)
+    achanges = _off_loop(changes)
+
+
+def _wait_on_loop(awaitable: Awaitable[object], loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``awaitable`` on ``loop`` from another thread and wait for it (RuntimeError once the loop stops)."""
+
+    async def run() -> object:
+        return await awaitable
+
+    coroutine = run()
+    try:
+        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    except RuntimeError:
+        coroutine.close()
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        raise
+    while True:
+        try:
+            future.result(timeout=1.0)
+            return
+        except concurrent.futures.TimeoutError:
+            if loop.is_closed() or not loop.is_running():
+                future.cancel()
+                raise RuntimeError("the event loop of an async change-feed callback is no longer running") from None

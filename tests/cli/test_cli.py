@@ -41,6 +41,7 @@ COMMANDS = [
     "conversations",
     "tools",
     "tasks",
+    "watch",
     "caselog",
     "export",
     "import",

@@ -226,6 +226,10 @@ class Backend(ABC):
     def close(self) -> None:
         """Release connections and caches."""
 
+    def release_thread(self) -> None:
+        """Release what the backend keeps for the calling thread, which is about to end (a backend that
+        keeps a connection per thread closes it; others need do nothing)."""
+
     # ---------------------------------------------------------------- derived: facts
     def write(
         self,

@@ -3,18 +3,21 @@ gets the access policy, lifecycle and audit trail library callers get, and print
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import signal
+import threading
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
 from ..backends.sqlite.files import scope_file_candidates
-from ..core.types import Fact, ScopeRef
+from ..core.types import Change, Fact, Position, ScopeRef
 from .app import (
     _STALE,
     JsonOpt,
@@ -22,6 +25,7 @@ from .app import (
     _fact_id,
     _fact_ids,
     _moment,
+    _n,
     _out,
     _owner,
     _positive,
@@ -271,6 +275,91 @@ def history_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False
         detail = ", ".join(f"{k}={v}" for k, v in e.detail.items() if v is not None) or "-"
         trail.add(_when(e.at), e.fact_id, e.event, e.actor, detail)
     trail.print(out)
+
+
+# ------------------------------------------------------------------------------------------ watch
+def _position(value: str | None) -> str | None:
+    if value is not None and value != "start":
+        try:
+            Position.parse(value)
+        except ValueError as exc:
+            raise typer.BadParameter(f"{exc}; pass a position printed by watch, or 'start'") from None
+    return value
+
+
+def change_json(change: Change) -> dict[str, Any]:
+    return {
+        "scope": str(change.scope),
+        "event": change.event,
+        "fact_id": change.fact_id,
+        "actor": change.actor,
+        "at": change.at,
+        "seq": change.seq,
+        "detail": change.detail,
+        "position": str(change.position),
+    }
+
+
+@command("watch")
+def watch_cmd(
+    ctx: typer.Context,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            metavar="POSITION",
+            help="Start after this position (watch prints where it stopped), or 'start' for the beginning. "
+            "Default: now.",
+            callback=_position,
+        ),
+    ] = None,
+    count: Annotated[int | None, typer.Option(min=1, help="Stop after this many changes.")] = None,
+    poll: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01, help="Seconds between looks at SQLite files (default 0.2); with --dsn, a safety re-read."
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Follow changes to facts live, made by any process or host, until Ctrl-C (or --count changes)."""
+    store = _settings(ctx).open_store()
+    done = threading.Event()
+    shown: list[Change] = []
+
+    def show(change: Change) -> None:
+        if done.is_set():
+            return  # past --count: not shown, so not part of the position printed at the end
+        if as_json:
+            typer.echo(json.dumps(change_json(change), ensure_ascii=False))
+        else:
+            detail = ", ".join(f"{k}={v}" for k, v in change.detail.items() if v is not None and k != "session_id")
+            typer.echo(
+                f"{_when(change.at)}  {change.scope}  {change.event:<10}  {change.fact_id}  by {change.actor}"
+                + (f"  ({detail})" if detail else "")
+            )
+        shown.append(change)
+        if count is not None and len(shown) >= count:
+            done.set()
+
+    subscription = store.subscribe(
+        show, since=None if since == "start" else "now" if since is None else since, poll_interval=poll
+    )
+    start = subscription.position
+    typer.echo(f"watching {_settings(ctx).where} from position {start} (Ctrl-C stops)", err=True)
+    previous: Any = None
+    with contextlib.suppress(ValueError):  # SIGTERM stops it like Ctrl-C (only the main thread may set handlers)
+        previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        while not done.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        subscription.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    end = shown[-1].position if shown else start
+    typer.echo(f"stopped after {_n(len(shown), 'change')}; resume with --since {end}", err=True)
 
 
 # ------------------------------------------------------------------------------------------ writes

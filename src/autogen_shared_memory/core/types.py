@@ -6,6 +6,7 @@ other backend speak the same language and the store's logic (policy, fusion, cap
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -15,8 +16,10 @@ import secrets
 import threading
 import time
 import unicodedata
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 ScopeKind = Literal["agent", "group", "global"]
@@ -477,3 +480,132 @@ class ScopeStats:
     embedding_dim: int | None
     last_write: float | None
     schema_version: int
+
+
+_POSITION_PREFIX = "p1."
+_MAX_POSITION_JSON = 64 * 1024 * 1024  # a decompressed token larger than this is refused (a zip bomb)
+
+
+class Position:
+    """A resumable place in the change feed: for each scope, the ``seq`` of the last change of its audit trail
+    that was seen (a scope it does not name is read from its beginning).
+
+    Immutable. ``str(position)`` is a compact URL- and shell-safe token (``p1.`` + base64url of compressed
+    JSON); :meth:`parse` reads it back. A scope's audit ``seq`` grows in commit order (every write to a scope
+    holds its write lock from before its audit rows are inserted to its commit), so "everything of each scope
+    after its ``seq``" is exactly what happened after the position. A position belongs to the store it came
+    from. :meth:`advanced` shares storage with the position it extends, so a feed hands one to every change
+    at O(1) cost; the per-scope map is built the first time it is asked for.
+    """
+
+    __slots__ = ("_parent", "_scope", "_seq", "_seqs", "_token")
+
+    def __init__(self, seqs: Mapping[ScopeRef, int] | None = None) -> None:
+        clean: dict[ScopeRef, int] = {}
+        for scope, seq in (seqs or {}).items():
+            if not isinstance(scope, ScopeRef):
+                raise TypeError(f"a position maps ScopeRef to int, got {type(scope).__name__}")
+            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+                raise ValueError(f"a position's seq must be an int >= 0, got {seq!r} for {scope}")
+            if seq:
+                clean[scope] = seq
+        self._parent: Position | None = None
+        self._scope: ScopeRef | None = None
+        self._seq = 0
+        self._seqs: dict[ScopeRef, int] | None = clean
+        self._token: str | None = None
+
+    def advanced(self, scope: ScopeRef, seq: int) -> Position:
+        """This position with ``scope`` moved on to ``seq`` (O(1): it shares this position's storage)."""
+        nxt = Position.__new__(Position)
+        nxt._parent, nxt._scope, nxt._seq, nxt._seqs, nxt._token = self, scope, seq, None, None
+        return nxt
+
+    @property
+    def seqs(self) -> Mapping[ScopeRef, int]:
+        """The last seen ``seq`` of each scope it names (read-only)."""
+        if self._seqs is None:
+            steps: list[Position] = []
+            node: Position = self
+            while True:  # safe while another thread materialises the same chain: it sets _seqs before _parent
+                found, parent = node._seqs, node._parent
+                if found is None and parent is None:
+                    found = node._seqs
+                if found is not None:
+                    break
+                assert parent is not None
+                steps.append(node)
+                node = parent
+            seqs = dict(found)
+            for step in reversed(steps):
+                assert step._scope is not None
+                seqs[step._scope] = step._seq
+            self._seqs, self._parent = seqs, None  # materialised: the chain behind it can be collected
+        return MappingProxyType(self._seqs)
+
+    def get(self, scope: ScopeRef) -> int:
+        """The last seen ``seq`` of ``scope`` (0: nothing of it seen yet)."""
+        return self.seqs.get(scope, 0)
+
+    @classmethod
+    def parse(cls, token: str) -> Position:
+        """The position a token from ``str(position)`` names (ValueError if it is not one)."""
+        if not isinstance(token, str):
+            raise TypeError(f"a position token is a str, got {type(token).__name__}")
+        if not token.startswith(_POSITION_PREFIX):
+            raise ValueError(f"{_excerpt(token)} is not a change-feed position (it starts with {_POSITION_PREFIX!r})")
+        try:
+            packed = base64.urlsafe_b64decode(token[len(_POSITION_PREFIX) :] + "=" * (-len(token) % 4))
+            inflate = zlib.decompressobj()
+            text = inflate.decompress(packed, _MAX_POSITION_JSON)
+            if inflate.unconsumed_tail or not inflate.eof:
+                raise ValueError("truncated or too large")
+            entries = json.loads(text)
+            if not isinstance(entries, list):
+                raise ValueError("not a list")
+            seqs: dict[ScopeRef, int] = {}
+            for entry in entries:
+                kind, owner, seq = entry
+                seqs[ScopeRef(kind, owner)] = seq
+            position = cls(seqs)
+        except (ValueError, TypeError, zlib.error) as exc:
+            raise ValueError(f"{_excerpt(token)} is not a valid change-feed position ({exc})") from None
+        position._token = token
+        return position
+
+    def __str__(self) -> str:
+        if self._token is None:
+            entries = [[s.kind, s.owner, seq] for s, seq in sorted(self.seqs.items())]
+            packed = zlib.compress(json.dumps(entries, separators=(",", ":"), ensure_ascii=False).encode(), 9)
+            self._token = _POSITION_PREFIX + base64.urlsafe_b64encode(packed).decode().rstrip("=")
+        return self._token
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Position) and self.seqs == other.seqs
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.seqs.items()))
+
+    def __repr__(self) -> str:
+        items = sorted(self.seqs.items())
+        shown = ", ".join(f"{s}: {n}" for s, n in items[:5]) + (f", … {len(items) - 5} more" if len(items) > 5 else "")
+        return f"Position({{{shown}}})"
+
+
+def _excerpt(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:40] + "…")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change to a fact, as the change feed reports it: one event of a scope's audit trail (``created``,
+    ``reinforced``, ``superseded``, ``forgotten``, ``approved``, ``purged``, ``reembedded``)."""
+
+    scope: ScopeRef
+    event: str
+    fact_id: str
+    actor: str
+    at: float  # when the writing transaction started (Unix seconds; the writer's clock)
+    detail: dict[str, Any]
+    seq: int  # its place in the scope's audit trail (grows in commit order within the scope)
+    position: Position  # the feed's position just after this change: pass it as ``since`` to resume after it

@@ -6,7 +6,7 @@ isolated as separate files are. A row per scope in ``asm_scopes`` is locked (``S
 by every read-then-write, which serialises writers of one scope across hosts exactly like
 ``BEGIN IMMEDIATE`` does on a file. Vectors are pgvector columns searched by cosine distance (HNSW);
 lexical search is a ``tsvector`` column (GIN) queried with ``plainto_tsquery`` per term, so user text
-can never be a syntax error. Writes ``NOTIFY asm_changes`` so other hosts learn of them without polling.
+can never be a syntax error. Writes ``NOTIFY`` the schema's channel so other hosts learn of them without polling.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
     ) from exc
 
 from .errors import BackendUnavailableError, redact
-from .notify import notify, subscribe
+from .notify import channel, notify, subscribe
 from .schema import SCHEMA_VERSION, ensure_extension, migrate
 
 logger = logging.getLogger("autogen_shared_memory")
@@ -389,12 +389,20 @@ class PostgresBackend(Backend):
         )
 
     # ------------------------------------------------------------------ change notification
-    def subscribe(self, callback: Callable[[ScopeRef, str], None]) -> Callable[[], None]:
-        """See :func:`.notify.subscribe`."""
-        return subscribe(self.dsn, callback, self._listeners)
+    @property
+    def channel(self) -> str:
+        """The schema's notification channel (see :func:`.notify.channel`)."""
+        return channel(self.schema)
+
+    def subscribe(
+        self, callback: Callable[[ScopeRef, str], None], *, on_listening: Callable[[], None] | None = None
+    ) -> Callable[[], None]:
+        """Wake-ups for writes to this schema by any process or host; see :func:`.notify.subscribe`. For every
+        change to a fact, lossless and resumable, use the store's ``subscribe`` (the change feed)."""
+        return subscribe(self.dsn, self.channel, callback, self._listeners, on_listening)
 
     def close(self) -> None:
-        for stop, thread in self._listeners:
+        for stop, thread in list(self._listeners):
             stop.set()
             thread.join(timeout=5)
         self._listeners.clear()
@@ -566,7 +574,7 @@ class _PgTx:
                 (self.n_delta, self.now, *self.key),
             )
         if self.changed or self.touched:
-            notify(self.conn, self.scope, event)
+            notify(self.conn, self.backend.channel, self.scope, event)
 
 
 def _table(name: str) -> str:

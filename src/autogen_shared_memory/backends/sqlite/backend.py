@@ -1027,6 +1027,13 @@ class SQLiteBackend(Backend):
         self._ids.add(scope, (row["id"] for table, row in items if table == "facts"))
         return super().import_scope(scope, items)
 
+    def release_thread(self) -> None:
+        conns: dict[ScopeRef, Connection] | None = getattr(self._local, "conns", None)
+        for conn in list((conns or {}).values()):
+            self._forget_conn(conn)
+        if conns:
+            conns.clear()
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

@@ -1,0 +1,364 @@
+"""The change feed: every change to a fact, in every scope, made by any process or host, resumable.
+
+Where positions come from: every backend writes an ``audit`` row for each change to a fact (``created``,
+``reinforced``, ``superseded``, ``forgotten``, ``approved``, ``purged``, ``reembedded``) inside the scope's
+write transaction, and holds the scope's write lock (SQLite ``BEGIN IMMEDIATE`` on its file, PostgreSQL
+``SELECT ... FOR UPDATE`` of its row in ``asm_scopes``) from before those rows are inserted until the
+commit. So within one scope the audit ``seq`` grows in commit order, and any read sees a prefix of each
+scope's trail. A :class:`~.core.types.Position` is the last ``seq`` seen per scope; "every row of each scope
+after it" is exactly what happened since, and nothing after it was seen: nothing lost, nothing repeated.
+Across scopes there is no order (PostgreSQL's ``seq`` is one sequence for all scopes, but scopes are locked
+separately, so it is not commit order across them): positions are per scope.
+
+Waking up is separate from reading, so a missed wake-up only delays a change, never loses it:
+
+* PostgreSQL: writes ``NOTIFY`` the schema's channel at commit; the subscription keeps one ``LISTEN``
+  connection and reads the scope a notification names. Each time it (re)starts listening it reads every
+  scope: a change committed while it was reconnecting is read then, and one committed after is notified.
+* SQLite: no notifications between processes. The subscription looks at the scope files' metadata (size,
+  modification time and inode of each file and its WAL) every ``poll_interval`` and reads the scopes whose
+  files changed, and new files as they appear. A file modified within two seconds of the last look counts
+  as changed (a later write in the same clock tick could leave its metadata unchanged).
+* Any other backend: every scope is read every ``poll_interval``.
+
+Record tables (messages, tool calls, tasks, the case log, ...) and scope settings (membership, privacy) are
+not facts and have no audit trail: they are not in the feed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .backends.base import Backend
+from .backends.sqlite import SQLiteBackend
+from .core.types import Change, Position, ScopeRef
+
+logger = logging.getLogger("autogen_shared_memory")
+
+Since = Position | str | Literal["now"] | None
+DEFAULT_POLL_INTERVAL = 0.2  # seconds between looks at a store that cannot notify (SQLite files)
+BATCH = 1000  # audit rows read per query
+_REBASE_EVERY = 256  # a subscription materialises every n-th position, so the chain behind it can be freed
+_RACY_SECONDS = 2.0  # a file modified this close to the last look counts as changed (coarse file times)
+
+
+@runtime_checkable
+class Notifies(Protocol):
+    """A backend that wakes subscribers when a scope changes (PostgreSQL's LISTEN/NOTIFY)."""
+
+    def subscribe(
+        self, callback: Callable[[ScopeRef, str], None], *, on_listening: Callable[[], None] | None = None
+    ) -> Callable[[], None]: ...
+
+
+# ------------------------------------------------------------------------------------------- positions
+def current(backend: Backend) -> Position:
+    """The position after the last change of every scope: "now"."""
+    seqs: dict[ScopeRef, int] = {}
+    for scope in backend.scopes():
+        last = backend.rows(scope, "audit", limit=1, oldest_first=False)
+        if last:
+            seqs[scope] = int(last[0]["seq"])
+    return Position(seqs)
+
+
+def start(backend: Backend, since: Since) -> Position:
+    """The position ``since`` names: ``None`` the beginning, ``"now"`` :func:`current`, a token or a Position."""
+    if since is None:
+        return Position()
+    if isinstance(since, Position):
+        return since
+    if since == "now":
+        return current(backend)
+    if isinstance(since, str):
+        return Position.parse(since)
+    raise TypeError(f"since must be a Position, a position token, 'now' or None, got {type(since).__name__}")
+
+
+def _change(scope: ScopeRef, row: Mapping[str, Any], position: Position) -> Change:
+    detail = row.get("detail")
+    if isinstance(detail, str):
+        try:
+            detail = json.loads(detail)
+        except ValueError:
+            detail = {"text": detail}
+    return Change(
+        scope=scope,
+        event=str(row["event"]),
+        fact_id=str(row["fact_id"]),
+        actor=str(row["actor"]),
+        at=float(row["at"]),
+        detail=detail if isinstance(detail, dict) else {},
+        seq=int(row["seq"]),
+        position=position,
+    )
+
+
+def read(backend: Backend, since: Position, limit: int | None = None) -> list[Change]:
+    """The changes after ``since``, at most ``limit``: each scope's in ``seq`` order, the scopes interleaved
+    by time. Each change carries the position after it (``since`` moved on by it and the changes before it
+    in the list), so resuming from any of them neither skips nor repeats one."""
+    streams: list[list[tuple[ScopeRef, dict[str, Any]]]] = []
+    for scope in backend.scopes():
+        rows = backend.rows(scope, "audit", after_seq=since.get(scope), limit=limit)
+        if rows:
+            streams.append([(scope, row) for row in rows])
+    # heapq.merge only ever takes the head of a stream: each scope stays in seq order whatever its times.
+    merged = heapq.merge(*streams, key=lambda item: (float(item[1]["at"]), item[0], int(item[1]["seq"])))
+    changes: list[Change] = []
+    position = since
+    for scope, row in merged:
+        if limit is not None and len(changes) >= limit:
+            break
+        position = position.advanced(scope, int(row["seq"]))
+        if len(changes) % _REBASE_EVERY == _REBASE_EVERY - 1:
+            position.seqs  # noqa: B018 - materialise: keeps every chain of positions short
+        changes.append(_change(scope, row, position))
+    return changes
+
+
+# ---------------------------------------------------------------------------------- SQLite: file metadata
+_Signature = tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _newest(signature: _Signature) -> float:
+    return max((s[2] for s in signature if s is not None), default=0) / 1e9
+
+
+def _is_scope_file(name: str) -> bool:
+    return name == "global.db" or (name.startswith(("agent_", "group_")) and name.endswith(".db"))
+
+
+class ScopeFiles:
+    """Which scopes of a SQLite store may have changed since the last look, from file metadata alone (no file is
+    opened unless it is new): each scope file's and its WAL's inode, size and modification time."""
+
+    def __init__(self, backend: SQLiteBackend) -> None:
+        self.backend = backend
+        self.root: Path = backend.root
+        self._seen: dict[str, tuple[_Signature, float]] = {}
+        self._scopes: dict[str, ScopeRef | None] = {}  # file name -> its scope (None: not a scope file)
+
+    def changed(self) -> set[ScopeRef]:
+        looked = time.time()  # before any stat: a conservative time of this look
+        try:
+            names = sorted(e.name for e in os.scandir(self.root) if _is_scope_file(e.name))
+        except FileNotFoundError:
+            names = []
+        if any(name not in self._scopes for name in names):
+            listed = {ref.file_name: ref for ref in self.backend.scopes()}
+            for name in names:
+                self._scopes.setdefault(name, listed.get(name))
+        found: set[ScopeRef] = set()
+        seen: dict[str, tuple[_Signature, float]] = {}
+        for name in names:
+            path = os.path.join(self.root, name)
+            signature = (_stat(path), _stat(path + "-wal"))
+            before = self._seen.get(name)
+            seen[name] = (signature, looked)
+            scope = self._scopes.get(name)
+            if scope is None:
+                continue
+            # Changed, new, or modified so close to the last look that a write since may have left the same
+            # metadata (file times are coarse): read it.
+            if before is None or before[0] != signature or _newest(before[0]) >= before[1] - _RACY_SECONDS:
+                found.add(scope)
+        self._seen = seen
+        return found
+
+
+# -------------------------------------------------------------------------------------- subscriptions
+class Subscription:
+    """A running subscription to the change feed (:meth:`~.facts.FactStore.subscribe` returns one).
+
+    ``callback(change)`` runs in the subscription's own thread, one change at a time: every change of every
+    scope after the start position exactly once, each scope's in ``seq`` order. An exception in the callback
+    is logged and the feed goes on; a store that cannot be read (a dropped connection) is retried, from the
+    last delivered position. Call the subscription (or :meth:`stop`) to end it; :attr:`position` is where it
+    got to, to resume from later.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        callback: Callable[[Change], object],
+        since: Position,
+        *,
+        poll_interval: float | None = None,
+        on_stop: Callable[[Subscription], None] | None = None,
+    ) -> None:
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        self.backend = backend
+        self.callback = callback
+        self._position = since
+        self._seqs: dict[ScopeRef, int] = dict(since.seqs)
+        self._lock = threading.Lock()
+        self._pending: set[ScopeRef] = set()
+        self._sweep = True  # the first round reads every scope
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._delivered = 0
+        self._on_stop = on_stop
+        self._files = ScopeFiles(backend) if isinstance(backend, SQLiteBackend) else None
+        notifies = self._files is None and isinstance(backend, Notifies)
+        if poll_interval is not None and (
+            isinstance(poll_interval, bool) or not poll_interval > 0 or math.isinf(poll_interval)
+        ):
+            raise ValueError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
+        # SQLite looks at its files every interval; a notifying backend sweeps every scope only when asked to.
+        self.poll_interval = poll_interval if poll_interval is not None or notifies else DEFAULT_POLL_INTERVAL
+        self._sweep_on_poll = self._files is None
+        self._unlisten: Callable[[], None] | None = None
+        if notifies:
+            assert isinstance(backend, Notifies)
+            self._unlisten = backend.subscribe(self._heard, on_listening=self._resync)  # returns once listening
+        self._thread = threading.Thread(target=self._run, name="shared-memory-feed", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def position(self) -> Position:
+        """The position after the last change delivered (the start position before the first)."""
+        return self._position
+
+    @property
+    def running(self) -> bool:
+        return not self._stopped.is_set()
+
+    # ------------------------------------------------------------------ wake-ups (any thread)
+    def _heard(self, scope: ScopeRef, event: str) -> None:
+        with self._lock:
+            self._pending.add(scope)
+            self._wake.set()
+
+    def _resync(self) -> None:
+        """Listening (again): read every scope, so whatever committed before it listened is caught up."""
+        with self._lock:
+            self._sweep = True
+            self._wake.set()
+
+    # ------------------------------------------------------------------ the feed's thread
+    def _run(self) -> None:
+        try:
+            self._follow()
+        finally:
+            self.backend.release_thread()
+
+    def _follow(self) -> None:
+        failures = 0
+        while not self._stopped.is_set():
+            with self._lock:
+                sweep, pending = self._sweep, self._pending
+                self._sweep, self._pending = False, set()
+                self._wake.clear()
+            try:
+                if self._files is not None:
+                    pending |= self._files.changed()
+                if sweep:
+                    pending |= set(self.backend.scopes())
+                for scope in sorted(pending):
+                    if self._stopped.is_set():
+                        return
+                    self._catch_up(scope)
+                failures = 0
+            except Exception:
+                if self._stopped.is_set():
+                    return
+                failures += 1
+                logger.warning(
+                    "the change feed could not read the store; retrying from the last delivered position",
+                    exc_info=failures == 1,
+                )
+                with self._lock:
+                    self._sweep = True  # whatever was not read yet is read on the next round
+                self._stopped.wait(min(0.1 * 2 ** min(failures, 6), 5.0))
+                continue
+            woken = self._wake.wait(self.poll_interval)
+            if not woken and self._sweep_on_poll:
+                with self._lock:
+                    self._sweep = True
+
+    def _catch_up(self, scope: ScopeRef) -> None:
+        """Deliver the scope's changes after the last one delivered."""
+        after = self._seqs.get(scope, 0)
+        while True:
+            rows = self.backend.rows(scope, "audit", after_seq=after, limit=BATCH)
+            for row in rows:
+                if self._stopped.is_set():
+                    return
+                seq = int(row["seq"])
+                if seq <= after:  # pragma: no cover - the backend's after_seq rules this out
+                    continue
+                position = self._position.advanced(scope, seq)
+                self._delivered += 1
+                if self._delivered % _REBASE_EVERY == 0:
+                    position.seqs  # noqa: B018 - materialise: the chain of earlier positions can be freed
+                change = _change(scope, row, position)
+                after = self._seqs[scope] = seq
+                self._position = position
+                self._deliver(change)
+            if len(rows) < BATCH:
+                return
+
+    def _deliver(self, change: Change) -> None:
+        try:
+            self.callback(change)
+        except Exception:  # a callback error must not stop the feed
+            logger.warning(
+                "a change-feed callback failed on %s of %s in %s",
+                change.event,
+                change.fact_id,
+                change.scope,
+                exc_info=True,
+            )
+
+    # ------------------------------------------------------------------ stopping
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the subscription: no callback starts after this returns (one already running finishes)."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._wake.set()
+        if self._unlisten is not None:
+            with contextlib.suppress(Exception):
+                self._unlisten()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        if self._on_stop is not None:
+            self._on_stop(self)
+
+    def __call__(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<Subscription {'running' if self.running else 'stopped'} at {self._position!r}>"
+
+
+def stop_all(subscriptions: Iterable[Subscription]) -> None:
+    for subscription in list(subscriptions):
+        subscription.stop()

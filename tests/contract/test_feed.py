@@ -1,0 +1,313 @@
+"""The change feed, on every backend: every change to a fact exactly once, in order per scope, resumable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.core.types import Change, Position, ScopeRef
+from autogen_shared_memory.testing import HashEmbedder
+
+StoreFactory = Callable[..., SharedMemoryStore]
+GLOBAL, CREW, ALICE = ScopeRef("global"), ScopeRef("group", "crew"), ScopeRef("agent", "alice")
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def key(change: Change) -> tuple[ScopeRef, int]:
+    return (change.scope, change.seq)
+
+
+def audit_trail(store: SharedMemoryStore) -> list[tuple[ScopeRef, int, str, str]]:
+    """Every audit row of every scope, as the backend holds them."""
+    return sorted(
+        (scope, row["seq"], row["fact_id"], row["event"])
+        for scope in store.backend.scopes()
+        for row in store.backend.rows(scope, "audit")
+    )
+
+
+def some_history(store: SharedMemoryStore) -> None:
+    """Every kind of change: created, reinforced, superseded, forgotten, approved, purged, reembedded."""
+    first = store.remember("the deploy window is Thursday", "global")
+    store.remember("the deploy window is Thursday", "global")  # reinforced
+    store.remember("deploys happen on Friday now", "global", supersedes=[first.id])  # created + superseded
+    gone = store.remember("alice likes tea", "agent", agent_id="alice")
+    store.forget(gone.id, reason="wrong")
+    store.remember("crew standup at nine", "group", agent_id="alice", group_id="crew")
+    store.purge(0)
+    store.reembed()
+
+
+def test_changes_replays_the_whole_audit_trail_and_resumes_from_any_change(store: SharedMemoryStore) -> None:
+    assert store.changes() == []
+    some_history(store)
+    changes = store.changes()
+    assert sorted((c.scope, c.seq, c.fact_id, c.event) for c in changes) == audit_trail(store)
+    assert {c.event for c in changes} >= {"created", "reinforced", "superseded", "forgotten", "purged", "reembedded"}
+    for scope in (GLOBAL, CREW, ALICE):  # each scope's changes in commit (seq) order
+        seqs = [c.seq for c in changes if c.scope == scope]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) and seqs
+    assert all(c.actor for c in changes) and all(c.at > 0 for c in changes)
+    # Resuming from any change's position (as an object or as its token) gives exactly the changes after it.
+    for i, change in enumerate(changes):
+        rest = [key(c) for c in changes[i + 1 :]]
+        assert sorted(key(c) for c in store.changes(since=change.position)) == sorted(rest)
+        assert sorted(key(c) for c in store.changes(since=str(change.position))) == sorted(rest)
+    assert store.changes(since=changes[-1].position) == []
+
+
+def test_changes_resume_after_a_restart_without_losses_or_repeats(make_store: StoreFactory) -> None:
+    first = make_store()
+    for i in range(5):
+        first.remember(f"fact number {i}", "group", group_id=f"g{i % 2}")
+    token = str(first.changes()[-1].position)
+    first.close()
+    second = make_store(same_as=first)  # another process, another day: only the token survived
+    assert second.changes(since=token) == []
+    for i in range(5, 9):
+        second.remember(f"fact number {i}", "group", group_id=f"g{i % 3}")
+    later = second.changes(since=token)
+    assert [c.event for c in later] == ["created"] * 4
+    assert {second.get(c.fact_id).content for c in later} == {f"fact number {i}" for i in range(5, 9)}
+
+
+def test_changes_pages_through_with_limit(store: SharedMemoryStore) -> None:
+    some_history(store)
+    everything = [key(c) for c in store.changes()]
+    paged: list[tuple[ScopeRef, int]] = []
+    position: Position | None = None
+    while batch := store.changes(since=position, limit=3):
+        assert len(batch) <= 3
+        paged.extend(key(c) for c in batch)
+        position = batch[-1].position
+    assert sorted(paged) == sorted(everything) and len(paged) == len(set(paged))
+    with pytest.raises(ValueError):
+        store.changes(limit=0)
+
+
+def test_subscribe_delivers_every_later_change_exactly_once_in_order(store: SharedMemoryStore) -> None:
+    before = store.remember("written before subscribing", "global")
+    seen: list[Change] = []
+    stop = store.subscribe(seen.append)
+    start = stop.position
+    some_history(store)
+    expected = store.changes(since=start)
+    assert wait_for(lambda: len(seen) >= len(expected))
+    time.sleep(0.5)  # nothing more, nothing twice
+    assert sorted(key(c) for c in seen) == sorted(key(c) for c in expected)
+    assert len({key(c) for c in seen}) == len(seen)
+    for scope in (GLOBAL, CREW, ALICE):
+        seqs = [c.seq for c in seen if c.scope == scope]
+        assert seqs == sorted(seqs)
+    assert not [c for c in seen if c.fact_id == before.id and c.event == "created"]
+    assert stop.position == seen[-1].position  # where it got to
+    assert store.changes(since=stop.position) == []
+    stop()
+    store.remember("written after stopping", "global")
+    time.sleep(0.5)
+    assert len(seen) == len(expected)
+    assert not stop.running
+
+
+def test_subscribe_from_a_position_catches_up_then_follows(make_store: StoreFactory) -> None:
+    first = make_store()
+    first.remember("one", "global")
+    mark = first.changes()[-1].position
+    first.remember("two", "global")
+    first.remember("three", "group", group_id="crew")
+    first.close()
+    store = make_store(same_as=first)
+    seen: list[Change] = []
+    with store.subscribe(seen.append, since=str(mark)) as sub:
+        assert wait_for(lambda: len(seen) >= 2)
+        store.remember("four", "agent", agent_id="alice")
+        assert wait_for(lambda: len(seen) >= 3)
+        time.sleep(0.3)
+        assert [store.get(c.fact_id).content for c in seen] in (
+            ["two", "three", "four"],
+            ["three", "two", "four"],  # scopes are not ordered against each other
+        )
+        assert sub.position == seen[-1].position
+    everything: list[Change] = []
+    with store.subscribe(everything.append, since=None):  # from the beginning
+        assert wait_for(lambda: len(everything) >= 4)
+    assert len(everything) == 4
+
+
+def test_a_failing_callback_is_logged_and_the_feed_goes_on(
+    store: SharedMemoryStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[str] = []
+
+    def fragile(change: Change) -> None:
+        seen.append(change.fact_id)
+        if len(seen) == 1:
+            raise RuntimeError("callback bug")
+
+    with store.subscribe(fragile):
+        store.remember("first", "global")
+        store.remember("second", "global")
+        assert wait_for(lambda: len(seen) >= 2)
+    assert "callback bug" in caplog.text or any(r.exc_info for r in caplog.records)
+
+
+def test_concurrent_writers_to_one_scope_make_a_gap_free_feed(store: SharedMemoryStore) -> None:
+    seen: list[Change] = []
+    sub = store.subscribe(seen.append, poll_interval=0.05)
+    receipts: list[str] = []
+    lock = threading.Lock()
+
+    def writer(n: int) -> None:
+        for i in range(15):
+            r = store.remember(f"writer {n} fact {i}", "group", group_id="crew")
+            with lock:
+                receipts.append(r.id)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    trail = [row["seq"] for row in store.backend.rows(CREW, "audit")]
+    assert len(receipts) == len(trail) == 60
+    arrived = wait_for(lambda: len(seen) >= 60, 10)
+    time.sleep(0.3)
+    sub()
+    missing = sorted(set(trail) - {c.seq for c in seen})
+    assert arrived and not missing, f"never delivered: seqs {missing}"
+    assert [c.seq for c in seen] == trail  # every audit row of the scope, once, in seq order
+    assert sorted(c.fact_id for c in seen) == sorted(receipts)
+
+
+def test_close_stops_subscriptions(make_store: StoreFactory) -> None:
+    store = make_store()
+    sub = store.subscribe(lambda change: None)
+    assert sub.running
+    store.close()
+    assert not sub.running
+
+
+def test_bad_positions_are_refused(store: SharedMemoryStore) -> None:
+    for bad in ("", "now-ish", "p1.!!!", "p1.eJzLSM3JyQcABiwCFQ"):  # the last: valid zlib of "hello"
+        with pytest.raises(ValueError, match="position"):
+            store.changes(since=bad)
+    with pytest.raises(TypeError):
+        store.changes(since=42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="poll_interval"):
+        store.subscribe(print, poll_interval=0)
+
+
+async def test_async_twins(store: SharedMemoryStore) -> None:
+    seen: list[Any] = []
+    loop = asyncio.get_running_loop()
+
+    async def on_change(change: Change) -> None:
+        assert asyncio.get_running_loop() is loop  # a coroutine callback runs on the subscriber's loop
+        seen.append(change.fact_id)
+
+    sub = await store.asubscribe(on_change)
+    receipt = await store.aremember("async fact", "global")
+    for _ in range(500):
+        if seen:
+            break
+        await asyncio.sleep(0.02)
+    assert seen == [receipt.id]
+    assert [c.fact_id for c in await store.achanges()] == [receipt.id]
+    await asyncio.to_thread(sub.stop)
+
+
+# --------------------------------------------------------------------------- across processes and restarts
+def place_of(store: SharedMemoryStore) -> tuple[str, ...]:
+    """What another process needs to open the same memory."""
+    backend: Any = store.backend
+    return ("postgres", backend.dsn, backend.schema) if hasattr(backend, "dsn") else ("sqlite", str(store.root))
+
+
+def open_place(place: tuple[str, ...]) -> SharedMemoryStore:
+    if place[0] == "sqlite":
+        return SharedMemoryStore(place[1], embedder=HashEmbedder())
+    from autogen_shared_memory.backends.postgres import PostgresBackend
+
+    return SharedMemoryStore(backend=PostgresBackend(place[1], schema=place[2], max_size=2), embedder=HashEmbedder())
+
+
+def _write(place: tuple[str, ...], tag: str, n: int) -> None:
+    store = open_place(place)
+    for i in range(n):
+        where = {0: {"group_id": f"{tag}-{i}"}, 1: {"group_id": "shared"}, 2: {"group_id": tag}}[i % 3]
+        store.remember(f"{tag} fact {i}", "group", **where)
+        time.sleep(0.01)
+    store.close()
+
+
+def _follow(place: tuple[str, ...], since: str | None, log: str) -> None:
+    """A consumer that records each change with its position in one line: handling and recording its place
+    are one step, so after a crash it resumes from the last line it wrote."""
+    store = open_place(place)
+    with open(log, "a") as out:
+
+        def handle(change: Change) -> None:
+            out.write(json.dumps([str(change.scope), change.seq, change.fact_id, str(change.position)]) + "\n")
+            out.flush()
+
+        store.subscribe(handle, since=since)
+        time.sleep(600)  # until killed
+
+
+def complete_lines(log: Path) -> list[list[Any]]:
+    text = log.read_text() if log.exists() else ""
+    return [json.loads(line) for line in text.split("\n")[:-1]]  # a line cut short by the kill is dropped
+
+
+def test_a_consumer_killed_mid_feed_resumes_from_its_last_position_without_losses_or_repeats(
+    store: SharedMemoryStore, tmp_path: Path
+) -> None:
+    place, log = place_of(store), tmp_path / "consumed.jsonl"
+    ctx = mp.get_context("spawn")
+    first = ctx.Process(target=_follow, args=(place, None, str(log)))
+    first.start()
+    assert wait_for(log.exists, 120)  # the consumer is up
+    writers = [ctx.Process(target=_write, args=(place, tag, 45)) for tag in ("w1", "w2")]
+    for w in writers:
+        w.start()
+    assert wait_for(lambda: len(complete_lines(log)) >= 20, 120)
+    first.kill()  # SIGKILL while the writers write: no clean-up, maybe half a line
+    first.join(timeout=30)
+    lines = complete_lines(log)
+    assert len(lines) < 90
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    second = ctx.Process(target=_follow, args=(place, lines[-1][3], str(log)))
+    second.start()
+    try:
+        for w in writers:
+            w.join(timeout=180)
+        expected = sorted((str(c.scope), c.seq) for c in store.changes())
+        assert len(expected) >= 90  # the group membership writes of the fixture are not fact changes
+        assert wait_for(lambda: len(complete_lines(log)) >= len(expected), 60)
+        time.sleep(0.5)
+    finally:
+        second.kill()
+        second.join(timeout=30)
+    consumed = [(scope, seq) for scope, seq, _, _ in complete_lines(log)]
+    assert len(consumed) == len(set(consumed)), "a change was handled twice"
+    assert sorted(consumed) == expected, "a change was never handled"
+    for scope in {s for s, _ in consumed}:
+        seqs = [seq for s, seq in consumed if s == scope]
+        assert seqs == sorted(seqs)

@@ -1,0 +1,160 @@
+"""The change feed on SQLite files: another process's writes, new scope files, and the file-metadata rule."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.core.types import Change, ScopeRef
+from autogen_shared_memory.feed import ScopeFiles
+from autogen_shared_memory.testing import HashEmbedder
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def _writer(root: str, out: Any, may_close: Any) -> None:
+    """Another process: new scope files, a shared scope, then (after a quiet spell longer than the file-time
+    rule's window) more writes to files that already exist; it keeps its connections open until told."""
+    store = SharedMemoryStore(root, embedder=HashEmbedder())
+    ids = []
+    for i in range(60):
+        if i % 3 == 0:
+            ids.append(store.remember(f"fact {i}", "group", group_id=f"fresh{i}").id)
+        elif i % 3 == 1:
+            ids.append(store.remember(f"fact {i}", "group", group_id="crew").id)
+        else:
+            ids.append(store.remember(f"fact {i}", "agent", agent_id="alice").id)
+    time.sleep(2.5)
+    for i in range(60, 80):
+        ids.append(store.remember(f"fact {i}", "group", group_id="crew" if i % 2 else "fresh0").id)
+    out.put(ids)
+    may_close.wait(120)  # no checkpoint on close before the test looked: WAL-only changes must be seen
+    store.close()
+
+
+def test_every_write_of_another_process_arrives_exactly_once_in_order(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    store = SharedMemoryStore(root, embedder=HashEmbedder())  # the directory does not exist yet
+    seen: list[Change] = []
+    sub = store.subscribe(seen.append)
+    ctx = mp.get_context("spawn")
+    out, may_close = ctx.Queue(), ctx.Event()
+    writer = ctx.Process(target=_writer, args=(str(root), out, may_close))
+    writer.start()
+    try:
+        ids = out.get(timeout=180)
+        assert wait_for(lambda: len(seen) >= 80, 30), f"{80 - len(seen)} writes never arrived"
+        time.sleep(0.5)
+    finally:
+        may_close.set()
+        writer.join(timeout=60)
+    keys = [(c.scope, c.seq) for c in seen]
+    assert len(keys) == len(set(keys)) == 80
+    assert sorted(c.fact_id for c in seen) == sorted(ids)
+    for scope in {c.scope for c in seen}:
+        seqs = [c.seq for c in seen if c.scope == scope]
+        assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))  # SQLite: each file's trail has no gaps
+    sub()
+    store.close()
+
+
+def test_scope_files_report_new_and_changed_files_and_recent_ones_until_they_settle(tmp_path: Path) -> None:
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    files = ScopeFiles(store.backend)  # type: ignore[arg-type]
+    assert files.changed() == set()
+    store.remember("one", "global")
+    crew = ScopeRef("group", "crew")
+    store.remember("two", "group", group_id="crew")
+    assert files.changed() == {ScopeRef("global"), crew}  # new files
+    # Modified within two seconds of the last look: reported again, as a write in the same tick of the file
+    # clock may have left the same size and time.
+    assert files.changed() == {ScopeRef("global"), crew}
+    old = time.time() - 10
+    for name in ("global.db", "global.db-wal", "group_crew.db", "group_crew.db-wal"):
+        if (tmp_path / name).exists():
+            os.utime(tmp_path / name, (old, old))
+    files.changed()  # the look that records the settled times
+    assert files.changed() == set()  # nothing changed, nothing recent: no file is read
+    store.remember("three", "group", group_id="crew")
+    assert files.changed() == {crew}
+    (tmp_path / "agent_stray.db").write_bytes(b"not a database")
+    (tmp_path / "notes.txt").write_text("not a scope file")
+    assert files.changed() == {crew}  # still recent; stray files are never reported
+    store.close()
+
+
+# ------------------------------------------------------------------------------------- the CLI's watch
+def test_watch_prints_changes_as_json_lines_and_where_to_resume(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autogen_shared_memory.cli import app
+
+    env = {"AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    first = store.remember("first fact", "global")
+    second = store.remember("crew fact", "group", group_id="crew")
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["--root", str(tmp_path), "watch", "--since", "start", "--count", "2", "--json"], env=env
+    )
+    assert result.exit_code == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(line["fact_id"] for line in lines) == sorted([first.id, second.id])
+    assert {line["event"] for line in lines} == {"created"} and all(line["position"] for line in lines)
+    resume = result.stderr.split("resume with --since ")[1].split()[0]
+    assert resume == lines[-1]["position"]
+    later = threading.Timer(0.5, lambda: store.remember("third fact", "agent", agent_id="alice"))
+    later.start()
+    result = runner.invoke(app, ["--root", str(tmp_path), "watch", "--since", resume, "--count", "1"], env=env)
+    later.join()
+    assert result.exit_code == 0, result.stderr
+    assert "agent:alice" in result.stdout and "created" in result.stdout and len(result.stdout.splitlines()) == 1
+    bad = runner.invoke(app, ["--root", str(tmp_path), "watch", "--since", "garbage"], env=env)
+    assert bad.exit_code == 2 and "position" in bad.stderr
+    store.close()
+
+
+def test_watch_follows_another_process_until_ctrl_c(tmp_path: Path) -> None:
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    store.remember("before watching", "global")
+    env = {**os.environ, "AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autogen_shared_memory", "--root", str(tmp_path), "watch", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        for _ in range(20):  # "watching ...": it follows the store; a write from now on is delivered
+            if "watching" in proc.stderr.readline():
+                break
+        fact = store.remember("written while watched", "group", group_id="crew")
+        assert proc.stdout is not None
+        line = json.loads(proc.stdout.readline())
+        assert (line["fact_id"], line["scope"], line["event"]) == (fact.id, "group:crew", "created")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and out == ""
+    assert f"resume with --since {line['position']}" in err
+    store.close()
