@@ -19,3 +19,36 @@ def test_the_lean_requirements_are_the_dependencies_without_the_weights_package(
     lean = _requirements((ROOT / "requirements-lean.txt").read_text().splitlines())
     assert sorted(lean) == sorted(d for d in declared if not d.startswith(WEIGHTS))
     assert not any(d.startswith(("torch", "sentence-transformers", "transformers")) for d in declared)
+
+
+def _modules_after(code: str) -> list[str]:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, tempfile\n"
+        "from autogen_shared_memory.testing import HashEmbedder\n"
+        f"{code}\n"
+        "s.remember('deploys happen on fridays', 'global')\n"
+        "assert s.search('deploys')\n"
+        "s.changes()\n"
+        "print(' '.join(sorted(m for m in ('autogen', 'autogen_agentchat', 'autogen_core', 'agent_framework',"
+        " 'torch') if m in sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def test_the_core_imports_no_framework() -> None:
+    # Storing and searching must not import any agent framework (nor torch): a worker of one framework
+    # never pays for the others. FactStore, the neutral core, imports none; SharedMemoryStore is an AutoGen
+    # component, so it loads autogen_core (the component base), but never agentchat, AG2 or MAF.
+    core = (
+        "from autogen_shared_memory.facts import FactStore\ns = FactStore(tempfile.mkdtemp(), embedder=HashEmbedder())"
+    )
+    assert _modules_after(core) == []
+    facade = (
+        "from autogen_shared_memory import SharedMemoryStore\n"
+        "s = SharedMemoryStore(tempfile.mkdtemp(), embedder=HashEmbedder())"
+    )
+    assert _modules_after(facade) == ["autogen_core"]

@@ -28,6 +28,7 @@ from .core.types import (
     SharedMemoryError,
 )
 from .embedding import Embedder, SentenceTransformerEmbedder
+from .facts import FactStore
 from .onnx_embedding import OnnxEmbedder
 from .store import SharedMemoryStore, SharedMemoryStoreConfig
 
@@ -73,6 +74,7 @@ __all__ = [
     "EmbeddingModelMismatchError",
     "Fact",
     "FactNotFoundError",
+    "FactStore",
     "Hit",
     "MemoryAccessDenied",
     "MemoryForgetTool",
