@@ -40,15 +40,12 @@ def _modules_after(code: str) -> list[str]:
 
 
 def test_the_core_imports_no_framework() -> None:
-    # Storing and searching must not import any agent framework (nor torch): a worker of one framework
-    # never pays for the others. FactStore, the neutral core, imports none; SharedMemoryStore is an AutoGen
-    # component, so it loads autogen_core (the component base), but never agentchat, AG2 or MAF.
-    core = (
-        "from autogen_shared_memory.facts import FactStore\ns = FactStore(tempfile.mkdtemp(), embedder=HashEmbedder())"
-    )
-    assert _modules_after(core) == []
-    facade = (
+    # Storing and searching must not import an agent framework (nor torch): a worker of one framework never
+    # pays for the others. The store and its embedders are AutoGen components (declarative configs), so
+    # autogen_core (the component base) is loaded, but never agentchat, AG2 or Microsoft Agent Framework.
+    for code in (
+        "from autogen_shared_memory.facts import FactStore\ns = FactStore(tempfile.mkdtemp(), embedder=HashEmbedder())",
         "from autogen_shared_memory import SharedMemoryStore\n"
-        "s = SharedMemoryStore(tempfile.mkdtemp(), embedder=HashEmbedder())"
-    )
-    assert _modules_after(facade) == ["autogen_core"]
+        "s = SharedMemoryStore(tempfile.mkdtemp(), embedder=HashEmbedder())",
+    ):
+        assert _modules_after(code) == ["autogen_core"]
