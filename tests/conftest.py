@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_backend import InMemoryBackend, MemoryDatabase
 
 from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
 from autogen_shared_memory.testing import HashEmbedder
 
-# The tests in tests/contract/ are the backend contract: each of them runs on every backend.
-BACKENDS = ("sqlite", "postgres")
+# The tests in tests/contract/ are the backend contract: each of them runs on every backend. "memory" is
+# tests/memory_backend.py, a third backend written from the contract's docstrings alone.
+BACKENDS = ("sqlite", "postgres", "memory")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,9 +82,17 @@ def make_store(
         place = (
             places[id(same_as)]
             if same_as is not None
-            else (f"t{uuid.uuid4().hex[:16]}" if backend_name == "postgres" else tmp_path / f"mem{len(made)}")
+            else (
+                f"t{uuid.uuid4().hex[:16]}"
+                if backend_name == "postgres"
+                else MemoryDatabase()
+                if backend_name == "memory"
+                else tmp_path / f"mem{len(made)}"
+            )
         )
-        if backend_name == "postgres":
+        if backend_name == "memory":
+            store = SharedMemoryStore(tmp_path / "unused", backend=InMemoryBackend(place), embedder=embedder, **kwargs)
+        elif backend_name == "postgres":
             from autogen_shared_memory.backends.postgres import PostgresBackend
 
             backend = PostgresBackend(request.getfixturevalue("pg_dsn"), schema=place, max_size=4)
