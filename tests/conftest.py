@@ -13,16 +13,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_backend import InMemoryBackend, MemoryDatabase
 
 from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
 from autogen_shared_memory.testing import HashEmbedder
 
-# The tests in tests/contract/ are the backend contract: each of them runs on every backend.
-BACKENDS = ("sqlite", "postgres")
+# The tests in tests/contract/ are the backend contract: each of them runs on every backend. "memory" is
+# tests/memory_backend.py, a third backend written from the contract's docstrings alone.
+BACKENDS = ("sqlite", "postgres", "memory")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: the test inspects SQLite files; it runs on SQLite only")
+    config.addinivalue_line(
+        "markers", "processes: other processes open the same store; not for the in-process memory backend"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -31,6 +36,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     contract = Path(str(metafunc.module.__file__)).parent.name == "contract"
     sqlite_only = metafunc.definition.get_closest_marker("sqlite_only") is not None
     backends = ["sqlite"] if sqlite_only or not contract else list(BACKENDS)
+    if metafunc.definition.get_closest_marker("processes") is not None:
+        backends = [b for b in backends if b != "memory"]
     metafunc.parametrize("backend_name", backends)
 
 
@@ -80,9 +87,17 @@ def make_store(
         place = (
             places[id(same_as)]
             if same_as is not None
-            else (f"t{uuid.uuid4().hex[:16]}" if backend_name == "postgres" else tmp_path / f"mem{len(made)}")
+            else (
+                f"t{uuid.uuid4().hex[:16]}"
+                if backend_name == "postgres"
+                else MemoryDatabase()
+                if backend_name == "memory"
+                else tmp_path / f"mem{len(made)}"
+            )
         )
-        if backend_name == "postgres":
+        if backend_name == "memory":
+            store = SharedMemoryStore(tmp_path / "unused", backend=InMemoryBackend(place), embedder=embedder, **kwargs)
+        elif backend_name == "postgres":
             from autogen_shared_memory.backends.postgres import PostgresBackend
 
             backend = PostgresBackend(request.getfixturevalue("pg_dsn"), schema=place, max_size=4)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+from memory_backend import InMemoryBackend
+
 from autogen_shared_memory.backends.base import Backend, ScopeTx
 from autogen_shared_memory.backends.postgres import PostgresBackend
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
@@ -31,6 +33,12 @@ def test_backends_override_derived_methods_only_to_add_to_them() -> None:
     derived = {n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_")} - set(
         Backend.__abstractmethods__
     )
-    for backend in (SQLiteBackend, PostgresBackend):
+    for backend in (SQLiteBackend, PostgresBackend, InMemoryBackend):
         overridden = {n for n in derived if n in vars(backend)}
         assert overridden <= allowed, (backend.__name__, overridden - allowed)
+
+
+def test_the_in_memory_backend_implements_the_abstract_methods_only() -> None:
+    # tests/memory_backend.py, written from the docstrings: the nine methods (and its own helpers) suffice.
+    public = {n for n, v in vars(InMemoryBackend).items() if callable(v) and not n.startswith("_")}
+    assert public == set(Backend.__abstractmethods__)

@@ -276,6 +276,7 @@ def complete_lines(log: Path) -> list[list[Any]]:
     return [json.loads(line) for line in text.split("\n")[:-1]]  # a line cut short by the kill is dropped
 
 
+@pytest.mark.processes
 def test_a_consumer_killed_mid_feed_resumes_from_its_last_position_without_losses_or_repeats(
     store: SharedMemoryStore, tmp_path: Path
 ) -> None:

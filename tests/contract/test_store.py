@@ -236,6 +236,10 @@ def test_filters(store: SharedMemoryStore) -> None:
     ]
     assert store.search("deploy", since=time.time() + 60, **q) == []
     assert len(store.search("deploy", until=time.time() + 60, **q)) == 3
+    two = store.search("deploy", tags=["urgent"], **q)[0].fact
+    assert [h.id for h in store.search("deploy", tags=["ops", "urgent"], **q)] == [two.id]  # every tag
+    assert two.id in {h.id for h in store.search("deploy", since=two.created_at, **q)}  # since: inclusive
+    assert two.id not in {h.id for h in store.search("deploy", until=two.created_at, **q)}  # until: exclusive
 
 
 def test_hits_carry_provenance_and_reasons(store: SharedMemoryStore) -> None:

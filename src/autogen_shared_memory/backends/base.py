@@ -61,16 +61,28 @@ class StatusChange:
 # The tables of a scope a backend keeps, besides the record tables of :data:`core.records.TABLES`.
 # ``rows``/``add_rows`` read and write them by these column names (every value a plain SQL scalar):
 #
-# * ``meta`` (``key``, ``value``: text, key ``key``): the scope's settings. Keys the package uses:
-#   ``scope_kind``/``scope_owner`` (the scope itself; never exported), ``embedding_model``/``embedding_dim``
-#   (the model of its vectors, see :func:`claim_model`), ``private`` (an agent scope closed to trusted reads),
+# * ``meta`` (``key``, ``value``: text, key ``key``; no ``seq``): the scope's settings. Keys the package uses:
+#   ``scope_kind``/``scope_owner`` (the scope itself, written by a backend that must read a scope's identity
+#   back from its storage, as SQLite does from a file; optional for others; :meth:`Backend.export_scope`
+#   yields them, :mod:`~autogen_shared_memory.transfer` drops them, :meth:`Backend.import_scope` skips them),
+#   ``embedding_model``/``embedding_dim`` (the model of its vectors, see :func:`claim_model`), ``private`` (an
+#   agent scope closed to trusted reads),
 #   ``member:<agent id>`` (a group's members), ``profile:*`` / ``directory:*`` (the shared profile and agent
 #   directory views).
 # * ``facts``: the columns of :data:`FACT_COLUMN_NAMES` (tuples and dicts as JSON text) plus ``embedding``,
-#   the vector as float32 bytes; ``seq`` is the write order.
+#   the vector as float32 bytes; ``seq`` is the write order (an integer the backend assigns on insert, larger
+#   than every ``seq`` in the table then; gaps allowed, shared across scopes on PostgreSQL). "Oldest first"
+#   means by ``seq`` everywhere, never by ``created_at`` (an imported fact can be older than the facts written
+#   before it).
 # * ``audit`` (``seq``, ``fact_id``, ``event``, ``actor``, ``at``, ``detail`` as JSON text): append-only; it
 #   survives purge. Events: ``created``, ``reinforced``, ``superseded``, ``forgotten``, ``approved``,
 #   ``purged``, ``reembedded`` (written by :mod:`core.lifecycle` and :func:`reembed_scope`).
+# * Each record table of :data:`core.records.TABLES`: its columns plus ``seq``, keyed by ``TableSpec.key``.
+#
+# Vectors are L2-normalised (the :class:`~autogen_shared_memory.embedding.Embedder` contract), so a cosine is
+# the float32 dot product of the stored vector and the query. Times that decide a status (``expired``, the
+# default status filter) are ``time.time()`` of the calling process at the call, never a database server's
+# clock (the tests move ``time.time``).
 STORAGE_TABLES = ("meta", "facts", "audit")
 FACT_COLUMN_NAMES = (
     "seq",
@@ -105,26 +117,34 @@ class ScopeTx(WriteTx, Protocol):
     """One write transaction on one scope, as :meth:`Backend.transact` offers it: the lifecycle's
     :class:`~autogen_shared_memory.core.lifecycle.WriteTx` plus the row operations every derived write uses.
 
-    Tables are named as in :data:`STORAGE_TABLES` and :data:`core.records.TABLES`. ``where`` maps columns to
-    values (``None`` matches NULL); rows are dicts of column names.
+    Tables are named as in :data:`STORAGE_TABLES` and :data:`core.records.TABLES`; any other name raises
+    ValueError. ``where`` maps columns to values (equality, ``None`` matches NULL, an empty or None ``where``
+    matches every row); rows are dicts of column names.
     """
 
     vectors: Vectors
-    """The vectors of this write (row ``j`` belongs to draft ``j``); set before the lifecycle runs."""
+    """The vectors of this write (row ``j`` belongs to draft ``j``); set before the lifecycle runs (an empty
+    ``(0, 0)`` array in transactions that insert no fact)."""
 
     def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Rows of ``meta``, ``audit`` or a record table matching ``where``, oldest first, read under the
-        transaction's lock (a read-modify-write sees the latest committed row)."""
+        """Rows of ``meta``, ``audit`` or a record table matching ``where``, oldest first (by ``seq``), with
+        every column (``seq`` too, except for ``meta``), read under the transaction's lock (a
+        read-modify-write sees the latest committed row) and seeing this transaction's own changes."""
 
     def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
         """Insert rows into any table; return the ``seq`` of each inserted row (``meta`` has none: 0).
 
-        On a key conflict: ``fail`` raises, ``skip`` leaves the existing row (and returns no seq for it),
-        ``update`` overwrites its non-key columns. A ``facts`` row is a whole exported fact (``embedding`` as
-        bytes) and is skipped if its id exists; ``audit`` rows have no key (always inserted)."""
+        Columns a row leaves out are NULL; a ``seq`` in a row is ignored (the backend assigns it, as for every
+        insert). A NULL in a column of ``TableSpec.not_null`` raises, as the database's constraint would. On a
+        key conflict: ``fail`` raises (the backend's integrity error: no caller catches a particular type),
+        ``skip`` leaves the existing row (and returns no seq for it), ``update`` overwrites the non-key columns
+        the row gives and keeps the row's ``seq`` (what it returns for such a row is unspecified: no caller
+        reads it). A ``facts`` row is a whole exported fact (``embedding`` as bytes) and is skipped if its id
+        exists, whatever ``on_conflict``; ``audit`` rows have no key (always inserted)."""
 
     def update_rows(self, table: str, where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
-        """Set ``values`` on the rows of a mutable record table matching ``where``; return how many."""
+        """Set ``values`` on the rows of a mutable record table matching ``where``; return how many. An
+        append-only table refuses (``TableSpec.check_mutable``: ValueError naming "append-only")."""
 
     def delete_rows(
         self, table: str, where: Mapping[str, Any] | None = None, before: float | None = None, time_column: str = ""
@@ -133,7 +153,9 @@ class ScopeTx(WriteTx, Protocol):
         append-only tables included (the caller has checked the operator's ``force``); return how many."""
 
     def set_vectors(self, fact_ids: Sequence[str], vectors: Vectors) -> None:
-        """Replace the vectors of these facts (re-embedding); searches after the commit use the new ones."""
+        """Replace the vectors of these facts (re-embedding; ids no longer present are ignored); searches
+        after the commit use the new ones. Nothing else of the fact changes (not ``version``, not
+        ``updated_at``)."""
 
 
 class Backend(ABC):
@@ -151,7 +173,10 @@ class Backend(ABC):
       are Unix seconds as floats; a fact's status is stored as written and reported ``expired`` when active
       and past ``expires_at`` (:func:`fact_from_row` does that).
     * Every write to a scope is serialised with every other write to it, across threads, processes and
-      hosts, and is all or nothing.
+      hosts (as far as the storage is shared: an in-process backend serialises threads), and is all or
+      nothing.
+    * The status rule of :class:`~autogen_shared_memory.core.types.Filters` (see there) is applied by every
+      read that takes ``filters``, the same way.
     """
 
     # ---------------------------------------------------------------- the write path
@@ -163,8 +188,12 @@ class Backend(ABC):
         PostgreSQL a locked row per scope); commit when ``fn`` returns, roll back if it raises. ``fn`` only
         touches the transaction, so the backend may run it again after a transient failure (a dropped
         connection) as long as each attempt is a whole transaction. Facts written inside are visible to the
-        transaction's own reads. ``event`` names the change for notifications (``write``, ``forgotten``,
-        ``purge``, ``reembed``, ``meta``, ``import``, ``append:<table>``, ``records:<table>``).
+        transaction's own reads. ``tx.now`` is ``time.time()`` when the transaction starts: every fact and
+        audit row it writes carries that time. ``event`` names the change for notifications to other
+        processes (``write``, ``forgotten``, ``purge``, ``reembed``, ``meta``, ``import``, ``append:<table>``,
+        ``records:<table>``); a backend without other processes may ignore it. Whether a first transaction
+        that rolls back leaves its scope existing (and empty) is the backend's choice: SQLite creates the
+        scope's file before ``fn`` runs.
         """
 
     # ---------------------------------------------------------------- reads
@@ -174,37 +203,52 @@ class Backend(ABC):
 
     @abstractmethod
     def select_ids(self, scope: ScopeRef, filters: Filters, limit: int) -> list[str]:
-        """Ids of the facts matching ``filters``, oldest first."""
+        """Ids of the facts matching ``filters`` (:class:`~autogen_shared_memory.core.types.Filters`), oldest
+        first (by ``seq``), at most ``limit``."""
 
     @abstractmethod
     def lexical(
         self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
         """``(scope, id, relevance)`` for the OR of ``terms`` (plain words): up to ``limit`` per scope, ranked
-        together, best first. Relevance must be comparable across the scopes, because ``scope="all"``
-        searches several at once (SQLite: BM25 with the IDF of the searched files together; PostgreSQL:
-        ``ts_rank``, which has no collection statistics).
+        together, best first (higher relevance is better; only facts containing a term are hits). Relevance
+        must be comparable across the scopes, because ``scope="all"`` searches several at once (SQLite: BM25
+        with the IDF of the searched files together; PostgreSQL: ``ts_rank``, which has no collection
+        statistics).
+
+        What is indexed is a fact's ``content`` only (not its tags or category), tokenised and stemmed as
+        :mod:`~autogen_shared_memory.search.text` does (FTS5's ``porter unicode61 remove_diacritics 2``: a
+        term matches a fact holding a word with the same :func:`~autogen_shared_memory.search.text.stem`; a
+        term the tokeniser cuts in several, such as ``snake_case``, is a phrase: its stems in a row).
+        Collection statistics (document frequencies, average length) may count every fact, whatever its
+        status; the hits are those passing ``filters``. A backend computing BM25 itself uses FTS5's
+        ``k1=1.2, b=0.75`` with :func:`~autogen_shared_memory.search.lexical.idf`.
         """
 
     @abstractmethod
     def semantic(
         self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
-        """``(scope, id, cosine)``: the ``limit`` facts of all ``scopes`` most similar to ``vector``, best first
-        (one model embeds every scope, so cosines compare across them)."""
+        """``(scope, id, cosine)``: the ``limit`` facts of all ``scopes`` passing ``filters`` most similar to
+        ``vector``, best first (one model embeds every scope, so cosines compare across them; vectors are
+        L2-normalised, so the cosine is the dot product). No floor: the caller drops low cosines. A
+        ``vector`` whose dimension is not a scope's raises EmbeddingModelMismatchError."""
 
     @abstractmethod
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        """For each fact, the active facts written just before and after it in the same session (by write
-        order), for neighbour-context recall."""
+        """For each fact, the active (unexpired) facts written just before and after it in the same session
+        (by ``seq``), for neighbour-context recall: ``{id: (previous id or None, next id or None)}``. The fact
+        itself may have any status; ids that do not exist or have no ``session_id`` are left out."""
 
     @abstractmethod
     def stats(self, scope: ScopeRef) -> ScopeStats:
-        """Counts per status, size, embedding model and last write of a scope."""
+        """Counts per status, size, embedding model and last write of a scope (the fields of
+        :class:`~autogen_shared_memory.core.types.ScopeStats`, documented there); a scope that does not exist
+        reports zero counts and ``None``/0 elsewhere."""
 
     @abstractmethod
     def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
-        """The scopes that exist (have been written to), optionally of one kind."""
+        """The scopes that exist (have been written to), optionally of one kind, in no particular order."""
 
     @abstractmethod
     def rows(
@@ -220,8 +264,12 @@ class Backend(ABC):
         oldest_first: bool = True,
     ) -> list[dict[str, Any]]:
         """Rows of one table of the scope (see :data:`STORAGE_TABLES` and the record tables), with ``seq``
-        (except ``meta``, ordered by key): matching ``where`` and ``seq > after_seq``, oldest or newest
-        first, or ranked by a full-text match of ``query_terms`` on a record table's indexed column."""
+        (except ``meta``, ordered by key, which ignores ``after_seq``): matching ``where`` (as in
+        :class:`ScopeTx`) and ``seq > after_seq``, oldest or newest first by ``seq``, or, with
+        ``query_terms``, only the rows whose ``TableSpec.fts`` column holds one of the terms (their OR,
+        tokenised and stemmed as in :meth:`lexical`), best match first (``oldest_first`` is then ignored).
+        ``offset`` and ``limit`` (None: all) apply after the ordering. ``facts`` rows hold the columns of
+        :data:`FACT_COLUMN_NAMES` plus ``embedding``; no backend-internal column appears."""
 
     def close(self) -> None:
         """Release connections and caches."""
@@ -554,7 +602,8 @@ DRAFT_COLUMNS = (
 def draft_values(draft: Draft) -> tuple[Any, ...]:
     """The values of :data:`DRAFT_COLUMNS` for a new fact (its author is the first of ``stated_by``; its
     status ``active``, or ``pending`` for a write held for review); the backend adds ``reinforcement=1``,
-    ``version=1``, ``updated_at`` and the vector."""
+    ``version=1``, ``updated_at`` (the transaction's ``now``), the vector and ``seq``; the other columns
+    (``superseded_by``, ``tombstone_*``) start NULL."""
     return (
         draft.id,
         draft.content,

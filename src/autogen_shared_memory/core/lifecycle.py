@@ -136,8 +136,9 @@ class WriteTx(Protocol):
 
     The backend holds the scope's write lock for the whole transaction (SQLite ``BEGIN IMMEDIATE``,
     PostgreSQL a row lock on the scope), commits when the lifecycle function returns and rolls back if it
-    raises. ``now`` is the transaction's time. Facts inserted earlier in the transaction are visible to
-    every read below.
+    raises. ``now`` is the transaction's time (``time.time()`` when it began). Facts inserted earlier in the
+    transaction are visible to every read below. "Active, unexpired" means ``status == "active"`` and
+    ``expires_at`` NULL or after ``now`` (so never ``pending``).
     """
 
     now: float
@@ -150,27 +151,32 @@ class WriteTx(Protocol):
 
     def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
         """``(id, cosine)`` of the active, unexpired facts (those inserted earlier in this write included)
-        whose cosine with the ``j``-th vector of this write reaches ``floor``, best first, at most 8. A
-        cosine that may reach ``exact_from`` must be the exact float32 one (it decides a merge); below it,
-        an approximation within 1e-4 is enough (it only names similar facts)."""
+        whose cosine with the ``j``-th vector of this write reaches ``floor`` (``>=``), best first, at most 8.
+        Vectors are L2-normalised: the cosine is the dot product. A cosine that may reach ``exact_from`` must
+        be the exact float32 one (it decides a merge); below it, an approximation within 1e-4 is enough (it
+        only names similar facts)."""
 
     def insert(self, draft: Draft, j: int) -> None:
         """Insert ``draft`` as a new fact with its status (``active``, or ``pending`` for a write held for
-        review) and the ``j``-th vector of this write."""
+        review) and the ``j``-th vector of this write: the row ``backends.base.draft_values`` describes, with
+        ``reinforcement`` and ``version`` 1, ``updated_at`` = ``now`` and the next ``seq``."""
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
         """Set columns of a fact (``status``, ``superseded_by``, ``tombstone_by``, ``tombstone_at``,
         ``tombstone_reason``, ``reinforcement``, ``stated_by``, ``confidence``, ``tags``, ``expires_at``)
-        and bump its ``version`` and ``updated_at``. Tuples are stored as JSON lists."""
+        and bump its ``version`` (+1) and set ``updated_at`` to ``now``. Tuples are stored as JSON lists;
+        ``None`` sets NULL."""
 
     def purgeable(self) -> list[Fact]:
-        """Every fact that is not active or has an expiry (the candidates of :func:`purge_due`)."""
+        """Every fact whose stored status is not ``active`` or that has an expiry (the candidates of
+        :func:`purge_due`; a superset is fine, it decides)."""
 
     def delete(self, fact_ids: Sequence[str]) -> None:
         """Physically delete facts (their audit trail stays)."""
 
     def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
-        """Append an event to a fact's audit trail, at ``now``."""
+        """Append an event to a fact's audit trail, at ``now`` (``detail`` stored as JSON text,
+        ``json.dumps(detail, default=str)``), with the next audit ``seq``."""
 
 
 # -------------------------------------------------------------------------------------- writing

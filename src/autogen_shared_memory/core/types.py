@@ -446,16 +446,24 @@ class AuditEvent:
 
 @dataclass(frozen=True)
 class Filters:
-    """Search filters every backend applies the same way."""
+    """Search filters every backend applies the same way (all of them together: an AND).
 
-    tags: tuple[str, ...] = ()
-    created_by: tuple[str, ...] = ()
-    category: str | None = None
-    since: float | None = None
-    until: float | None = None
-    min_confidence: float | None = None
+    The status rule comes first: by default only active facts unexpired at the call (``status == "active"``
+    and ``expires_at`` NULL or after ``time.time()``); ``include_inactive`` drops the rule (any status,
+    ``pending`` included); ``as_of`` replaces it (and overrides ``include_inactive``) with the facts valid at
+    that time, as :func:`~autogen_shared_memory.backends.base.as_of_clause` writes it: created by then,
+    active or closed (superseded, forgotten) after it, unexpired at it. That is
+    :func:`~autogen_shared_memory.core.lifecycle.valid_at` except that ``pending`` facts never match.
+    """
+
+    tags: tuple[str, ...] = ()  # the fact has every one of these tags
+    created_by: tuple[str, ...] = ()  # its author (``created_by``, not ``stated_by``) is one of these
+    category: str | None = None  # equal
+    since: float | None = None  # created_at >= since
+    until: float | None = None  # created_at < until
+    min_confidence: float | None = None  # confidence >= min_confidence
     include_inactive: bool = False
-    as_of: float | None = None  # facts valid at this time (any status now), see lifecycle.valid_at
+    as_of: float | None = None  # facts valid at this time (any status now but pending), see above
 
     @property
     def narrows(self) -> bool:
@@ -473,13 +481,17 @@ class Filters:
 
 @dataclass(frozen=True)
 class ScopeStats:
+    """What ``Backend.stats`` reports of one scope."""
+
     scope: ScopeRef
+    # facts per status as Fact.status reads (an active fact past its expiry counts as "expired"): always the
+    # keys "active", "forgotten", "superseded" and "expired" (0 when none), plus "pending" when there are any
     counts: dict[str, int]
-    size_bytes: int
-    embedding_model: str | None
+    size_bytes: int  # the storage the scope takes, as the backend can tell (file sizes, column sizes)
+    embedding_model: str | None  # the meta rows embedding_model / embedding_dim, None when unset
     embedding_dim: int | None
-    last_write: float | None
-    schema_version: int
+    last_write: float | None  # ``now`` of the last committed transaction that changed facts; None if none
+    schema_version: int  # the backend's storage format version (0 for a scope that does not exist)
 
 
 _POSITION_PREFIX = "p1."
