@@ -34,11 +34,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from tokenizers import Tokenizer
 
 # Bump whenever the graph build changes: it is part of the cache key, so stale graphs are never reused.
-BUILDER_VERSION = 2
+BUILDER_VERSION = 1
 CACHE_DIR_ENV = "AUTOGEN_SHARED_MEMORY_CACHE_DIR"
 OPSET = 17
-INPUT_NAMES = ("input_ids", "attention_mask")
-_FUSED_OPS = frozenset({"EmbedLayerNormalization", "Attention", "SkipLayerNormalization", "BiasGelu"})
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "sentence_embedding"
 
 # Threads: one session, intra_op_num_threads = the available cores (capped at 4), spinning off. Measured
@@ -72,17 +71,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
-    """The BERT encoder of ``model_dir`` + mean pooling + L2 norm as an ONNX graph of fused ONNX Runtime ops.
+    """The BERT encoder of ``model_dir`` + mean pooling + L2 norm as an opset-17 ONNX graph (standard ops only).
 
-    Read from ``config.json`` and ``model.safetensors`` with numpy; inputs ``input_ids`` and ``attention_mask``
-    (int32, [batch, seq], padding on the right), output ``sentence_embedding`` (float32, [batch, hidden]).
-    A one-segment model: every token has type 0, whose embedding is folded into the position embeddings.
-
-    The encoder layers are ONNX Runtime's fused CPU kernels (domain ``com.microsoft``: EmbedLayerNormalization,
-    Attention, SkipLayerNormalization, BiasGelu), the ops its own transformer optimizer makes of an exported
-    BERT; the pooling is standard opset-17 ops. Measured against the same encoder in ~220 standard ops, which
-    ONNX Runtime fuses only partly itself (BiasGelu; no attention, no skip + layer norm): see
-    :data:`BUILDER_VERSION`.
+    Read from ``config.json`` and ``model.safetensors`` with numpy; inputs ``input_ids``, ``attention_mask``,
+    ``token_type_ids`` (int64, [batch, seq]), output ``sentence_embedding`` (float32, [batch, hidden]).
     """
     from onnx import TensorProto, helper, numpy_helper
     from safetensors.numpy import load_file
@@ -103,6 +95,7 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
             f"unsupported BERT variant at {folder} (hidden_act={act!r}, position_embedding_type={pos_type!r}, "
             f"hidden_size={hidden}, heads={heads}): only erf-GELU, absolute positions are built"
         )
+    head_dim = hidden // heads
     try:
         weights = load_file(str(folder / "model.safetensors"))
     except Exception as exc:
@@ -112,59 +105,89 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
 
-    def tensor(name: str) -> np.ndarray[Any, np.dtype[np.float32]]:
+    def weight(name: str, transpose: bool = False) -> str:
         key = prefix + name
         if key not in weights:
             raise EmbeddingModelError(f"{folder / 'model.safetensors'} has no tensor {key!r}")
-        return np.asarray(weights.pop(key), dtype=np.float32)  # popped: the proto holds the only copy
-
-    def init(name: str, value: Any, dtype: Any = np.float32) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(value, dtype=dtype), name))
+        arr = np.asarray(weights.pop(key), dtype=np.float32)  # popped: the proto holds the only copy
+        if transpose:
+            arr = np.ascontiguousarray(arr.T)
+        inits.append(numpy_helper.from_array(arr, name))
         return name
 
-    def weight(name: str, transpose: bool = False) -> str:
-        arr = tensor(name)
-        return init(name, arr.T if transpose else arr)
+    def const(name: str, value: Any, dtype: Any) -> str:
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
 
-    def node(op: str, inputs: list[str], output: str, outputs: list[str] | None = None, **attrs: Any) -> str:
-        domain = "com.microsoft" if op in _FUSED_OPS else None
-        nodes.append(helper.make_node(op, inputs, outputs or [output], name=output, domain=domain, **attrs))
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
-    def skip_layer_norm(x: str, residual: str, dense: str, norm: str, out: str) -> str:
-        """LayerNorm(x @ W + b + residual): the matmul, then bias, residual and norm in one kernel."""
-        y = node("MatMul", [x, weight(f"{dense}.weight", transpose=True)], f"{out}/matmul")
-        gamma, beta, bias = weight(f"{norm}.weight"), weight(f"{norm}.bias"), weight(f"{dense}.bias")
-        return node("SkipLayerNormalization", [y, residual, gamma, beta, bias], out, epsilon=eps)
+    def linear(x: str, name: str, out: str) -> str:
+        y = node("MatMul", [x, weight(f"{name}.weight", transpose=True)], f"{out}/matmul")
+        return node("Add", [y, weight(f"{name}.bias")], out)
 
-    # Embeddings: word + position + token type 0, then LayerNorm, in one kernel.
-    words = weight("embeddings.word_embeddings.weight")
-    positions = tensor("embeddings.position_embeddings.weight") + tensor("embeddings.token_type_embeddings.weight")[0]
-    gamma, beta = weight("embeddings.LayerNorm.weight"), weight("embeddings.LayerNorm.bias")
-    inputs = ["input_ids", "", words, init("embeddings.position_embeddings.weight", positions), "", gamma, beta]
-    x = node("EmbedLayerNormalization", inputs, "emb/out", outputs=["emb/out", "emb/mask_index"], epsilon=eps)
+    def layer_norm(x: str, name: str, out: str) -> str:
+        return node(
+            "LayerNormalization", [x, weight(f"{name}.weight"), weight(f"{name}.bias")], out, axis=-1, epsilon=eps
+        )
 
-    mask_min = float(np.finfo(np.float32).min)  # what transformers adds at masked positions
+    # Shared constants.
+    const("one_f", 1.0, np.float32)
+    const("min_f", np.finfo(np.float32).min, np.float32)  # what transformers adds at masked positions
+    const("tiny_f", 1e-9, np.float32)  # sentence-transformers' clamp of the token count
+    const("norm_eps_f", 1e-12, np.float32)  # torch.nn.functional.normalize's eps
+    const("scale_f", 1.0 / float(np.sqrt(head_dim)), np.float32)
+    const("half_f", 0.5, np.float32)
+    const("sqrt2_f", np.sqrt(2.0), np.float32)
+    const("axes_1", [1], np.int64)
+    const("axes_12", [1, 2], np.int64)
+    const("axes_m1", [-1], np.int64)
+    const("zero_i", 0, np.int64)
+    const("one_i", 1, np.int64)
+    const("split_heads", [0, 0, heads, head_dim], np.int64)
+    const("merge_heads", [0, 0, hidden], np.int64)
+
+    # Embeddings: word + position + token type, then LayerNorm.
+    shape = node("Shape", ["input_ids"], "emb/shape")
+    seq_len = node("Gather", [shape, "one_i"], "emb/seq_len", axis=0)
+    positions = node("Range", ["zero_i", seq_len, "one_i"], "emb/positions")
+    words = node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "emb/words")
+    pos = node("Gather", [weight("embeddings.position_embeddings.weight"), positions], "emb/pos")
+    types = node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "emb/types")
+    x = node("Add", [node("Add", [words, types], "emb/words_types"), pos], "emb/sum")
+    x = layer_norm(x, "embeddings.LayerNorm", "emb/out")
+
+    # Additive attention mask [batch, 1, 1, seq]: 0 where attended, float32 min where padded.
+    mask_f = node("Cast", ["attention_mask"], "mask/float", to=TensorProto.FLOAT)
+    masked = node("Sub", ["one_f", mask_f], "mask/inverted")
+    bias = node("Mul", [masked, "min_f"], "mask/additive")
+    bias = node("Unsqueeze", [bias, "axes_12"], "mask/bias")
+
     for i in range(layers):
         p = f"encoder.layer.{i}"
         n = f"l{i}"
-        # Q, K and V as one [hidden, 3 hidden] product; the 2-D mask is the raw attention mask (1: attend).
-        qkv = [f"{p}.attention.self.{k}" for k in ("query", "key", "value")]
-        qkv_w = init(f"{n}/qkv.weight", np.concatenate([tensor(f"{k}.weight").T for k in qkv], axis=1))
-        qkv_b = init(f"{n}/qkv.bias", np.concatenate([tensor(f"{k}.bias") for k in qkv]))
-        attention = [x, qkv_w, qkv_b, "attention_mask"]
-        ctx = node("Attention", attention, f"{n}/ctx", num_heads=heads, mask_filter_value=mask_min)
-        x = skip_layer_norm(ctx, x, f"{p}.attention.output.dense", f"{p}.attention.output.LayerNorm", f"{n}/attn_ln")
-        h = node("MatMul", [x, weight(f"{p}.intermediate.dense.weight", transpose=True)], f"{n}/ffn_in")
-        h = node("BiasGelu", [h, weight(f"{p}.intermediate.dense.bias")], f"{n}/gelu")  # erf GELU, exact
-        x = skip_layer_norm(h, x, f"{p}.output.dense", f"{p}.output.LayerNorm", f"{n}/out")
+        q = linear(x, f"{p}.attention.self.query", f"{n}/q")
+        k = linear(x, f"{p}.attention.self.key", f"{n}/k")
+        v = linear(x, f"{p}.attention.self.value", f"{n}/v")
+        q = node("Transpose", [node("Reshape", [q, "split_heads"], f"{n}/q_heads")], f"{n}/q_t", perm=[0, 2, 1, 3])
+        k = node("Transpose", [node("Reshape", [k, "split_heads"], f"{n}/k_heads")], f"{n}/k_t", perm=[0, 2, 3, 1])
+        v = node("Transpose", [node("Reshape", [v, "split_heads"], f"{n}/v_heads")], f"{n}/v_t", perm=[0, 2, 1, 3])
+        scores = node("Mul", [node("MatMul", [q, k], f"{n}/qk"), "scale_f"], f"{n}/scores")
+        probs = node("Softmax", [node("Add", [scores, bias], f"{n}/masked")], f"{n}/probs", axis=-1)
+        ctx = node("Transpose", [node("MatMul", [probs, v], f"{n}/ctx_heads")], f"{n}/ctx_t", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, "merge_heads"], f"{n}/ctx")
+        attn = linear(ctx, f"{p}.attention.output.dense", f"{n}/attn_out")
+        x = layer_norm(node("Add", [attn, x], f"{n}/attn_res"), f"{p}.attention.output.LayerNorm", f"{n}/attn_ln")
+        h = linear(x, f"{p}.intermediate.dense", f"{n}/ffn_in")
+        # GELU(erf): h * (1 + erf(h / sqrt 2)) * 0.5, the exporter's pattern, which onnxruntime fuses into one op.
+        erf = node("Erf", [node("Div", [h, "sqrt2_f"], f"{n}/gelu_scaled")], f"{n}/gelu_erf")
+        gate = node("Mul", [h, node("Add", [erf, "one_f"], f"{n}/gelu_gate")], f"{n}/gelu_ungated")
+        h = node("Mul", [gate, "half_f"], f"{n}/gelu")
+        out = linear(h, f"{p}.output.dense", f"{n}/ffn_out")
+        x = layer_norm(node("Add", [out, x], f"{n}/ffn_res"), f"{p}.output.LayerNorm", f"{n}/out")
 
     # Mean pooling over the attended tokens, then L2 normalisation (sentence-transformers' Pooling + Normalize).
-    init("tiny_f", 1e-9)  # sentence-transformers' clamp of the token count
-    init("norm_eps_f", 1e-12)  # torch.nn.functional.normalize's eps
-    init("axes_1", [1], np.int64)
-    init("axes_m1", [-1], np.int64)
-    mask_f = node("Cast", ["attention_mask"], "mask/float", to=TensorProto.FLOAT)
     mask3 = node("Unsqueeze", [mask_f, "axes_m1"], "pool/mask")
     summed = node("ReduceSum", [node("Mul", [x, mask3], "pool/masked"), "axes_1"], "pool/sum", keepdims=0)
     count = node("Max", [node("ReduceSum", [mask3, "axes_1"], "pool/count_raw", keepdims=0), "tiny_f"], "pool/count")
@@ -175,13 +198,13 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "bert_mean_pooled",
-        [helper.make_tensor_value_info(name, TensorProto.INT32, ["batch", "seq"]) for name in INPUT_NAMES],
+        [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"]) for name in INPUT_NAMES],
         [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", hidden])],
         inits,
     )
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)],
+        opset_imports=[helper.make_opsetid("", OPSET)],
         producer_name="autogen-shared-memory",
         producer_version=str(BUILDER_VERSION),
     )
@@ -472,10 +495,6 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
         assert tokenizer is not None
         if self._lowercase:
             texts = [t.lower() for t in texts]
-        if len(texts) == 1:  # a query: no padding, no sorting (one row of at most 512 tokens: no arena to shrink)
-            ids = np.array([tokenizer.encode(texts[0]).ids], dtype=np.int32)
-            vector: Vectors = session.run([OUTPUT_NAME], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
-            return vector
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         largest = 0
         # Tokenise a bounded chunk at a time: encodings are heavy, and a huge call should not hold them all.
@@ -490,7 +509,7 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
                 width = int(lengths[order[start]])  # the longest row of this batch: it is sorted
                 rows = order[start : start + max(1, min(self._batch_size, TOKENS_PER_RUN // width))]
                 start += len(rows)
-                ids = np.zeros((len(rows), width), dtype=np.int32)
+                ids = np.zeros((len(rows), width), dtype=np.int64)
                 mask = np.zeros_like(ids)
                 for r, i in enumerate(rows):
                     n = int(lengths[i])
@@ -498,7 +517,7 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
                     mask[r, :n] = 1
                 largest = max(largest, ids.size)
                 last = begin + chunk >= len(texts) and start >= len(order)
-                feeds = {"input_ids": ids, "attention_mask": mask}
+                feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
                 out[begin + rows] = session.run(
                     [OUTPUT_NAME], feeds, self._shrink if last and largest >= 1024 else None
                 )[0]
