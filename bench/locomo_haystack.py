@@ -15,6 +15,9 @@ posting lists add up to at most the budget. The rarest term is always kept, term
 facts. The question: at 10k and 100k facts, does a budget of 20,000 / 10,000 / 5,000 postings lower recall
 compared with no budget (``none`` = 10**9, only the 10% rule)? ``--budgets`` takes any list (e.g.
 ``none,2000,1000,500`` to find where it starts to cost), ``--max-common-term-ratio 1.0`` turns the 10% rule off.
+``--anchors`` does the same for ``SQLiteBackend.max_ranked_postings`` (the facts ranked are those holding the
+rarest kept terms, up to that many postings; ``none`` = 10**9, every match ranked): every budget is run with
+every anchor budget, and Δ compares with the largest budget and anchor budget of the same leg.
 
 Setup, per haystack size N (``--haystack``, default 0, 10,000 and 100,000) and per conversation:
 
@@ -194,10 +197,13 @@ class Method:
     budget_label: str
     budget: int
     leg: str
+    anchor_label: str = "default"
+    anchor: int | None = None  # max_ranked_postings; None: the library's
 
     @property
     def name(self) -> str:
-        return f"budget={self.budget_label} {self.leg}"
+        anchor = "" if self.anchor is None else f" anchors={self.anchor_label}"
+        return f"budget={self.budget_label}{anchor} {self.leg}"
 
 
 @dataclass
@@ -220,6 +226,8 @@ def make_searcher(
 ) -> Searcher:
     def search(conv: Conversation, q: Any) -> list[Rank]:
         index.backend.max_lexical_postings = method.budget
+        if method.anchor is not None:
+            index.backend.max_ranked_postings = method.anchor  # type: ignore[attr-defined]
         prune.kept = None
         hits = store.search(q.text, "group", group_id=conv.group_id, top_k=TOP_K)
         phases = timer.take()
@@ -455,6 +463,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--conversations", type=int, help="only the first K conversations")
     parser.add_argument("--questions", type=int, help="at most this many questions per conversation (sampled)")
     parser.add_argument("--budgets", default="none,20000,10000,5000", help="max_lexical_postings values ('none')")
+    parser.add_argument("--anchors", help="max_ranked_postings values ('none'); default: the library's only")
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--markdown", type=Path, help="write the tables here (else: stdout)")
     parser.add_argument("--seed", type=int, default=7, help="haystack corpus, noise and question sample")
@@ -469,6 +478,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.sizes = sorted({int(x) for x in args.haystack.split(",") if x.strip()})
     args.budget_list = parse_budgets(args.budgets)
+    args.anchor_list = parse_budgets(args.anchors) if args.anchors else [("default", None)]
     return args
 
 
@@ -490,7 +500,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "questions_available": available,
     }
     log(f"data: {data_info}")
-    methods = [Method(label, budget, leg) for label, budget in args.budget_list for leg in LEGS]
+    methods = [
+        Method(label, budget, leg, a_label, anchor)
+        for label, budget in args.budget_list
+        for a_label, anchor in args.anchor_list
+        for leg in LEGS
+    ]
 
     base = SentenceTransformerEmbedder(cache_size=0)
     embedder = CachingEmbedder(base)
@@ -510,6 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "top_k": TOP_K,
             "indexed_text": MAIN_TEXT,
             "budgets": dict(args.budget_list),
+            "anchors": dict(args.anchor_list),
             "sizes": args.sizes,
             "seed": args.seed,
             "questions_per_conversation": args.questions,
@@ -553,12 +569,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 m.name: make_result(f"haystack={size}", m.name, MAIN_TEXT, m.leg, rankings[m.name], seconds)
                 for m in methods
             }
-            none_of = {leg: next((m for m in methods if m.budget == NO_BUDGET and m.leg == leg), None) for leg in LEGS}
+
+            def reference(leg: str) -> Method | None:  # the largest budget, then the largest anchor budget
+                same = [m for m in methods if m.leg == leg]
+                return max(same, key=lambda m: (m.budget, m.anchor or 0), default=None)
+
+            none_of = {leg: reference(leg) for leg in LEGS}
             rows = []
             for m in methods:
                 ref = none_of[m.leg]
                 row: dict[str, Any] = {
-                    "budget": m.budget_label,
+                    "budget": m.budget_label + ("" if m.anchor is None else f", anchors {m.anchor_label}"),
                     "max_lexical_postings": m.budget,
                     "leg": m.leg,
                     "summary": results[m.name].summary,

@@ -10,10 +10,17 @@ state hits both alike; the table shows medians over the rounds. A worker reports
 * batch throughput embedding ~1,000 sentences in one call.
 
 The ONNX graph cache is warmed once before the rounds; a third worker kind starts with an empty cache each
-round, so the one-off cost of building the graph is shown too.
+round, so the one-off cost of building the graph is shown too (``--no-cold`` skips it). ``--baseline REV``
+adds the OnnxEmbedder of an older revision (its ``src/`` extracted with ``git archive``, its own warm graph
+cache) as one more worker per round, so a change to the embedder is measured side by side with
+sentence-transformers and with what it replaces. ``--wait-quiet S`` waits (up to S seconds, at most
+``--wait-budget`` in all) before each worker until other processes leave the CPU idle, and records the cores
+they used during each worker; a worker that saw >= 0.3 such cores is run again (``--retries``), keeping the
+quietest attempt.
 
     HF_HUB_OFFLINE=1 python bench/onnx_embedder.py            # 5 rounds, markdown on stdout
     HF_HUB_OFFLINE=1 python bench/onnx_embedder.py --rounds 3 --queries 100
+    HF_HUB_OFFLINE=1 python bench/onnx_embedder.py --baseline 08e1076 --no-cold --wait-quiet 60 --retries 2
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common.measure import Quiet, cpu_window  # noqa: E402
+from common.revisions import extract  # noqa: E402
 
 WORKER = r"""
 import json, sys, time
@@ -114,8 +125,10 @@ def sentences(n: int, seed: int) -> list[str]:
     return out
 
 
-def run_worker(kind: str, cache: str, queries: int, payload: str) -> dict[str, Any]:
+def run_worker(kind: str, cache: str, queries: int, payload: str, src: Path | None = None) -> dict[str, Any]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     spawned = time.time()
     proc = subprocess.run(
         [sys.executable, "-c", WORKER, repr(spawned), kind, cache, str(queries)],
@@ -138,22 +151,46 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--queries", type=int, default=200, help="distinct single queries timed per worker")
     p.add_argument("--batch", type=int, default=1000, help="sentences embedded in one call")
     p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--baseline", help="also run the OnnxEmbedder of this git revision (extracted src/)")
+    p.add_argument("--no-cold", dest="cold", action="store_false", help="skip the empty-cache (graph build) worker")
+    p.add_argument("--wait-quiet", type=float, default=0.0, help="wait up to this many s for quiet per worker")
+    p.add_argument("--wait-budget", type=float, default=900.0, help="total seconds spent waiting for quiet")
+    p.add_argument("--retries", type=int, default=0, help="re-run a worker disturbed by >= 0.3 other cores")
     args = p.parse_args(argv)
 
     all_texts = sentences(args.batch + args.queries + 10, args.seed)
     payload = json.dumps({"corpus": all_texts[: args.batch], "queries": all_texts[args.batch :]})
+    quiet = Quiet(args.wait_quiet, args.wait_budget, args.retries)
+    kinds = ["st", "onnx"] + (["onnx-base"] if args.baseline else []) + (["onnx-cold"] if args.cold else [])
+    others: dict[str, list[float]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory(prefix="onnx-bench-") as tmp:
-        warm = str(Path(tmp) / "warm")
+        warm, base_warm = str(Path(tmp) / "warm"), str(Path(tmp) / "base-warm")
+        base_src = extract(args.baseline, Path(tmp) / "baseline") if args.baseline else None
         run_worker("onnx", warm, 0, payload)  # builds the graph once: the rounds below start warm
-        results: dict[str, list[dict[str, Any]]] = {"st": [], "onnx": [], "onnx-cold": []}
+        if base_src is not None:
+            run_worker("onnx", base_warm, 0, payload, base_src)
+        results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
         for r in range(args.rounds):
-            for kind in ("st", "onnx", "onnx-cold"):
-                if kind == "onnx-cold":
-                    res = run_worker("onnx", str(Path(tmp) / f"cold{r}"), 0, payload)
-                else:
-                    res = run_worker(kind, warm, args.queries, payload)
+            for kind in kinds:
+
+                def one(_mon: Any, kind: str = kind, r: int = r) -> tuple[dict[str, Any], float]:
+                    with cpu_window() as w:
+                        if kind == "onnx-cold":
+                            res = run_worker("onnx", str(Path(tmp) / f"cold{r}"), 0, payload)
+                        elif kind == "onnx-base":
+                            res = run_worker("onnx", base_warm, args.queries, payload, base_src)
+                        else:
+                            res = run_worker(kind, warm, args.queries, payload)
+                    return res, w.other_cores
+
+                res = quiet.measure(f"round {r + 1} {kind}", one)
+                others[kind].append(quiet.phases[-1]["other_cores"])
                 results[kind].append(res)
-                print(f"round {r + 1}/{args.rounds} {kind}: {json.dumps(res)}", file=sys.stderr)
+                print(
+                    f"round {r + 1}/{args.rounds} {kind}: {json.dumps(res)} "
+                    f"(other processes {others[kind][-1]:.2f} cores)",
+                    file=sys.stderr,
+                )
 
     def med(kind: str, key: str) -> float:
         return statistics.median(float(x[key]) for x in results[kind])
@@ -164,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     names = {
         "st": "SentenceTransformerEmbedder (torch)",
         "onnx": "OnnxEmbedder (graph cached)",
+        "onnx-base": f"OnnxEmbedder at {args.baseline} (graph cached)",
         "onnx-cold": "OnnxEmbedder (empty cache: builds)",
     }
     print(
@@ -173,24 +211,38 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         "| embedder | start to first vector (s) | RSS after first vector (MB) | single query p50 (ms) "
-        "| batch (texts/s) |"
+        "| batch (texts/s) | other processes' cores (max) |"
     )
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for kind, name in names.items():
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for kind in kinds:
         print(
-            f"| {name} | {cell(kind, 'first', '.2f')} | {cell(kind, 'rss', '.0f')} | "
-            f"{cell(kind, 'p50_ms', '.2f')} | {cell(kind, 'batch_per_s', '.0f')} |"
+            f"| {names[kind]} | {cell(kind, 'first', '.2f')} | {cell(kind, 'rss', '.0f')} | "
+            f"{cell(kind, 'p50_ms', '.2f')} | {cell(kind, 'batch_per_s', '.0f')} | {max(others[kind]):.2f} |"
         )
     st_first, onnx_first = med("st", "first"), med("onnx", "first")
     print(
         f"\nStart-up {st_first / onnx_first:.1f}x faster, "
         f"RSS {med('st', 'rss') - med('onnx', 'rss'):.0f} MB lower, "
-        f"single query {med('st', 'p50_ms') / med('onnx', 'p50_ms'):.2f}x, "
-        f"batch {med('onnx', 'batch_per_s') / med('st', 'batch_per_s'):.2f}x "
+        f"single query {med('onnx', 'p50_ms') / med('st', 'p50_ms'):.2f}x torch's p50, "
+        f"batch {med('onnx', 'batch_per_s') / med('st', 'batch_per_s'):.2f}x torch's rate "
         f"(ONNX / torch); RSS after the batch: torch {med('st', 'rss_end'):.0f} MB, "
         f"ONNX {med('onnx', 'rss_end'):.0f} MB."
     )
-    heavy = {m for x in results["onnx"] + results["onnx-cold"] for m in x["heavy"]}
+    if args.baseline:
+        print(
+            f"Baseline {args.baseline}: single query {med('onnx-base', 'p50_ms') / med('st', 'p50_ms'):.2f}x torch's, "
+            f"batch {med('onnx-base', 'batch_per_s') / med('st', 'batch_per_s'):.2f}x; now / baseline: single "
+            f"{med('onnx', 'p50_ms') / med('onnx-base', 'p50_ms'):.2f}x, "
+            f"batch {med('onnx', 'batch_per_s') / med('onnx-base', 'batch_per_s'):.2f}x."
+        )
+    for kind in kinds:
+        per_round = ", ".join(
+            f"{x.get('p50_ms', float('nan')):.2f} ms / {x.get('batch_per_s', float('nan')):.0f} per s"
+            for x in results[kind]
+        )
+        print(f"\nPer round, {names[kind]}: {per_round}", end="")
+    print()
+    heavy = {m for k in kinds if k.startswith("onnx") for x in results[k] for m in x["heavy"]}
     if heavy:
         print(f"\nWARNING: the ONNX workers imported {sorted(heavy)}")
 

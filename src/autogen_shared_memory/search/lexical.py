@@ -1,5 +1,6 @@
-"""The lexical leg's arithmetic: FTS5's IDF, which query terms are worth scoring (the postings budget), and
-BM25 made comparable across files. The SQL that runs it is the backend's."""
+"""The lexical leg's arithmetic: FTS5's IDF, which query terms are worth scoring (the postings budget), which
+facts are worth ranking (the anchor terms), and BM25 made comparable across files. The SQL that runs it is
+the backend's."""
 
 from __future__ import annotations
 
@@ -45,6 +46,30 @@ def choose_terms(
         kept.add(term)
         postings += count
     return [t for t in terms if stems[t] in kept]
+
+
+def split_anchors(
+    kept: Sequence[str], stems: Mapping[str, str], df: Mapping[str, int], budget: float
+) -> tuple[list[str], list[str]]:
+    """``kept`` split into anchor terms and the rest: the facts worth ranking are those holding an anchor.
+
+    Anchors are taken rarest first while their posting lists together hold at most ``budget`` rows (the
+    rarest term is always one). FTS5 spends ~2 us per matching row on BM25 alone (a ``docsize`` lookup and
+    the row's positions), whatever the row's score: at 100k facts the kept terms match ~3,000 rows, mostly
+    through their commoner terms, for a top 50. Ranking only the facts that hold an anchor, with every kept
+    term still counted in their scores, bounds that work by ``budget``; a fact with commoner terms only is
+    left out, as it rarely outranks one with a rarer term. (Terms sharing a stem go to the same side.)
+    When everything fits, the rest is empty: one ordinary query.
+    """
+    anchors: set[str] = set()
+    postings = 0
+    for term in sorted(set(stems[t] for t in kept), key=lambda t: df.get(t, 0)):
+        count = df.get(term, 0)
+        if anchors and postings + count > budget:
+            break
+        anchors.add(term)
+        postings += count
+    return [t for t in kept if stems[t] in anchors], [t for t in kept if stems[t] not in anchors]
 
 
 def shared_bm25(bm25: float, matched: Sequence[tuple[float, float]]) -> float:

@@ -49,7 +49,7 @@ from ...core.types import (
 from ...embedding import Vectors
 from ...search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
 from ...search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
-from ...search.lexical import MARKED, choose_terms, idf, shared_bm25
+from ...search.lexical import MARKED, choose_terms, idf, shared_bm25, split_anchors
 from ...search.text import fold, stem
 from ..base import (
     DRAFT_COLUMNS,
@@ -674,6 +674,10 @@ class SQLiteBackend(Backend):
         sql = f"SELECT f.id FROM facts f WHERE {where} ORDER BY f.seq LIMIT ?"
         return [r[0] for r in conn.execute(sql, [*params, limit])]
 
+    # The facts ranked per search are those holding the rarest kept terms, up to this many postings in all
+    # (see split_anchors; 10**9: rank every match, the FTS5 OR as it is).
+    max_ranked_postings = 1_000
+
     def lexical(
         self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
@@ -705,9 +709,11 @@ class SQLiteBackend(Backend):
         )
         hits: list[tuple[ScopeRef, str, float]] = []
         for scope, conn, n, df in files:
-            # The postings budget bounds the whole search: each file gets its share by size.
-            kept = self._choose_terms(terms, stems, n, df, self.max_lexical_postings * n / max(n_all, 1))
-            rows = conn.execute(sql, [fts5_expression(kept), *params, limit])
+            # The postings budgets bound the whole search: each file gets its share by size.
+            share = n / max(n_all, 1)
+            kept = self._choose_terms(terms, stems, n, df, self.max_lexical_postings * share)
+            anchors, rest = split_anchors(kept, stems, df, self.max_ranked_postings * share)
+            rows = self._ranked(conn, sql, params, anchors, rest, limit)
             if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
                 hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
                 continue
@@ -717,6 +723,27 @@ class SQLiteBackend(Backend):
                 hits.append((scope, fact_id, shared_bm25(float(bm25), matched)))
         hits.sort(key=lambda h: -h[2])
         return hits
+
+    @staticmethod
+    def _ranked(
+        conn: sqlite3.Connection, sql: str, params: list[Any], anchors: Sequence[str], rest: Sequence[str], limit: int
+    ) -> list[Any]:
+        """The ``limit`` best rows of ``sql`` among the facts holding an anchor term, scored with every term.
+
+        FTS5 scores every row its MATCH returns, and BM25 sums over the expression's phrases, so each term
+        may appear once: the facts with an anchor and another term, then those with an anchor only, each
+        scored as the OR of all the terms would score them. Where those are fewer than ``limit``, the facts
+        with other terms only are ranked as well, and the result is exactly the OR's.
+        """
+        if not rest:
+            return conn.execute(sql, [fts5_expression(anchors), *params, limit]).fetchall()
+        some, other = fts5_expression(anchors), fts5_expression(rest)
+        rows = conn.execute(sql, [f"({some}) AND ({other})", *params, limit]).fetchall()
+        rows += conn.execute(sql, [f"({some}) NOT ({other})", *params, limit]).fetchall()
+        if len(rows) < limit:
+            rows += conn.execute(sql, [f"({other}) NOT ({some})", *params, limit]).fetchall()
+        rows.sort(key=lambda row: -row[1])  # stable: ties keep FTS5's order within each query
+        return rows[:limit]
 
     def _term_counts(self, conn: sqlite3.Connection, scope: ScopeRef, stems: set[str]) -> tuple[int, dict[str, int]]:
         """The file's number of facts and, per stem, how many facts contain it (FTS5's own statistics).

@@ -1,0 +1,147 @@
+"""The store's own work per search at 100k facts, a baseline revision against the current tree, side by side.
+
+The two 100,000-fact stores of ``bench_store.py`` (one group scope; agent + group + global, a third each),
+populated the same way (seed 1234: real core vectors + calibrated noise, cheap to build) and kept in
+``--stores`` so that later runs reuse them (the first run builds them: ~5 minutes on 2 cores). Each round
+runs one fresh worker process per tree, alternating which goes first; a worker times 200 distinct searches
+per store with ``bench_store.run_searches`` (blocks of searches alternating with blocks of queries embedded
+alone, so "own work" = search p50 minus the query-embedding p50 of the same minutes), with the real default
+embedder of its own tree. Before each worker it waits for other processes to leave the CPU idle and re-runs
+a disturbed worker (``common.measure.Quiet``). Medians of the rounds::
+
+    python bench/ab_search.py --baseline 08e1076 --rounds 4 --stores ~/.cache/asm-bench-stores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from common.measure import Quiet, cpu_window, log
+from common.revisions import REPO, extract
+
+HERE = Path(__file__).resolve().parent
+SIZE = 100_000
+
+BUILD = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from common.corpus import make_corpus
+from common.embedders import PooledNoiseEmbedder, calibrate_noise
+from common.workloads import AGENT, GROUP, populate
+from autogen_shared_memory.onnx_embedding import OnnxEmbedder
+from autogen_shared_memory.store import SharedMemoryStore
+root, size, seed = Path(sys.argv[1]), int(sys.argv[3]), 1234
+corpus = make_corpus(size, 5000, seed)
+embedder = OnnxEmbedder(cache_size=0)
+cores = embedder.embed(corpus.cores)
+noise = calibrate_noise(embedder, corpus, cores, 256, seed)
+fake = PooledNoiseEmbedder(embedder.model_id, cores, corpus.core_of, noise["sigma"], seed)
+for layout in ("single", "all"):
+    store = SharedMemoryStore(root / f"search-{layout}", embedder=fake, global_writers=[AGENT],
+                              near_duplicate_threshold=1.01)
+    store.add_group_member(GROUP, AGENT)
+    assert populate(store, corpus.facts, layout, 2000) == size
+    store.close()
+(root / "complete").write_text("1")
+"""
+
+WORKER = r"""
+import json, sys
+sys.path.insert(0, sys.argv[4])
+from pathlib import Path
+from bench_store import run_searches
+from common.corpus import make_queries
+from common.measure import Monitor
+from autogen_shared_memory.onnx_embedding import OnnxEmbedder
+from autogen_shared_memory.store import SharedMemoryStore
+root, n = Path(sys.argv[1]), int(sys.argv[2])
+embedder = OnnxEmbedder(cache_size=0)
+embedder.embed(["warm up the model", "and once more"])
+queries = make_queries(2 * (2 * n + 5) + 10, 1235)
+out, pos = {}, 0
+for layout, scope in (("single", "group"), ("all", "all")):
+    store = SharedMemoryStore(root / f"search-{layout}", embedder=embedder)
+    take = queries[pos : pos + 2 * n + 5]
+    pos += 2 * n + 5
+    r = run_searches(store, take[5 : 5 + n], take[:5], take[5 + n :], scope, int(sys.argv[3]), layout, 1, "ab",
+                     Monitor(0, 9.0, False))
+    out[scope] = {"p50": r.latency["p50_ms"], "embed": r.paired_embed["p50_ms"], "phases": r.phases_p50_ms}
+    store.close()
+print(json.dumps(out))
+"""
+
+
+def run(code: str, src: Path, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, check=False)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-4000:])
+    return proc.stdout
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--baseline", required=True, help="git revision to compare with")
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--queries", type=int, default=200, help="timed searches per store and worker")
+    p.add_argument("--stores", type=Path, required=True, help="where the 100k stores are kept (built if missing)")
+    p.add_argument("--wait-quiet", type=float, default=60.0, help="wait up to this many s for quiet per worker")
+    p.add_argument("--wait-budget", type=float, default=1800.0)
+    p.add_argument("--retries", type=int, default=2, help="re-run a worker disturbed by >= 0.3 other cores")
+    args = p.parse_args()
+    stores = args.stores.expanduser()
+    if not (stores / "complete").exists():
+        if stores.exists() and any(stores.iterdir()):
+            raise SystemExit(f"{stores} holds an incomplete build: remove it")
+        log(f"building the two {SIZE:,}-fact stores in {stores} (once)")
+        run(BUILD, REPO / "src", str(stores), str(HERE), str(SIZE))
+    with tempfile.TemporaryDirectory(prefix="ab-search-") as tmp:
+        trees = {"baseline": extract(args.baseline, Path(tmp) / "baseline"), "now": REPO / "src"}
+        quiet = Quiet(args.wait_quiet, args.wait_budget, args.retries)
+        results: dict[str, list[dict[str, Any]]] = {k: [] for k in trees}
+        for r in range(args.rounds):
+            for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
+
+                def one(_mon: Any, name: str = name) -> tuple[dict[str, Any], float]:
+                    with cpu_window() as w:
+                        out = run(WORKER, trees[name], str(stores), str(args.queries), str(SIZE), str(HERE))
+                    return json.loads(out.strip().splitlines()[-1]), w.other_cores
+
+                res = quiet.measure(f"round {r + 1} {name}", one)
+                res["other_cores"] = quiet.phases[-1]["other_cores"]
+                results[name].append(res)
+                own = {s: round(v["p50"] - v["embed"], 2) for s, v in res.items() if s != "other_cores"}
+                log(f"round {r + 1} {name}: own work {own} (other processes {res['other_cores']:.2f} cores)")
+
+    measures = {
+        "search p50 ms": lambda v: v["p50"],
+        "query embed alone p50 ms": lambda v: v["embed"],
+        "**own work ms** (p50 − embed)": lambda v: v["p50"] - v["embed"],
+        "embed phase inside search p50 ms": lambda v: v["phases"]["embed"],
+        "lexical phase p50 ms": lambda v: v["phases"]["lexical"],
+        "semantic phase p50 ms": lambda v: v["phases"]["semantic"],
+    }
+    print(f"{args.rounds} rounds, {args.queries} searches per store and worker, medians; baseline {args.baseline}\n")
+    print("| scope | measure | baseline | now | now / baseline | per round, baseline | per round, now |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for scope in ("group", "all"):
+        for label, get in measures.items():
+            per = {name: [get(x[scope]) for x in rows] for name, rows in results.items()}
+            b, n = statistics.median(per["baseline"]), statistics.median(per["now"])
+            rounds = {name: ", ".join(f"{v:.2f}" for v in vals) for name, vals in per.items()}
+            print(f"| `{scope}` | {label} | {b:.2f} | {n:.2f} | {n / b:.2f} | {rounds['baseline']} | {rounds['now']} |")
+    worst = max(x["other_cores"] for rows in results.values() for x in rows)
+    print(f"\nOther processes used at most {worst:.2f} cores during a kept worker.")
+
+
+if __name__ == "__main__":
+    main()
