@@ -53,11 +53,11 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> SQLiteBackend:
 
 def ranked(backend: SQLiteBackend, anchor_budget: int, limit: int) -> dict[str, float]:
     """The lexical leg's hits for "alpha beta gamma" with ``max_ranked_postings = anchor_budget``."""
-    backend.max_ranked_postings = anchor_budget
+    default, backend.max_ranked_postings = backend.max_ranked_postings, anchor_budget
     try:
         hits = backend.lexical([GLOBAL], ["alpha", "beta", "gamma"], limit, Filters())
     finally:
-        del backend.max_ranked_postings  # the class default again
+        backend.max_ranked_postings = default
     assert [h[2] for h in hits] == sorted((h[2] for h in hits), reverse=True)
     return {fact_id: score for _, fact_id, score in hits}
 

@@ -307,6 +307,7 @@ class SQLiteBackend(Backend):
         busy_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
         max_lexical_postings: int = 5_000,
+        max_ranked_postings: int = 1_000,
         vector_index: VectorIndexKind = "exact",
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
@@ -315,6 +316,7 @@ class SQLiteBackend(Backend):
             raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
         for name, value in (
             ("max_lexical_postings", max_lexical_postings),
+            ("max_ranked_postings", max_ranked_postings),
             ("ann_min_facts", ann_min_facts),
             ("ann_ef", ann_ef),
         ):
@@ -336,6 +338,9 @@ class SQLiteBackend(Backend):
         self.busy_timeout = busy_timeout
         self.max_common_term_ratio = max_common_term_ratio
         self.max_lexical_postings = max_lexical_postings
+        # The facts ranked per search are those holding the rarest kept terms, up to this many postings in all
+        # (see search.lexical.split_anchors; 10**9: rank every match, the FTS5 OR as it is).
+        self.max_ranked_postings = max_ranked_postings
         self._local = threading.local()
         self._all_conns: list[Connection] = []
         self._indexes: dict[ScopeRef, VectorIndex] = {}
@@ -673,10 +678,6 @@ class SQLiteBackend(Backend):
         where, params = self._filter_sql(filters, time.time())
         sql = f"SELECT f.id FROM facts f WHERE {where} ORDER BY f.seq LIMIT ?"
         return [r[0] for r in conn.execute(sql, [*params, limit])]
-
-    # The facts ranked per search are those holding the rarest kept terms, up to this many postings in all
-    # (see split_anchors; 10**9: rank every match, the FTS5 OR as it is).
-    max_ranked_postings = 1_000
 
     def lexical(
         self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
