@@ -3,6 +3,7 @@ revision, batched writes, the lexical postings budget, statistics without a manu
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -117,9 +118,14 @@ def test_statistics_are_taken_after_the_table_grows(pg_dsn: str) -> None:
     name = schema()
     store = open_store(pg_dsn, name, near_duplicate_threshold=1.01)
     store.remember_many([f"fact {i} of the first load" for i in range(1200)], "group", group_id="crew")
-    with psycopg.connect(pg_dsn) as conn:
-        tuples = conn.execute(f"SELECT reltuples FROM pg_class WHERE oid = '{name}.asm_facts'::regclass").fetchone()
-    assert tuples is not None and tuples[0] >= 1000  # ANALYZEd by the write, not by hand
+    deadline = time.monotonic() + 30
+    tuples = -1.0
+    while time.monotonic() < deadline and tuples < 1000:  # VACUUM ANALYZE runs in the background
+        with psycopg.connect(pg_dsn) as conn:
+            row = conn.execute(f"SELECT reltuples FROM pg_class WHERE oid = '{name}.asm_facts'::regclass").fetchone()
+        tuples = float(row[0]) if row else -1.0
+        time.sleep(0.1)
+    assert tuples >= 1000  # analyzed by the write, not by hand
     store.close()
 
 
