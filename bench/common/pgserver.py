@@ -50,8 +50,11 @@ def server_settings(
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         out = {n: str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
-        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-        out["pgvector"] = row[0] if row else "absent"
+        row = conn.execute(  # installed in this database, else the version a CREATE EXTENSION would install
+            "SELECT coalesce((SELECT extversion FROM pg_extension WHERE extname = 'vector'), "
+            "(SELECT default_version FROM pg_available_extensions WHERE name = 'vector'))"
+        ).fetchone()
+        out["pgvector"] = row[0] if row and row[0] else "absent"
     return out
 
 

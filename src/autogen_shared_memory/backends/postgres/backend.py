@@ -225,7 +225,7 @@ class PostgresBackend(Backend):
             max_size=max_size,
             open=True,
             configure=self._configure,
-            kwargs={"connect_timeout": int(connect_timeout)},
+            kwargs={"connect_timeout": int(connect_timeout), "autocommit": True},
         )
 
     def __repr__(self) -> str:
@@ -234,7 +234,6 @@ class PostgresBackend(Backend):
     # ------------------------------------------------------------------ setup
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"SET search_path TO {self.schema}, public")
-        conn.commit()
 
     def _cache(self, scope: ScopeRef) -> _ScopeCache:
         with self._caches_lock:
@@ -257,7 +256,7 @@ class PostgresBackend(Backend):
             return
         key = (scope.kind, scope.owner)
         if cache.n == 0:  # first load: in seq order, streamed in chunks
-            with conn.cursor(name=f"asm_load_{threading.get_ident()}", binary=True) as cur:
+            with conn.transaction(), conn.cursor(name=f"asm_load_{threading.get_ident()}", binary=True) as cur:
                 cur.itersize = 16384
                 cur.execute(
                     f"SELECT seq, id, status, expires_at, {_HKEY_SQL}, embedding FROM asm_facts "
@@ -298,12 +297,16 @@ class PostgresBackend(Backend):
 
     # ------------------------------------------------------------------ connections and retries
     def _run(self, fn: Callable[[psycopg.Connection[Any]], Any], *, write: bool) -> Any:
-        """Run ``fn`` in one transaction; retry it whole when the connection drops (never half-written)."""
+        """Run ``fn`` (a write: in one transaction); retry it whole when the connection drops (never
+        half-written). Pooled connections are in autocommit mode, so a read costs no BEGIN and COMMIT."""
         attempt = 0
         while True:
             try:
-                with self.pool.connection() as conn, conn.transaction():
-                    return fn(conn)
+                with self.pool.connection() as conn:
+                    if not write:  # autocommit: a read is its statements, without BEGIN and COMMIT round trips
+                        return fn(conn)
+                    with conn.transaction():
+                        return fn(conn)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 attempt += 1
                 if attempt > self.retries or self.pool.closed:
@@ -494,26 +497,26 @@ class PostgresBackend(Backend):
         owners = [s.owner for s in scopes]
 
         def run(conn: psycopg.Connection[Any]) -> list[tuple[ScopeRef, str, float]]:
-            sizes = {
-                ScopeRef(k, o): int(n)
-                for k, o, n in conn.execute(
+            with conn.pipeline():  # the scopes' sizes and the terms' counts: one round trip
+                scope_rows = conn.execute(
                     "SELECT s.scope_kind, s.owner, s.n_facts FROM asm_scopes s "
                     "JOIN unnest(%s::text[], %s::text[]) AS q(kind, owner) ON s.scope_kind = q.kind "
                     "AND s.owner = q.owner",
                     (kinds, owners),
-                ).fetchall()
-            }
+                )
+                term_rows = conn.execute(
+                    "SELECT t.term, l.lexeme, s.kind, s.owner, coalesce(a.df, 0) FROM unnest(%s::text[]) AS t(term) "
+                    "CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', t.term))) AS l(lexeme) "
+                    "CROSS JOIN unnest(%s::text[], %s::text[]) AS s(kind, owner) "
+                    "LEFT JOIN asm_terms a ON a.scope_kind = s.kind AND a.owner = s.owner AND a.lexeme = l.lexeme",
+                    (list(dict.fromkeys(terms)), kinds, owners),
+                )
+            sizes = {ScopeRef(k, o): int(n) for k, o, n in scope_rows.fetchall()}
             if not sizes:
                 return []
             lexemes: dict[str, list[str]] = {}
             counts: dict[tuple[ScopeRef, str], int] = {}
-            for term, lexeme, kind, owner, df in conn.execute(
-                "SELECT t.term, l.lexeme, s.kind, s.owner, coalesce(a.df, 0) FROM unnest(%s::text[]) AS t(term) "
-                "CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', t.term))) AS l(lexeme) "
-                "CROSS JOIN unnest(%s::text[], %s::text[]) AS s(kind, owner) "
-                "LEFT JOIN asm_terms a ON a.scope_kind = s.kind AND a.owner = s.owner AND a.lexeme = l.lexeme",
-                (list(dict.fromkeys(terms)), kinds, owners),
-            ).fetchall():
+            for term, lexeme, kind, owner, df in term_rows.fetchall():
                 if lexeme not in lexemes.setdefault(term, []):
                     lexemes[term].append(lexeme)
                 counts[ScopeRef(kind, owner), lexeme] = int(df)
@@ -522,7 +525,7 @@ class PostgresBackend(Backend):
                 return []
             stems = {t: " ".join(sorted(lexemes[t])) for t in useful}
             n_all = sum(sizes.values())
-            hits: list[tuple[ScopeRef, str, float]] = []
+            queries: list[tuple[ScopeRef, str, tuple[Any, ...]]] = []
             for scope, n in sizes.items():
                 df = {stems[t]: min(counts.get((scope, x), 0) for x in lexemes[t]) for t in useful}
                 kept = choose_terms(
@@ -534,14 +537,18 @@ class PostgresBackend(Backend):
                     budget=self.max_lexical_postings * n / max(n_all, 1),
                 )
                 query = " || ".join(["plainto_tsquery('english', %s)"] * len(kept))
-                rows = conn.execute(
-                    f"SELECT id, ts_rank(tsv, q.query) AS score FROM asm_facts, (SELECT {query}) AS q(query) "
-                    f"WHERE scope_kind = %s AND owner = %s AND tsv @@ q.query AND {where} "
-                    "ORDER BY score DESC, seq LIMIT %s",
-                    (*kept, scope.kind, scope.owner, *params, limit),
-                ).fetchall()
-                hits.extend((scope, r[0], float(r[1])) for r in rows)
-            return hits
+                queries.append(
+                    (
+                        scope,
+                        f"SELECT id, ts_rank(tsv, q.query) AS score FROM asm_facts, (SELECT {query}) AS q(query) "
+                        f"WHERE scope_kind = %s AND owner = %s AND tsv @@ q.query AND {where} "
+                        "ORDER BY score DESC, seq LIMIT %s",
+                        (*kept, scope.kind, scope.owner, *params, limit),
+                    )
+                )
+            with conn.pipeline():  # every scope's ranking in one round trip
+                cursors = [(scope, conn.execute(sql, args)) for scope, sql, args in queries]
+            return [(scope, r[0], float(r[1])) for scope, cur in cursors for r in cur.fetchall()]
 
         return sorted(self._read(run), key=lambda h: -h[2])
 
