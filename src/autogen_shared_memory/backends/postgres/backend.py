@@ -116,11 +116,13 @@ def _from_pg(blobs: Sequence[bytes]) -> npt.NDArray[np.float32]:
 
 
 def _hkey(content_hash: str) -> int:
-    """The first 60 bits of a content hash (the SQL twin is :data:`_HKEY_SQL`)."""
-    return int(content_hash[:15], 16)
+    """The first 60 bits of a content hash (SHA-256 hex), 0 for anything else (the SQL twin is
+    :data:`_HKEY_SQL`)."""
+    head = content_hash[:15]
+    return int(head, 16) if len(head) == 15 and all(c in "0123456789abcdef" for c in head) else 0
 
 
-_HKEY_SQL = "('x' || left(content_hash, 15))::bit(60)::bigint"
+_HKEY_SQL = "CASE WHEN content_hash ~ '^[0-9a-f]{15}' THEN ('x' || left(content_hash, 15))::bit(60)::bigint ELSE 0 END"
 
 
 @dataclass
