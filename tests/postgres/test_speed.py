@@ -1,0 +1,184 @@
+"""The PostgreSQL backend's speed machinery (issue 18): each process's copy of a scope's vectors refreshed by
+revision, batched writes, the lexical postings budget, statistics without a manual ANALYZE, schema 4."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from autogen_shared_memory import FactNotFoundError, ScopeRef, SharedMemoryStore
+from autogen_shared_memory.backends.postgres import SCHEMA_VERSION, PostgresBackend
+from autogen_shared_memory.core.types import Filters
+from autogen_shared_memory.testing import HashEmbedder
+
+pytestmark = pytest.mark.usefixtures("pg_dsn")
+G = ScopeRef("group", "crew")
+
+
+def schema() -> str:
+    return f"t{uuid.uuid4().hex[:16]}"
+
+
+def open_store(dsn: str, name: str, **kwargs: Any) -> SharedMemoryStore:
+    return SharedMemoryStore(backend=PostgresBackend(dsn, schema=name), embedder=HashEmbedder(), **kwargs)
+
+
+def semantic_ids(store: SharedMemoryStore, text: str, k: int = 10) -> list[str]:
+    vector = store.embedder.embed([text])[0]
+    return [fid for _, fid, _ in store.backend.semantic([G], vector, k, Filters())]
+
+
+def test_a_second_process_sees_every_kind_of_write_through_its_refreshed_copy(pg_dsn: str) -> None:
+    name = schema()
+    a, b = open_store(pg_dsn, name), open_store(pg_dsn, name)
+    first = a.remember("the deploy window is friday evening", "group", group_id="crew")
+    assert semantic_ids(b, "the deploy window is friday evening")[:1] == [first.id]  # b loads the scope
+    second = a.remember("the staging database runs on port 5433", "group", group_id="crew")
+    assert second.id in semantic_ids(b, "the staging database runs on port 5433")  # new row, by revision
+    a.forget(first.id, group_id="crew")
+    assert first.id not in semantic_ids(b, "the deploy window is friday evening")  # status change
+    a.purge(0)
+    assert first.id not in semantic_ids(b, "the deploy window is friday evening")  # rows gone: reload
+    assert b.search("staging database port", "group", group_id="crew", top_k=1)[0].fact.id == second.id
+    a.close()
+    b.close()
+
+
+def test_a_batch_sees_its_own_earlier_drafts_and_stored_duplicates(pg_dsn: str) -> None:
+    store = open_store(pg_dsn, schema())
+    texts = [f"fact number {i} about the payments service" for i in range(300)]
+    receipts = store.remember_many([*texts, "Fact number 7 about the payments service."], "group", group_id="crew")
+    assert [r.status for r in receipts[:300]] == ["created"] * 300
+    assert receipts[300].status == "reinforced" and receipts[300].duplicate_of == receipts[7].id
+    again = store.remember_many(
+        ["fact number 3 about the payments service", "a brand new fact"], "group", group_id="crew"
+    )
+    assert again[0].duplicate_of == receipts[3].id and again[1].status == "created"
+    assert store.backend.stats(G).counts["active"] == 301
+    seqs = [r["seq"] for r in store.backend.rows(G, "facts")]
+    assert seqs == sorted(seqs)  # written in order
+    store.close()
+
+
+def test_a_failed_write_leaves_no_trace_in_the_copy(pg_dsn: str) -> None:
+    store = open_store(pg_dsn, schema())
+    kept = store.remember("the release train leaves on tuesdays", "group", group_id="crew")
+    bogus = kept.id[:-4] + ("0000" if not kept.id.endswith("0000") else "1111")
+    with pytest.raises(FactNotFoundError):  # the second draft fails: the whole batch is rolled back
+        store.remember_many(
+            ["a fact that is rolled back", {"content": "bad", "supersedes": [bogus]}], "group", group_id="crew"
+        )
+    assert semantic_ids(store, "a fact that is rolled back")[0] == kept.id
+    assert store.backend.stats(G).counts["active"] == 1
+    store.close()
+
+
+def test_term_counts_follow_inserts_and_purges(pg_dsn: str) -> None:
+    name = schema()
+    store = open_store(pg_dsn, name)
+    ids = [store.remember(f"kafka consumer lag alert {i}", "group", group_id="crew").id for i in range(3)]
+    store.remember("the kafka brokers were upgraded", "group", group_id="crew")
+
+    def df(lexeme: str) -> int:
+        with psycopg.connect(pg_dsn) as conn:
+            row = conn.execute(
+                f"SELECT df FROM {name}.asm_terms WHERE scope_kind = 'group' AND owner = 'crew' AND lexeme = %s",
+                (lexeme,),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    assert (df("kafka"), df("lag"), df("broker")) == (4, 3, 1)
+    store.forget(ids[0], group_id="crew")
+    store.purge(0)
+    assert (df("kafka"), df("lag")) == (3, 2)
+    store.close()
+
+
+def test_the_lexical_leg_scores_a_bounded_set_of_postings(pg_dsn: str) -> None:
+    store = open_store(pg_dsn, schema(), near_duplicate_threshold=1.01)
+    store.remember_many([f"team note {i}: the team met" for i in range(1500)], "group", group_id="crew")
+    rare = store.remember("the team chose zookeeper for leader election", "group", group_id="crew")
+    backend = store.backend
+    assert isinstance(backend, PostgresBackend)
+    hits = backend.lexical([G], ["team", "zookeeper"], 5, Filters())
+    assert [h[1] for h in hits] == [rare.id]  # "team" (in every fact) is dropped: only the rare term is ranked
+    backend.max_common_term_ratio = 1.0
+    backend.max_lexical_postings = 10**9
+    assert len(backend.lexical([G], ["team", "zookeeper"], 5, Filters())) == 5  # without the budget
+    assert backend.lexical([G], ["the"], 5, Filters()) == []  # a stop word matches nothing
+    store.close()
+
+
+def test_statistics_are_taken_after_the_table_grows(pg_dsn: str) -> None:
+    name = schema()
+    store = open_store(pg_dsn, name, near_duplicate_threshold=1.01)
+    store.remember_many([f"fact {i} of the first load" for i in range(1200)], "group", group_id="crew")
+    deadline = time.monotonic() + 30
+    tuples = -1.0
+    while time.monotonic() < deadline and tuples < 1000:  # VACUUM ANALYZE runs in the background
+        with psycopg.connect(pg_dsn) as conn:
+            row = conn.execute(f"SELECT reltuples FROM pg_class WHERE oid = '{name}.asm_facts'::regclass").fetchone()
+        tuples = float(row[0]) if row else -1.0
+        time.sleep(0.1)
+    assert tuples >= 1000  # analyzed by the write, not by hand
+    store.close()
+
+
+def test_hnsw_vector_index_answers_like_the_exact_scan(pg_dsn: str) -> None:
+    pytest.importorskip("hnswlib")
+    name = schema()
+    store = open_store(pg_dsn, name, near_duplicate_threshold=1.01)
+    texts = [f"service {i} is owned by team {i % 7} and deployed in region {i % 5}" for i in range(400)]
+    store.remember_many(texts, "group", group_id="crew")
+    graph = PostgresBackend(pg_dsn, schema=name, vector_index="hnsw", ann_min_facts=100)
+    assert graph.build_ann(G)
+    for text in texts[:20]:
+        vector = store.embedder.embed([text])[0]
+        exact = [h[1] for h in store.backend.semantic([G], vector, 5, Filters())]
+        assert [h[1] for h in graph.semantic([G], vector, 5, Filters())][:1] == exact[:1]
+    graph.close()
+    store.close()
+
+
+def test_schema_3_is_migrated_to_4(pg_dsn: str) -> None:
+    name = schema()
+    store = open_store(pg_dsn, name)
+    fact = store.remember("kafka retention is seven days", "group", group_id="crew")
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 3, with its HNSW index
+        conn.execute(f"SET search_path TO {name}, public")
+        conn.execute("DROP TABLE asm_terms")
+        conn.execute("DROP TRIGGER asm_facts_terms_added ON asm_facts")
+        conn.execute("DROP TRIGGER asm_facts_terms_removed ON asm_facts")
+        conn.execute("ALTER TABLE asm_facts DROP COLUMN rev")
+        conn.execute("ALTER TABLE asm_scopes DROP COLUMN rev, DROP COLUMN epoch")
+        conn.execute(
+            "CREATE INDEX asm_facts_hnsw_8 ON asm_facts USING hnsw ((embedding::vector(8)) vector_cosine_ops) "
+            "WHERE vector_dims(embedding) = 8"
+        )
+        conn.execute("UPDATE asm_schema SET version = 3")
+    reopened = open_store(pg_dsn, name)
+    assert reopened.search("kafka retention", "group", group_id="crew")[0].fact.id == fact.id
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"SET search_path TO {name}, public")
+        assert conn.execute("SELECT version FROM asm_schema").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("SELECT df FROM asm_terms WHERE lexeme = 'kafka'").fetchone() == (1,)
+        names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (name,))}
+    assert "asm_facts_hnsw_8" not in names and "asm_facts_rev" in names
+    second = reopened.remember("kafka brokers run version 3.7", "group", group_id="crew")
+    assert second.id in semantic_ids(reopened, "kafka brokers run version 3.7")
+    reopened.close()
+
+
+def test_vectors_round_trip_exactly_through_the_copy(pg_dsn: str) -> None:
+    store = open_store(pg_dsn, schema())
+    store.remember("an exact vector", "group", group_id="crew")
+    rows = store.backend.rows(G, "facts")
+    stored = np.frombuffer(rows[0]["embedding"], dtype=np.float32)
+    assert np.array_equal(stored, store.embedder.embed(["an exact vector"])[0].astype(np.float32))
+    store.close()
