@@ -145,6 +145,7 @@ def _migrate_v4(conn: psycopg.Connection[Any], schema: str) -> None:
       ``asm_scopes.epoch`` moves on when rows disappear or vectors are replaced (everyone reloads).
     * ``asm_terms``: per scope and lexeme, how many facts contain it, kept by statement-level triggers (one
       statement per batch, content is immutable so only INSERT and DELETE count).
+    * ``asm_audit (scope_kind, owner, seq)``: the change feed reads a scope's audit trail after a position.
     * The pgvector HNSW indexes go: nothing queries them any more, and each insert paid ~2.5 ms to keep them
       (measured: 400 inserts/s at 100k rows).
     * Vectors stay in pgvector's default storage (out of the row once it passes 2 kB, as a 384-d fact's row
@@ -157,6 +158,8 @@ def _migrate_v4(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(f"ALTER TABLE {s}.asm_scopes ADD COLUMN IF NOT EXISTS rev bigint NOT NULL DEFAULT 0")
     conn.execute(f"ALTER TABLE {s}.asm_scopes ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0")
     conn.execute(f"CREATE INDEX IF NOT EXISTS asm_facts_rev ON {s}.asm_facts (scope_kind, owner, rev)")
+    # the change feed reads each scope's audit trail by seq (after a position; the last one for "now")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS asm_audit_seq ON {s}.asm_audit (scope_kind, owner, seq)")
     for (name,) in conn.execute(
         "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'asm_facts' "
         "AND indexname LIKE 'asm\\_facts\\_hnsw\\_%%'",
