@@ -40,7 +40,7 @@ from autogen_shared_memory.backends.postgres import PostgresBackend
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
 
 GROUP = "locomo-all"
-BUDGETS = (("none", 10**9), ("5000", 5000))
+BUDGETS = (("none", 10**9), ("5000", 5000), ("2500", 2500))
 
 
 def bootstrap(a: list[float], b: list[float], n: int = 2000, seed: int = 5) -> tuple[float, float, float]:
@@ -132,7 +132,7 @@ def main() -> None:
             rankings: dict[str, list[Ranking]] = {m: [] for m in methods}
             lex_ms: dict[str, list[float]] = {m: [] for m in methods}
             order = list(methods)
-            with timer.attached(reader), timer.attached(lexical):
+            with timer.attached(reader):  # both stores share the backend: its calls are timed once
                 for n, (_, q) in enumerate(questions):
                     for j in range(len(order)):
                         m = order[(n + j) % len(order)]
