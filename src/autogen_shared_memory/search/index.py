@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from ..core.types import EmbeddingModelMismatchError
+from ..core.types import EmbeddingModelMismatchError, ScopeRef
 from ..embedding import Vectors
-from .int8 import Codes, int8_bounds, norms, quantize, scan_many, shortlist
+from .int8 import Codes, contenders, int8_bounds, norms, overlapping, quantize, scan_many, shortlist
 
 VectorIndexKind = Literal["exact", "hnsw"]
 
@@ -272,3 +272,55 @@ class NearestExisting:
             approx[doubt] = self.exact(index.seq[positions[doubt]], q)
         order = [i for i in np.argsort(-approx, kind="stable") if approx[i] >= self.floor]
         return [(int(positions[i]), float(approx[i])) for i in order[: self.CANDIDATES]]
+
+
+@dataclass
+class ScopeView:
+    """What one semantic search needs of a scope: its vectors, ids, seqs and live rows (a backend's refreshed
+    :class:`VectorIndex`), and the candidates found when its HNSW graph answered."""
+
+    scope: ScopeRef
+    codes: Codes
+    ids: list[str]
+    seqs: npt.NDArray[np.int64]
+    mask: npt.NDArray[np.bool_]
+    found: npt.NDArray[np.int64] | None = None
+    source: Any = None  # what the backend needs to re-score this scope's rows exactly (a connection, say)
+
+
+def rank_across(
+    views: Sequence[ScopeView],
+    q: npt.NDArray[np.float32],
+    limit: int,
+    exact: Callable[[ScopeView, npt.NDArray[np.int64]], npt.NDArray[np.float32]],
+) -> list[tuple[ScopeRef, str, float]]:
+    """The ``limit`` rows of all ``views`` nearest to ``q``, ranked by float32 cosine, best first.
+
+    The coarse int8 scans of every scope without HNSW candidates run at once and shortlist the rows that can
+    make each scope's top; their rebuilt cosines (with a bound per row) pick the rows that can make the
+    overall top ``limit``, and only those whose order is still in doubt (their intervals overlap) are
+    re-scored by ``exact(view, seqs)`` from the stored float32 vectors (``-inf`` for a row gone meanwhile).
+    """
+    to_scan = [v for v in views if v.found is None]
+    for view, bounds in zip(to_scan, int8_bounds([v.codes for v in to_scan], q), strict=True):
+        view.found = shortlist(bounds, q, view.mask, limit)
+    found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
+    if not found:
+        return []
+    approx = np.concatenate([a for _, _, a, _ in found])
+    error = np.concatenate([e for _, _, _, e in found])
+    owner = np.concatenate([np.full(len(rows), i) for i, (_, rows, _, _) in enumerate(found)])
+    rows = np.concatenate([rows for _, rows, _, _ in found])
+    top = contenders(approx, error, limit)
+    approx, error, owner, rows = approx[top], error[top], owner[top], rows[top]
+    doubtful = overlapping(approx, error)
+    for i, (view, *_) in enumerate(found):
+        redo = np.flatnonzero(doubtful & (owner == i))
+        if len(redo):
+            approx[redo] = exact(view, view.seqs[rows[redo]])
+    order = np.argsort(-approx, kind="stable")[:limit]
+    return [
+        (found[owner[i]][0].scope, found[owner[i]][0].ids[int(rows[i])], float(approx[i]))
+        for i in order
+        if approx[i] > -np.inf
+    ]

@@ -51,8 +51,8 @@ from ...core.types import (
     kind_of_fact_id,
 )
 from ...embedding import Vectors
-from ...search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
-from ...search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
+from ...search.index import Ann, NearestExisting, ScopeView, VectorIndex, VectorIndexKind, rank_across
+from ...search.int8 import Codes
 from ...search.lexical import choose_terms
 from ..base import (
     DRAFT_COLUMNS,
@@ -566,29 +566,7 @@ class PostgresBackend(Backend):
 
         def run(conn: psycopg.Connection[Any]) -> list[tuple[ScopeRef, str, float]]:
             views = [v for v in (self._semantic_view(conn, s, q, limit, filters, now) for s in scopes) if v]
-            to_scan = [v for v in views if v.found is None]
-            for view, bounds in zip(to_scan, int8_bounds([v.codes for v in to_scan], q), strict=True):
-                view.found = shortlist(bounds, q, view.mask, limit)
-            found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
-            if not found:
-                return []
-            approx = np.concatenate([a for _, _, a, _ in found])
-            error = np.concatenate([e for _, _, _, e in found])
-            owner = np.concatenate([np.full(len(rows), i) for i, (_, rows, _, _) in enumerate(found)])
-            rows = np.concatenate([rows for _, rows, _, _ in found])
-            top = contenders(approx, error, limit)
-            approx, error, owner, rows = approx[top], error[top], owner[top], rows[top]
-            doubtful = overlapping(approx, error)
-            for i, (view, *_) in enumerate(found):
-                redo = np.flatnonzero(doubtful & (owner == i))
-                if len(redo):
-                    approx[redo] = self._exact(conn, view.scope, view.seqs[rows[redo]], q)  # -inf: purged
-            order = np.argsort(-approx, kind="stable")[:limit]
-            return [
-                (found[owner[i]][0].scope, found[owner[i]][0].ids[int(rows[i])], float(approx[i]))
-                for i in order
-                if approx[i] > -np.inf
-            ]
+            return rank_across(views, q, limit, lambda view, seqs: self._exact(conn, view.scope, seqs, q))
 
         result: list[tuple[ScopeRef, str, float]] = self._read(run)
         return result
@@ -601,7 +579,7 @@ class PostgresBackend(Backend):
         limit: int,
         filters: Filters,
         now: float,
-    ) -> _ScopeView | None:
+    ) -> ScopeView | None:
         """One scope's refreshed vectors and live mask, with the HNSW graph's candidates when it has one."""
         cache = self._cache(scope)
         with cache.lock:
@@ -613,7 +591,7 @@ class PostgresBackend(Backend):
                 raise EmbeddingModelMismatchError(
                     f"query vector has {q.shape[0]} dimensions, {scope} holds {cache.dim}-d vectors"
                 )
-            view = _ScopeView(
+            view = ScopeView(
                 scope,
                 cache.codes.rows(n),
                 cache.ids,
@@ -814,18 +792,6 @@ class PostgresBackend(Backend):
             thread.join(timeout=5)
         self._listeners.clear()
         self.pool.close()
-
-
-@dataclass
-class _ScopeView:
-    """What one search needs of a scope: its vectors, ids, seqs and live rows, and the candidates found."""
-
-    scope: ScopeRef
-    codes: Codes
-    ids: list[str]
-    seqs: npt.NDArray[np.int64]
-    mask: npt.NDArray[np.bool_]
-    found: npt.NDArray[np.int64] | None = None  # the HNSW graph's candidates, when it answered
 
 
 _COPY_FACTS = (

@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +46,8 @@ from ...core.types import (
     kind_of_fact_id,
 )
 from ...embedding import Vectors
-from ...search.index import Ann, NearestExisting, VectorIndex, VectorIndexKind
-from ...search.int8 import Codes, contenders, int8_bounds, overlapping, shortlist
+from ...search.index import Ann, NearestExisting, ScopeView, VectorIndex, VectorIndexKind, rank_across
+from ...search.int8 import Codes
 from ...search.lexical import MARKED, choose_terms, idf, shared_bm25, split_anchors
 from ...search.text import fold, stem
 from ..base import (
@@ -87,19 +86,6 @@ def fts5_expression(terms: Iterable[str]) -> str:
     """An FTS5 MATCH expression: the OR of the terms, each a quoted string literal."""
     quoted = ['"' + t.replace('"', '""') + '"' for t in terms if t]
     return " OR ".join(quoted)
-
-
-@dataclass
-class _ScopeView:
-    """What one search needs of a scope: its vectors, ids, seqs and live rows, and the candidates found."""
-
-    scope: ScopeRef
-    conn: sqlite3.Connection
-    codes: Codes
-    ids: list[str]
-    seqs: npt.NDArray[np.int64]
-    mask: npt.NDArray[np.bool_]
-    found: npt.NDArray[np.int64] | None = None  # the HNSW graph's candidates, when it answered
 
 
 class _Tx:
@@ -789,44 +775,18 @@ class SQLiteBackend(Backend):
     def semantic(
         self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
-        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, ranked by float32 cosine.
-
-        The coarse int8 scans of every scope run at once (or a scope's HNSW graph answers) and shortlist the
-        rows that can make each scope's top; their rebuilt cosines (within 4e-5, with a bound per row) pick
-        the rows that can make the overall top ``limit``, and only those whose order is still in doubt (their
-        intervals overlap) are re-scored from the file's float32 vectors. The order returned is the float32
-        one; a cosine is the float32 one or within its row's bound of it (under 4e-5 for MiniLM).
-        """
+        """The ``limit`` live facts of all ``scopes`` nearest to ``vector``, ranked by float32 cosine: each
+        scope's refreshed codes (or its HNSW graph's candidates) ranked together by
+        :func:`~autogen_shared_memory.search.index.rank_across`, doubtful rows re-scored from the file's float32
+        vectors. A cosine is the float32 one or within its row's bound of it (under 4e-5 for MiniLM)."""
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         now = time.time()
         views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
-        to_scan = [v for v in views if v.found is None]
-        for view, bounds in zip(to_scan, int8_bounds([v.codes for v in to_scan], q), strict=True):
-            view.found = shortlist(bounds, q, view.mask, limit)
-        found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
-        if not found:
-            return []
-        approx = np.concatenate([a for _, _, a, _ in found])
-        error = np.concatenate([e for _, _, _, e in found])
-        owner = np.concatenate([np.full(len(rows), i) for i, (_, rows, _, _) in enumerate(found)])
-        rows = np.concatenate([rows for _, rows, _, _ in found])
-        top = contenders(approx, error, limit)
-        approx, error, owner, rows = approx[top], error[top], owner[top], rows[top]
-        doubtful = overlapping(approx, error)
-        for i, (view, *_) in enumerate(found):
-            redo = np.flatnonzero(doubtful & (owner == i))
-            if len(redo):
-                approx[redo] = self._exact(view.conn, view.seqs[rows[redo]], q)  # -inf: purged meanwhile
-        order = np.argsort(-approx, kind="stable")[:limit]
-        return [
-            (found[owner[i]][0].scope, found[owner[i]][0].ids[int(rows[i])], float(approx[i]))
-            for i in order
-            if approx[i] > -np.inf
-        ]
+        return rank_across(views, q, limit, lambda view, seqs: self._exact(view.source, seqs, q))
 
     def _semantic_view(
         self, scope: ScopeRef, q: npt.NDArray[np.float32], limit: int, filters: Filters, now: float
-    ) -> _ScopeView | None:
+    ) -> ScopeView | None:
         """One scope's refreshed vectors and live mask, with the HNSW graph's candidates when it has one."""
         conn = self._conn(scope, create=False)
         if conn is None:
@@ -841,13 +801,13 @@ class SQLiteBackend(Backend):
                 raise EmbeddingModelMismatchError(
                     f"query vector has {q.shape[0]} dimensions, {scope} holds {index.dim}-d vectors"
                 )
-            view = _ScopeView(
+            view = ScopeView(
                 scope,
-                conn,
                 index.codes.rows(n),
                 index.ids,
                 index.seq[:n],
                 index.live_mask(now, filters.include_inactive or filters.as_of is not None),
+                source=conn,
             )
             ann = None if filters.narrows else self._ann(index)
             if ann is not None:
