@@ -11,8 +11,11 @@ query, the order flipped each time), after waiting for a quiet CPU (``--wait-qui
 shared machine falls on both alike. At each size it also checks that the two backends' semantic legs agree
 (both are exact: the same top 50) and times a new store's first search (PostgreSQL loads the scope's vectors).
 
-    python bench/bench_postgres.py --sizes 10000,100000 --out docs/benchmarks.md
-    python bench/bench_postgres.py --backends postgres --label before   # e.g. with an older src on PYTHONPATH
+    python bench/bench_postgres.py --sizes 10000,100000 --label after --markdown after.md --json after.json
+    PYTHONPATH=<older src> python bench/bench_postgres.py --backends postgres --label before --markdown before.md
+
+The tables in docs/benchmarks.md ("PostgreSQL at SQLite-class speed (issue 18)") are put together by hand from
+these outputs (before and after in one table).
 """
 
 from __future__ import annotations
@@ -40,7 +43,6 @@ from autogen_shared_memory.core.types import Filters, ScopeRef
 
 GROUP = "bench"
 REF = ScopeRef("group", GROUP)
-SECTION = "## PostgreSQL at SQLite-class speed (issue 18)"
 
 
 def main() -> None:
@@ -52,7 +54,6 @@ def main() -> None:
     parser.add_argument("--dsn", default=os.environ.get("AUTOGEN_SHARED_MEMORY_DSN"))
     parser.add_argument("--wait-quiet", type=float, default=20.0, help="max seconds to wait for a quiet CPU per phase")
     parser.add_argument("--wait-budget", type=float, default=300.0, help="total seconds of quiet waits")
-    parser.add_argument("--out", help="markdown file to (re)write the results table in (section " + SECTION + ")")
     parser.add_argument("--markdown", help="write the results table here")
     parser.add_argument("--json", help="write the raw results here")
     args = parser.parse_args()
@@ -212,16 +213,6 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(results, indent=2, default=str))
     if args.markdown:
         Path(args.markdown).write_text(text)
-    if args.out:
-        path = Path(args.out)
-        doc = path.read_text() if path.exists() else "# Benchmarks\n"
-        if SECTION in doc:
-            start = doc.index(SECTION)
-            end = doc.find("\n## ", start + len(SECTION))
-            doc = doc[:start] + SECTION + "\n\n" + text + (doc[end:] if end != -1 else "")
-        else:
-            doc = doc.rstrip() + "\n\n" + SECTION + "\n\n" + text
-        path.write_text(doc)
 
 
 def render(res: dict[str, Any]) -> str:

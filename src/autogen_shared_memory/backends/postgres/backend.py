@@ -210,6 +210,7 @@ class PostgresBackend(Backend):
         self.ann_ef = ann_ef
         self._caches: dict[ScopeRef, _ScopeCache] = {}
         self._caches_lock = threading.Lock()
+        self._existing: set[ScopeRef] = set()  # scopes known to exist (a row in asm_scopes is never deleted)
         self._added_since_check = 0  # facts this process added since it last looked at the statistics
         self._checked_stats = False
         self._maintaining = False  # a VACUUM ANALYZE is running in the background
@@ -406,7 +407,7 @@ class PostgresBackend(Backend):
                 estimate, total = float(row[0]), int(row[1])
                 if total >= 1000 and total > 1.2 * max(estimate, 0.0):
                     conn.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {self.schema}.asm_facts")
-        except (psycopg.Error, OSError) as exc:  # maintenance is an optimisation: log once, never fail a write
+        except Exception as exc:  # maintenance is an optimisation: log once, never fail a write
             if not self._maintenance_failed:
                 logger.warning("could not VACUUM ANALYZE the facts table (autovacuum will): %s", exc)
             self._maintenance_failed = True
@@ -734,13 +735,20 @@ class PostgresBackend(Backend):
         return result
 
     def exists(self, scope: ScopeRef) -> bool:
-        return bool(
+        """Whether the scope has been created; a scope once seen is remembered (scopes are never dropped),
+        so the check every search makes costs a round trip only until then."""
+        if scope in self._existing:
+            return True
+        found = bool(
             self._read(
                 lambda c: c.execute(
                     "SELECT 1 FROM asm_scopes WHERE scope_kind = %s AND owner = %s", (scope.kind, scope.owner)
                 ).fetchone()
             )
         )
+        if found:
+            self._existing.add(scope)
+        return found
 
     def scopes(self, kind: ScopeKind | None = None) -> list[ScopeRef]:
         rows = self._read(
