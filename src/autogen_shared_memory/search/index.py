@@ -3,6 +3,7 @@ the near-duplicate lookup of a write batch. Storage-neutral: re-scoring from flo
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -122,6 +123,90 @@ class VectorIndex:
         if include_inactive:
             return np.ones(self.n, dtype=bool)
         return self.active[: self.n] & (self.expires[: self.n] > now)
+
+    def graph(self, kind: VectorIndexKind, min_facts: int, ef: int) -> Ann | None:
+        """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet.
+
+        The first search of a scope with ``min_facts`` or more facts starts building the graph on a background
+        thread and is answered exactly, as are the searches that follow until the graph is ready; rows written
+        since are added before each query. Caller holds ``self.lock``.
+        """
+        if kind != "hnsw" or self.n < min_facts:
+            return None
+        if self.ann is not None:
+            self.ann.add(self.codes, self.n)
+            return self.ann
+        if not self.ann_building:
+            self.ann_building = True
+            generation, codes, n = self.generation, self.codes, self.n
+
+            def build() -> None:
+                ann: Ann | None = None
+                try:
+                    ann = Ann(codes, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=ef)
+                finally:  # a failed build is retried by a later search
+                    with self.lock:
+                        if self.generation == generation:
+                            self.ann_building = False
+                            self.ann = ann
+
+            threading.Thread(target=build, name="asm-hnsw-build", daemon=True).start()
+        return None
+
+    def graph_candidates(
+        self,
+        q: npt.NDArray[np.float32],
+        limit: int,
+        live: npt.NDArray[np.bool_],
+        kind: VectorIndexKind,
+        min_facts: int,
+        ef: int,
+    ) -> npt.NDArray[np.int64] | None:
+        """The live rows the graph proposes for ``q`` (over-fetched, so that inactive rows among them still
+        leave ``limit``), or None when the exact scan must answer: no graph yet, or too many inactive
+        neighbours. Caller holds ``self.lock``."""
+        ann = self.graph(kind, min_facts, ef)
+        if ann is None:
+            return None
+        found, _ = ann.query(q, 2 * limit, ef)
+        keep = live[found]
+        return found[keep] if keep.sum() >= min(limit, int(live.sum())) else None
+
+    def build_graph(self, kind: VectorIndexKind, min_facts: int, ef: int, refresh: Callable[[], None]) -> bool:
+        """Build the HNSW graph now, in this thread (e.g. at start-up, before the first search); searches go on
+        meanwhile (exactly). ``refresh`` brings the index up to date (called under the lock). Returns False
+        when there is nothing to build (``kind='exact'``, or fewer than ``min_facts`` facts)."""
+        if kind != "hnsw":
+            return False
+        with self.lock:
+            refresh()
+            if self.n < min_facts:
+                return False
+            generation, codes, n = self.generation, self.codes, self.n
+            built = self.ann
+        if built is None:  # rows below n never change in a generation
+            built = Ann(codes, n, threads=os.cpu_count() or 1, ef=ef)
+        with self.lock:
+            if self.generation == generation and self.ann is None:
+                self.ann = built
+            if self.ann is not None:
+                self.ann.add(self.codes, self.n)
+        return True
+
+
+def check_options(vector_index: object, **counts: object) -> None:
+    """Validate a backend's vector-index and budget options at construction: a clear error, not a failure
+    at the first big search (``hnsw`` needs the ``ann`` extra)."""
+    if vector_index not in ("exact", "hnsw"):
+        raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    if vector_index == "hnsw":
+        try:
+            import hnswlib  # noqa: F401
+        except ImportError as exc:
+            raise ImportError("vector_index='hnsw' needs hnswlib: pip install 'autogen-shared-memory[ann]'") from exc
 
 
 class Ann:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -51,8 +50,14 @@ from ...core.types import (
     kind_of_fact_id,
 )
 from ...embedding import Vectors
-from ...search.index import Ann, NearestExisting, ScopeView, VectorIndex, VectorIndexKind, rank_across
-from ...search.int8 import Codes
+from ...search.index import (
+    NearestExisting,
+    ScopeView,
+    VectorIndex,
+    VectorIndexKind,
+    check_options,
+    rank_across,
+)
 from ...search.lexical import choose_terms
 from ..base import (
     DRAFT_COLUMNS,
@@ -182,24 +187,11 @@ class PostgresBackend(Backend):
     ) -> None:
         if not isinstance(schema, str) or not schema.replace("_", "").isalnum() or not schema[0].isalpha():
             raise ValueError(f"schema must be a simple identifier (letters, digits, _), got {schema!r}")
-        if vector_index not in ("exact", "hnsw"):
-            raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
-        for name, value in (
-            ("max_lexical_postings", max_lexical_postings),
-            ("ann_min_facts", ann_min_facts),
-            ("ann_ef", ann_ef),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_options(
+            vector_index, max_lexical_postings=max_lexical_postings, ann_min_facts=ann_min_facts, ann_ef=ann_ef
+        )
         if not 0 < max_common_term_ratio <= 1:
             raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
-        if vector_index == "hnsw":
-            try:
-                import hnswlib  # noqa: F401
-            except ImportError as exc:
-                raise ImportError(
-                    "vector_index='hnsw' needs hnswlib: pip install 'autogen-shared-memory[ann]'"
-                ) from exc
         self.dsn = dsn
         self.schema = schema
         self.retries = retries
@@ -599,13 +591,10 @@ class PostgresBackend(Backend):
                 cache.seq[:n],
                 cache.live_mask(now, filters.include_inactive or filters.as_of is not None),
             )
-            ann = None if filters.narrows else self._ann(cache)
-            if ann is not None:
-                # Over-fetch so that inactive rows among the candidates still leave ``limit`` live ones.
-                found, _ = ann.query(q, 2 * limit, self.ann_ef)
-                live = view.mask[found]
-                if live.sum() >= min(limit, int(view.mask.sum())):  # else too many inactive neighbours: scan
-                    view.found = found[live]
+            if not filters.narrows:
+                view.found = cache.graph_candidates(
+                    q, limit, view.mask, self.vector_index, self.ann_min_facts, self.ann_ef
+                )
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
             allowed = np.fromiter(
@@ -642,55 +631,16 @@ class PostgresBackend(Backend):
             out[[where[int(r[0])] for r in rows]] = np.einsum("ij,j->i", vectors, q)  # no BLAS threads
         return out
 
-    def _ann(self, cache: _ScopeCache) -> Ann | None:
-        """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet: built
-        in the background on the first search of a scope with ``ann_min_facts`` facts or more (as on
-        SQLite). Caller holds ``cache.lock``."""
-        if self.vector_index != "hnsw" or cache.n < self.ann_min_facts:
-            return None
-        if cache.ann is not None:
-            cache.ann.add(cache.codes, cache.n)
-            return cache.ann
-        if not cache.ann_building:
-            cache.ann_building = True
-            threading.Thread(
-                target=self._build_ann,
-                args=(cache, cache.generation, cache.codes, cache.n),
-                name="asm-hnsw-build",
-                daemon=True,
-            ).start()
-        return None
-
-    def _build_ann(self, cache: _ScopeCache, generation: int, codes: Codes, n: int) -> None:
-        ann: Ann | None = None
-        try:
-            ann = Ann(codes, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)
-        finally:  # a failed build is retried by a later search
-            with cache.lock:
-                if cache.generation == generation:
-                    cache.ann_building = False
-                    cache.ann = ann
-
     def build_ann(self, scope: ScopeRef) -> bool:
         """Build the scope's HNSW graph now, in this thread (searches go on meanwhile, exactly). Returns False
         when there is nothing to build (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts)."""
-        if self.vector_index != "hnsw":
-            return False
         cache = self._cache(scope)
-        with cache.lock:
-            self._read(lambda conn: self._refresh(conn, scope, cache))
-            if cache.n < self.ann_min_facts:
-                return False
-            generation, codes, n = cache.generation, cache.codes, cache.n
-            built = cache.ann
-        if built is None:  # rows below n never change in a generation
-            built = Ann(codes, n, threads=os.cpu_count() or 1, ef=self.ann_ef)
-        with cache.lock:
-            if cache.generation == generation and cache.ann is None:
-                cache.ann = built
-            if cache.ann is not None:
-                cache.ann.add(cache.codes, cache.n)
-        return True
+        return cache.build_graph(
+            self.vector_index,
+            self.ann_min_facts,
+            self.ann_ef,
+            lambda: self._read(lambda conn: self._refresh(conn, scope, cache)),
+        )
 
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         if not fact_ids:

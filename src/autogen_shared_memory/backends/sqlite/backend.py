@@ -46,8 +46,14 @@ from ...core.types import (
     kind_of_fact_id,
 )
 from ...embedding import Vectors
-from ...search.index import Ann, NearestExisting, ScopeView, VectorIndex, VectorIndexKind, rank_across
-from ...search.int8 import Codes
+from ...search.index import (
+    NearestExisting,
+    ScopeView,
+    VectorIndex,
+    VectorIndexKind,
+    check_options,
+    rank_across,
+)
 from ...search.lexical import MARKED, choose_terms, idf, shared_bm25, split_anchors
 from ...search.text import fold, stem
 from ..base import (
@@ -298,25 +304,15 @@ class SQLiteBackend(Backend):
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
     ) -> None:
-        if vector_index not in ("exact", "hnsw"):
-            raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
-        for name, value in (
-            ("max_lexical_postings", max_lexical_postings),
-            ("max_ranked_postings", max_ranked_postings),
-            ("ann_min_facts", ann_min_facts),
-            ("ann_ef", ann_ef),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_options(
+            vector_index,
+            max_lexical_postings=max_lexical_postings,
+            max_ranked_postings=max_ranked_postings,
+            ann_min_facts=ann_min_facts,
+            ann_ef=ann_ef,
+        )
         if not 0 < max_common_term_ratio <= 1:
             raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
-        if vector_index == "hnsw":
-            try:
-                import hnswlib  # noqa: F401
-            except ImportError as exc:
-                raise ImportError(
-                    "vector_index='hnsw' needs hnswlib: pip install 'autogen-shared-memory[ann]'"
-                ) from exc
         self.vector_index = vector_index
         self.ann_min_facts = ann_min_facts
         self.ann_ef = ann_ef
@@ -809,13 +805,10 @@ class SQLiteBackend(Backend):
                 index.live_mask(now, filters.include_inactive or filters.as_of is not None),
                 source=conn,
             )
-            ann = None if filters.narrows else self._ann(index)
-            if ann is not None:
-                # Over-fetch so that inactive rows among the candidates still leave ``limit`` live ones.
-                found, _ = ann.query(q, 2 * limit, self.ann_ef)
-                live = view.mask[found]
-                if live.sum() >= min(limit, int(view.mask.sum())):  # else too many inactive neighbours: scan
-                    view.found = found[live]
+            if not filters.narrows:
+                view.found = index.graph_candidates(
+                    q, limit, view.mask, self.vector_index, self.ann_min_facts, self.ann_ef
+                )
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
             allowed = np.fromiter(
@@ -847,61 +840,15 @@ class SQLiteBackend(Backend):
                 out[[i for i, _ in rows]] = np.einsum("ij,j->i", vectors, q)  # no BLAS threads for a few rows
         return out
 
-    def _ann(self, index: VectorIndex) -> Ann | None:
-        """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet.
-
-        The first search of a scope with ``ann_min_facts`` or more facts starts building the graph on a
-        background thread and is answered exactly, as are the searches that follow until the graph is
-        ready; rows written since are added before each query. Caller holds ``index.lock``.
-        """
-        if self.vector_index != "hnsw" or index.n < self.ann_min_facts:
-            return None
-        if index.ann is not None:
-            index.ann.add(index.codes, index.n)
-            return index.ann
-        if not index.ann_building:
-            index.ann_building = True
-            threading.Thread(
-                target=self._build_ann,
-                args=(index, index.generation, index.codes, index.n),
-                name="asm-hnsw-build",
-                daemon=True,
-            ).start()
-        return None
-
-    def _build_ann(self, index: VectorIndex, generation: int, codes: Codes, n: int) -> None:
-        ann: Ann | None = None
-        try:
-            ann = Ann(codes, n, threads=max(1, (os.cpu_count() or 2) // 2), ef=self.ann_ef)
-        finally:  # a failed build is retried by a later search
-            with index.lock:
-                if index.generation == generation:
-                    index.ann_building = False
-                    index.ann = ann
-
     def build_ann(self, scope: ScopeRef) -> bool:
         """Build the scope's HNSW graph now, in this thread (e.g. at start-up, before the first search);
         searches go on meanwhile (exactly). Returns False when there is nothing to build
-        (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts).
-        """
+        (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts)."""
         conn = self._conn(scope, create=False)
-        if conn is None or self.vector_index != "hnsw":
+        if conn is None:
             return False
         index = self._index(scope)
-        with index.lock:
-            self._refresh(conn, index)
-            if index.n < self.ann_min_facts:
-                return False
-            generation, codes, n = index.generation, index.codes, index.n
-            built = index.ann
-        if built is None:  # rows below n never change in a generation
-            built = Ann(codes, n, threads=os.cpu_count() or 1, ef=self.ann_ef)
-        with index.lock:
-            if index.generation == generation and index.ann is None:
-                index.ann = built
-            if index.ann is not None:
-                index.ann.add(index.codes, index.n)
-        return True
+        return index.build_graph(self.vector_index, self.ann_min_facts, self.ann_ef, lambda: self._refresh(conn, index))
 
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         conn = self._conn(scope, create=False)
