@@ -293,25 +293,57 @@ class PostgresBackend(Backend):
     # ------------------------------------------------------------------ connections and retries
     def _run(self, fn: Callable[[psycopg.Connection[Any]], Any], *, write: bool) -> Any:
         """Run ``fn`` (a write: in one transaction); retry it whole when the connection drops (never
-        half-written). Pooled connections are in autocommit mode, so a read costs no BEGIN and COMMIT."""
+        half-written). Pooled connections are in autocommit mode, so a read costs no BEGIN and COMMIT.
+
+        A connection lost while COMMIT was on its way leaves the outcome unknown: the server may have
+        committed. Running the write again would then apply it twice (a remember counted as said twice, a
+        forget answered "already forgotten"), so the transaction's id is taken first, and before any retry
+        the server is asked what became of it: committed means done, with the result the write computed.
+        """
         attempt = 0
+        pending: tuple[str, Any] | None = None  # (transaction id, result) of a write whose COMMIT got no answer
         while True:
             try:
                 with self.pool.connection() as conn:
                     if not write:  # autocommit: a read is its statements, without BEGIN and COMMIT round trips
                         return fn(conn)
+                    if pending is not None:
+                        if self._committed(conn, pending[0]):
+                            return pending[1]
+                        pending = None
                     with conn.transaction():
-                        return fn(conn)
+                        row = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+                        assert row is not None
+                        result = fn(conn)
+                        pending = (str(row[0]), result)  # until COMMIT answers
+                    return result
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 attempt += 1
                 if attempt > self.retries or self.pool.closed:
                     raise BackendUnavailableError(
                         f"PostgreSQL at {redact(self.dsn)} failed during a {'write' if write else 'read'} "
-                        f"(nothing was half-written): {exc}"
+                        + (
+                            "(its COMMIT got no answer: it may or may not have been applied)"
+                            if pending is not None
+                            else "(nothing was half-written)"
+                        )
+                        + f": {exc}"
                     ) from exc
                 logger.warning("retrying after a dropped PostgreSQL connection: %s", exc)
                 self.pool.check()
                 time.sleep(0.05 * attempt)
+
+    @staticmethod
+    def _committed(conn: psycopg.Connection[Any], xid: str) -> bool:
+        """Whether transaction ``xid`` committed; waits while the server still has it in progress (its
+        backend has not yet noticed the lost client)."""
+        deadline = time.monotonic() + 30.0
+        while True:
+            row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+            status = row[0] if row else None
+            if status != "in progress" or time.monotonic() > deadline:
+                return status == "committed"
+            time.sleep(0.02)
 
     @staticmethod
     def _lock_scope(conn: psycopg.Connection[Any], scope: ScopeRef) -> int:
