@@ -366,12 +366,25 @@ class FactStore:
         return [f for f in self.backend.get(ref, ids) if f.status == "pending"]
 
     def approve(self, fact_id: str, *, agent_id: str | None = None, reason: str | None = None) -> Fact:
-        """Release a fact held for review into recall; trusted code or a global writer only."""
+        """Release a fact held for review into recall; trusted code or a global writer only. If a live fact
+        already says the same (the same text, or a near duplicate by the rule ``remember`` follows), that fact
+        is reinforced in the held author's name and returned, and the held one is closed as its
+        restatement: recall keeps one copy."""
         validate_reason(reason)
         fact = self._readable(fact_id, self._agent(agent_id), None)
         self.policy.check_write(agent_id, fact.scope, "approve facts in")
         actor = agent_id if agent_id is not None else self.operator_id
-        return self.backend.set_status(fact.scope, StatusChange(fact_id, "active", actor, time.time(), reason))
+        if fact.status != "pending":  # nothing to embed: the backend answers (a no-op, or why not)
+            return self.backend.set_status(fact.scope, StatusChange(fact_id, "active", actor, time.time(), reason))
+        self.backend.check_model(fact.scope, self.model)
+        vector = self.embedder.embed([fact.content])  # no lock held while embedding
+        return self.backend.approve(
+            fact.scope,
+            StatusChange(fact_id, "active", actor, time.time(), reason),
+            vector,
+            self.model,
+            self.near_duplicate_threshold,
+        )
 
     def _check_budget(self, agent_id: str | None, ref: ScopeRef, adding: int, now: float) -> None:
         """Refuse a batch that would take an agent past ``write_budget`` facts in one scope in 24 hours."""

@@ -250,6 +250,27 @@ def test_a_write_budget_bounds_how_fast_an_agent_fills_a_scope(make_store: Store
     assert text.startswith("DENIED") and "write budget" in text
 
 
+def test_approving_a_fact_said_meanwhile_reinforces_it_instead_of_copying_it(make_store: StoreFactory) -> None:
+    s = make_store(review_global_writes=True, global_writers=["lead"])
+    held = s.remember("Refunds over 500 EUR need a second approver.", "global", agent_id="mallory")
+    said = s.remember("refunds over 500 EUR need a second approver", "global", agent_id="lead")  # meanwhile
+    assert said.status == "created"  # a held fact is merged into nothing
+    kept = s.approve(held.id, agent_id="lead", reason="checked")
+    assert kept.id == said.id and kept.status == "active"
+    assert kept.reinforcement == 2
+    assert kept.stated_by == ("lead", "mallory")  # nothing that was said is lost: the held author is named
+    closed = s.get(held.id)
+    assert closed.status == "forgotten" and closed.tombstone_reason == f"approved as a restatement of {said.id}"
+    assert [e.event for e in s.history(held.id)] == ["created", "approved"]
+    assert s.history(held.id)[-1].detail["merged_into"] == said.id
+    assert [e.event for e in s.history(said.id)] == ["created", "reinforced"]
+    assert s.pending() == []
+    with pytest.raises(ValueError, match="held for review"):  # approved once: it is closed, not held
+        s.approve(held.id)
+    hits = s.search("refunds second approver", agent_id="lead")
+    assert [h.fact.id for h in hits if "refunds" in h.fact.content.lower()] == [said.id]  # one copy recalled
+
+
 def test_global_writes_of_untrusted_agents_can_be_held_for_review(make_store: StoreFactory) -> None:
     s = make_store(review_global_writes=True, global_writers=["lead"])
     s.add_group_member("crew", "mallory")

@@ -99,3 +99,27 @@ def test_two_processes_writing_templated_facts_keep_all(tmp_path: Path) -> None:
         p.join(timeout=60)
     assert created == [60, 60]
     assert SharedMemoryStore(tmp_path).stats()[0].counts["active"] == 120
+
+
+def test_approving_a_held_restatement_merges_by_the_same_rule(tmp_path: Path, minilm: OnnxEmbedder) -> None:
+    """Approval follows ``remember``'s merge rule on the model's cosines: whether a held fact joins the live
+    one that was said meanwhile is what ``remember`` would have decided for the same two texts."""
+    from autogen_shared_memory.core.lifecycle import normalise
+
+    reference = SharedMemoryStore(tmp_path / "reference", embedder=minilm)
+    store = SharedMemoryStore(tmp_path / "held", embedder=minilm, review_global_writes=True, global_writers=["lead"])
+    near = ("Deploys happen on Tuesdays after the standup.", "Deploys happen on Tuesdays after standup.")
+    pairs = [near] + [(p["a"], p["b"]) for p in CORPUS["distinct"][:10] + CORPUS["duplicates"][::8]]
+    merged_by_cosine = 0
+    for first, second in pairs:
+        expected = reference.remember(first, "global").id == reference.remember(second, "global").id
+        clear(reference)
+        held = store.remember(second, "global", agent_id="intern")
+        live = store.remember(first, "global", agent_id="lead")
+        kept = store.approve(held.id, agent_id="lead")
+        assert (kept.id == live.id) == expected, (first, second)
+        assert store.get(held.id).status == ("forgotten" if expected else "active")
+        assert kept.stated_by == (("lead", "intern") if expected else ("intern",))
+        merged_by_cosine += expected and normalise(first) != normalise(second)
+        clear(store)
+    assert merged_by_cosine >= 1  # the near-duplicate path, not only the same text, was exercised

@@ -313,6 +313,25 @@ class Backend(ABC):
         )
         return self.get(scope, [change.fact_id])[0]
 
+    def approve(
+        self, scope: ScopeRef, change: StatusChange, vector: Vectors, model: ModelInfo, near_duplicate_threshold: float
+    ) -> Fact:
+        """Apply ``lifecycle.approve`` to a fact held for review, ``vector`` being its vector (a one-row
+        matrix) for the near-duplicate check; return the fact that now holds what it says (the held one, or
+        the live fact it restated)."""
+        if not self.exists(scope):
+            raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
+        array = np.asarray(vector, dtype=np.float32)
+
+        def run(tx: ScopeTx) -> str:
+            claim_model(tx, scope, model)
+            tx.vectors = array
+            return lifecycle.approve(
+                tx, scope, change.fact_id, change.actor, change.at, change.reason, near_duplicate_threshold
+            )
+
+        return self.get(scope, [self.transact(scope, run, "active")])[0]
+
     def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
         """Apply ``lifecycle.purge`` (nothing for a scope that does not exist); return the deleted ids."""
         if not self.exists(scope):

@@ -488,9 +488,12 @@ def approve_cmd(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Release a fact held for review into recall."""
+    """Release a fact held for review into recall (if a live fact says the same, that one is reinforced)."""
     fact = _settings(ctx).open_store().approve(fact_id, agent_id=as_)
     if as_json:
         emit_json(fact_json(fact))
+        return
+    if fact.id != fact_id:  # said meanwhile by a writer: the held fact joined that one
+        _out().print(f"approved {fact_id} as a restatement of {fact.id} in {fact.scope}, which it reinforced")
         return
     _out().print(f"approved {fact.id} in {fact.scope}: {_short(fact.content, 80)}")

@@ -210,6 +210,19 @@ def write(
 def _state(
     tx: WriteTx, scope: ScopeRef, draft: Draft, j: int, threshold: float, similar_threshold: float, floor: float
 ) -> Receipt:
+    same, same_text, near = _restated(tx, draft, j, threshold, floor)
+    if same is not None:
+        return _reinforce(tx, scope, *same, draft)
+    _insert(tx, draft, j)
+    similar = [*same_text, *(fid for fid, cos in near if cos >= similar_threshold)][:MAX_SIMILAR]
+    return Receipt(draft.id, scope, "created", similar=tuple(similar))
+
+
+def _restated(
+    tx: WriteTx, draft: Draft, j: int, threshold: float, floor: float
+) -> tuple[tuple[Fact, float | None] | None, set[str], list[tuple[str, float]]]:
+    """The live fact ``draft`` says again (with the cosine when it is a near duplicate), or None; and the
+    live facts of the same text and those at or above ``floor`` (for the receipt's ``similar``)."""
     exact = tx.live_by_hash(draft.content_hash)
     same_text = {f.id for f in exact}
     near = [(fid, cos) for fid, cos in tx.nearest(j, floor, threshold) if fid not in same_text]
@@ -219,10 +232,8 @@ def _state(
     candidates += [(near_facts[fid], cos) for fid, cos in near if fid in near_facts]
     for fact, cosine in candidates:
         if says_the_same(draft.content, fact.content, cosine, threshold) and _may_reinforce(fact, draft):
-            return _reinforce(tx, scope, fact, draft, cosine)
-    _insert(tx, draft, j)
-    similar = [*same_text, *(fid for fid, cos in near if cos >= similar_threshold)][:MAX_SIMILAR]
-    return Receipt(draft.id, scope, "created", similar=tuple(similar))
+            return (fact, cosine), same_text, near
+    return None, same_text, near
 
 
 def _may_reinforce(fact: Fact, draft: Draft) -> bool:
@@ -233,7 +244,7 @@ def _may_reinforce(fact: Fact, draft: Draft) -> bool:
     return draft.expires_at is not None and draft.expires_at <= fact.expires_at
 
 
-def _reinforce(tx: WriteTx, scope: ScopeRef, fact: Fact, draft: Draft, cosine: float | None) -> Receipt:
+def _reinforce(tx: WriteTx, scope: ScopeRef, fact: Fact, cosine: float | None, draft: Draft) -> Receipt:
     changes: dict[str, Any] = {"reinforcement": fact.reinforcement + 1}
     if draft.created_by not in fact.stated_by:
         changes["stated_by"] = (*fact.stated_by, draft.created_by)
@@ -296,13 +307,67 @@ def set_status(
     if found[0].status == status:
         return
     if status == "active":
-        if found[0].status != "pending":
-            raise ValueError(f"only a fact held for review can be approved; {fact_id!r} is {found[0].status}")
-        tx.update(fact_id, {"status": "active"})
-        tx.audit(fact_id, "approved", actor, {"reason": reason})
+        approve(tx, scope, fact_id, actor, at, reason, near_duplicate_threshold=None)
         return
     tx.update(fact_id, {"status": status, "tombstone_by": actor, "tombstone_at": at, "tombstone_reason": reason})
     tx.audit(fact_id, status, actor, {"reason": reason})
+
+
+def approve(
+    tx: WriteTx,
+    scope: ScopeRef,
+    fact_id: str,
+    actor: str,
+    at: float,
+    reason: str | None,
+    near_duplicate_threshold: float | None,
+) -> str:
+    """Release a fact held for review into recall; return the id of the fact that now holds what it says.
+
+    While it was held, the same thing may have been said by someone allowed to (a held fact is merged into
+    nothing): then the approval is a restatement, by the rule a write follows (the same text, or a near
+    duplicate at ``near_duplicate_threshold`` with the same wording of numbers and names, the write's vector
+    0 being the held fact's; None compares texts only). The live fact is reinforced in the held
+    author's name and the held one is closed (``forgotten``, its reason naming the fact it joined), so recall
+    holds one copy and nothing that was said is lost. A no-op for a fact that is already active.
+    """
+    found = tx.get([fact_id])
+    if not found:
+        raise FactNotFoundError(f"no fact {fact_id!r} in {scope}")
+    held = found[0]
+    if held.status == "active":
+        return fact_id
+    if held.status != "pending":
+        raise ValueError(f"only a fact held for review can be approved; {fact_id!r} is {held.status}")
+    said = Draft(
+        id=held.id,
+        content=held.content,
+        created_by=held.created_by,
+        created_at=held.created_at,
+        confidence=held.confidence,
+        tags=held.tags,
+        expires_at=held.expires_at,
+        content_hash=held.content_hash,
+    )
+    threshold = 2.0 if near_duplicate_threshold is None else near_duplicate_threshold  # > 1: no cosine merges
+    same, _, _ = _restated(tx, said, 0, threshold, threshold)
+    if same is None:
+        tx.update(fact_id, {"status": "active"})
+        tx.audit(fact_id, "approved", actor, {"reason": reason})
+        return fact_id
+    fact, cosine = same
+    _reinforce(tx, scope, fact, cosine, said)
+    tx.update(
+        fact_id,
+        {
+            "status": "forgotten",
+            "tombstone_by": actor,
+            "tombstone_at": at,
+            "tombstone_reason": f"approved as a restatement of {fact.id}",
+        },
+    )
+    tx.audit(fact_id, "approved", actor, {"reason": reason, "merged_into": fact.id})
+    return fact.id
 
 
 def purge_due(fact: Fact, before: float, now: float) -> bool:
