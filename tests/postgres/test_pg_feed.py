@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -13,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pg_proxy import Proxy
 
 from autogen_shared_memory import ScopeRef, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import PostgresBackend
@@ -104,68 +101,11 @@ def test_the_feed_loses_nothing_while_its_listening_connection_is_killed_repeate
     store.close()
 
 
-class _Proxy:
-    """A TCP proxy in front of the server that can be cut: open connections are closed and new ones refused
-    until restored (a network outage, for the subscriber's connections only)."""
-
-    def __init__(self, dsn: str) -> None:
-        params = conninfo_to_dict(dsn)
-        host, port = str(params.get("host") or "localhost"), int(params.get("port") or 5432)
-        self.target: Any = f"{host}/.s.PGSQL.{port}" if host.startswith("/") else (host, port)
-        self.family = socket.AF_UNIX if host.startswith("/") else socket.AF_INET
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.dsn = make_conninfo(dsn, host="127.0.0.1", port=str(self.server.getsockname()[1]))
-        self.cut_off = threading.Event()
-        self.open: list[socket.socket] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            if self.cut_off.is_set():
-                client.close()
-                continue
-            upstream = socket.socket(self.family, socket.SOCK_STREAM)
-            upstream.connect(self.target)
-            with self.lock:
-                self.open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def cut(self) -> None:
-        self.cut_off.set()
-        with self.lock:
-            for s in self.open:
-                with contextlib.suppress(OSError):
-                    s.shutdown(socket.SHUT_RDWR)
-            self.open.clear()
-
-    def restore(self) -> None:
-        self.cut_off.clear()
-
-    def close(self) -> None:
-        self.cut()
-        self.server.close()
-
-
 def test_writes_committed_while_the_listener_cannot_reconnect_are_delivered_after_it_does(pg_dsn: str) -> None:
     # Deterministic: the writes happen while the subscriber cannot reach the server at all, and nothing is
     # written after it reconnects, so only the catch-up that follows every (re)LISTEN can deliver them.
     name = schema()
-    proxy = _Proxy(pg_dsn)
+    proxy = Proxy(pg_dsn)
     subscriber = open_store(proxy.dsn, name)
     writer = open_store(pg_dsn, name)
     seen: list[Change] = []
