@@ -5,6 +5,7 @@ memory call must still run for the agent whose model asked (scripted model clien
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any, Literal
 
 import pytest
@@ -44,7 +45,7 @@ def pattern(kind: Kind, agents: list[ConversableAgent], user: ConversableAgent |
     """A pattern in which the agents speak in list order, then the chat ends."""
     if kind == "round_robin":  # the pattern sets the handoffs; max_rounds ends the chat
         return RoundRobinPattern(initial_agent=agents[0], agents=agents, user_agent=user)
-    for speaker, after in zip(agents, agents[1:], strict=False):
+    for speaker, after in itertools.pairwise(agents):
         speaker.handoffs.set_after_work(AgentTarget(after))
     agents[-1].handoffs.set_after_work(TerminateTarget())
     if kind == "auto":  # the manager's model is never asked: every agent has its own after-work
@@ -148,6 +149,17 @@ def test_calls_of_an_agent_without_memory_fail_closed(store: SharedMemoryStore, 
     assert executor == EXECUTOR and refused.startswith("ERROR: agent 'outsider' was not given the shared memory tools")
     assert snapshot(store) == before
     assert store.tool_history("alice") == [] and store.tool_history(EXECUTOR) == []
+
+
+def test_a_speaker_cannot_take_another_name(store: SharedMemoryStore) -> None:
+    spoof = {**tool_call("memory_remember", fact="mallory wrote this", scope="agent"), "name": "alice"}
+    mallory, alice = agent("mallory", spoof, "Done."), agent("alice", "Ok.")
+    p = pattern("default", [mallory, alice])
+    store.attach(p)
+    ((_, created),) = tool_results(run("sync", p, "Go.", rounds=6))
+    assert created.startswith("created fact")  # GroupChat.append named the message after its speaker
+    assert store.search("mallory wrote", "agent", agent_id="alice") == []
+    assert store.search("mallory wrote", "agent", agent_id="mallory")[0].fact.created_by == "mallory"
 
 
 def test_an_asker_that_cannot_be_told_gets_error_and_nothing_changes(store: SharedMemoryStore) -> None:
