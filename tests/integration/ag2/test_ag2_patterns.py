@@ -5,7 +5,9 @@ memory call must still run for the agent whose model asked (scripted model clien
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
+import weakref
 from typing import Any, Literal
 
 import pytest
@@ -235,3 +237,17 @@ def test_concurrent_pattern_chats_keep_their_askers_apart(store: SharedMemorySto
             (f"{name[0]} {'first' if name[1] == '1' else 'second'} note", name)
         ]
         assert [c.tool_name for c in store.tool_history(name)] == ["memory_remember"]
+
+
+def test_the_store_does_not_keep_a_finished_chat_alive(store: SharedMemoryStore) -> None:
+    def chat() -> weakref.ref[GroupToolExecutor]:
+        alice, bob = agent("alice"), agent("bob")
+        p = pattern("default", [alice, bob])
+        store.attach(p)
+        *_, executor, _, manager, _, _, _, _ = p.prepare_group_chat(max_rounds=5, messages="Go.")
+        alice.send("Starting.", manager, request_reply=False)  # the executor is wrapped
+        return weakref.ref(executor)
+
+    executor = chat()
+    gc.collect()
+    assert executor() is None  # the store (alive) holds its chats' executors weakly

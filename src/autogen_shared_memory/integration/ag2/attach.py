@@ -263,10 +263,9 @@ class Attacher:
     def __init__(self, store: FactStore) -> None:
         self.store = store
         self._attached: weakref.WeakKeyDictionary[ConversableAgent, AgentAttachment] = weakref.WeakKeyDictionary()
-        # the pattern chats' tool executors this attacher wrapped: (original, wrapper) reply functions
-        self._executors: weakref.WeakKeyDictionary[GroupToolExecutor, list[tuple[ReplyFunc, ReplyFunc]]] = (
-            weakref.WeakKeyDictionary()
-        )
+        # the pattern chats' tool executors this attacher has linked (weakly: an executor lives as long as
+        # its chat; the wrappers, in its reply list, are found there again by _ours)
+        self._executors: weakref.WeakSet[GroupToolExecutor] = weakref.WeakSet()
         self._lock = threading.Lock()  # chats in several threads may meet a new executor at once
 
     def attach(
@@ -364,7 +363,9 @@ class Attacher:
                 if isinstance(agent, GroupToolExecutor) and agent not in self._executors:
                     with self._lock:
                         if agent not in self._executors:
-                            self._executors[agent] = _wrap_tool_call_replies(agent, self._caller)
+                            for _, wrapper in _wrap_tool_call_replies(agent, self._caller):
+                                wrapper._shared_memory_resolve = self._caller  # type: ignore[attr-defined]
+                            self._executors.add(agent)
         return message
 
     def _attach_one(
@@ -455,11 +456,13 @@ class Attacher:
             self._undo(agent, done)
             changed.append(agent.name)
         with self._lock:  # executors of chats none of whose agents is still attached here: unwrapped
-            for executor, replaced in list(self._executors.items()):
+            for executor in list(self._executors):
                 manager = getattr(executor, "_group_manager", None)
                 chat = getattr(manager, "groupchat", None)
                 if not any(a in self._attached for a in getattr(chat, "agents", ())):
-                    for original, wrapper in replaced:
-                        executor.replace_reply_func(wrapper, original)
-                    del self._executors[executor]
+                    for entry in executor._reply_func_list:
+                        wrapper = entry["reply_func"]
+                        if getattr(wrapper, "_shared_memory_resolve", None) == self._caller:
+                            entry["reply_func"] = wrapper.__wrapped__
+                    self._executors.discard(executor)
         return changed
