@@ -181,8 +181,15 @@ def test_an_asker_that_cannot_be_told_gets_error_and_nothing_changes(store: Shar
     before = snapshot(store)
     # not yet linked (no attached agent has talked to this chat): the executor does not know the asker
     assert execute({**remember, "name": "alice"}).startswith("ERROR: shared memory cannot tell which agent")
+    assert snapshot(store) == before
     alice.send("Starting.", manager, request_reply=False)
     assert execute({**remember, "name": "alice"}).startswith("created fact")  # linked: runs for alice
+    # the async twin (AG2 0.14 runs the sync one in async chats too) is wrapped the same way
+    (a_reply,) = [e["reply_func"] for e in executor._reply_func_list if asyncio.iscoroutinefunction(e["reply_func"])]
+    for name, expected in [("alice", "created fact"), ("nobody", "ERROR:")]:
+        message = {**tool_call("memory_remember", fact=f"async {name}", scope="agent"), "name": name}
+        _, reply = asyncio.run(a_reply(executor, messages=[message], sender=manager))
+        assert reply["content"].startswith(expected)
     before = snapshot(store)
     chat.agents.append(agent("bob"))  # a second 'bob' in the chat: ambiguous
     for message, sender in [
@@ -194,7 +201,8 @@ def test_an_asker_that_cannot_be_told_gets_error_and_nothing_changes(store: Shar
     ]:
         assert execute(message, sender).startswith("ERROR:"), message
     assert snapshot(store) == before
-    assert [c.tool_name for c in store.tool_history("alice")] == ["memory_remember"] and not store.tool_history("bob")
+    assert [c.tool_name for c in store.tool_history("alice")] == ["memory_remember"] * 2
+    assert store.tool_history("bob") == []
 
 
 def test_attach_a_pattern_twice_changes_nothing_and_detach_undoes_it(store: SharedMemoryStore) -> None:
