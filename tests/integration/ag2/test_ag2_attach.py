@@ -423,5 +423,7 @@ def test_an_application_subclass_of_conversable_agent_is_an_ag2_agent(store: Sha
 def test_store_attach_forwards_the_ag2_options(store: SharedMemoryStore) -> None:
     support, user = agent("support"), UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
     attachment = store.attach([user, support], group_id="desk", read_only=["support"], record=False)  # type: ignore[call-arg]
-    assert attachment.mode_of("support") == "recall" and not support.hook_lists["process_message_before_send"]
+    assert attachment.mode_of("support") == "recall"
+    sending = support.hook_lists["process_message_before_send"]  # no recorder: only the pattern-chat link
+    assert [hook.__name__ for hook in sending] == ["_link_executor"]
     assert sorted(store.detach([user, support])) == ["support", "user"]

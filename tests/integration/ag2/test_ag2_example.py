@@ -1,4 +1,4 @@
-"""The AG2 example runs offline as a user would run it (a real process, the real embedding model)."""
+"""The AG2 examples run offline as a user would run them (a real process, the real embedding model)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,39 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "ag2_group_chat.py"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
-@pytest.mark.model
-def test_ag2_group_chat_example(tmp_path: Path) -> None:
+def run(name: str, tmp_path: Path) -> str:
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--root", str(tmp_path)],
+        [sys.executable, str(EXAMPLES / name), "--root", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
+    return proc.stdout
+
+
+@pytest.mark.model
+def test_ag2_group_chat_example(tmp_path: Path) -> None:
+    out = run("ag2_group_chat.py", tmp_path)
     # every call ran as the agent that asked, though another agent executed it
     assert re.search(r"\[researcher\] memory_remember\(.*March 3.*\)  \(run by writer\)", out)
     assert re.search(r"\[writer\] memory_search\(.*\)  \(run by reviewer\)\n    -> \[memory: 2 of 2 facts\]", out)
     assert "by researcher" in out and "by reviewer" in out
     assert "[reviewer] memory_remember" in out and "DENIED by the memory policy: agent 'reviewer'" in out
     assert (tmp_path / "agent_researcher.db").exists() and len(list(tmp_path.glob("group_groupchat-*.db"))) == 1
+
+
+@pytest.mark.model
+def test_ag2_pattern_chat_example(tmp_path: Path) -> None:
+    out = run("ag2_pattern_chat.py", tmp_path)
+    # AG2's tool executor ran every call, each as the agent that asked
+    run_by = r"  \(run by _Group_Tool_Executor\)"
+    assert re.search(r"\[researcher\] memory_remember\(.*March 3.*\)" + run_by, out)
+    assert re.search(r"\[writer\] memory_search\(.*\)" + run_by + r"\n    -> \[memory: 1 of 1 facts\]", out)
+    assert "by researcher" in out and "by reviewer" in out
+    assert "DENIED by the memory policy: agent 'reviewer'" in out
+    assert (tmp_path / "agent_researcher.db").exists() and len(list(tmp_path.glob("group_defaultpattern-*.db"))) == 1

@@ -1,7 +1,9 @@
-"""AG2 (the classic ``ConversableAgent`` / ``GroupChat`` API, module ``autogen``): attach and the memory tools.
+"""AG2 (module ``autogen``: ``ConversableAgent`` / ``GroupChat``, and the pattern-based group chats of
+``initiate_group_chat``): attach and the memory tools.
 
-``store.attach(group_chat)`` dispatches here for AG2 objects; see :mod:`.attach` for what it adds and
-:mod:`.tools` for how a tool call is run for the agent that asked (not the agent that executes it).
+``store.attach(group_chat)`` (or ``store.attach(pattern)``) dispatches here for AG2 objects; see
+:mod:`.attach` for what it adds and :mod:`.tools` for how a tool call is run for the agent that asked (not
+the agent that executes it).
 """
 
 from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, Attachment

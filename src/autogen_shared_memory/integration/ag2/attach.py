@@ -1,7 +1,7 @@
 """Attach a store to AG2 group chats and agents: memory tools, prompt scaffolding, recall, group membership.
 
-``store.attach(group_chat)`` (a ``GroupChat``, its ``GroupChatManager``, a ``ConversableAgent`` or a list
-of agents) gives every agent the memory it can use:
+``store.attach(group_chat)`` (a ``GroupChat``, its ``GroupChatManager``, a ``ConversableAgent``, a list
+of agents, or a pattern of ``initiate_group_chat``) gives every agent the memory it can use:
 
 * an agent with an LLM gets ``memory_search`` / ``memory_remember`` / ``memory_forget`` in its
   ``llm_config`` tools and the scaffolding appended to its system message;
@@ -10,7 +10,10 @@ of agents) gives every agent the memory it can use:
   ``process_all_messages_before_reply`` hook, never written into the history) and the read-only
   scaffolding;
 * every agent can *execute* memory tool calls (its function map has the three functions), always for
-  the agent whose model asked, never for itself: see :mod:`.tools`;
+  the agent whose model asked, never for itself: see :mod:`.tools`. In a pattern-based group chat the
+  calls run in the ``GroupToolExecutor`` that ``initiate_group_chat`` creates (after attach, with the
+  agents' function maps copied in): the first message an attached agent sends to that chat's manager
+  wraps the executor's tool reply in the same way;
 * every agent becomes a member of the group (one per ``GroupChat``, derived from its agents' names or
   given) and an entry of the agent directory; its text messages and memory tool calls are recorded in
   its records.
@@ -28,12 +31,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import weakref
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autogen import ConversableAgent, GroupChat, GroupChatManager
+from autogen.agentchat.group.group_tool_executor import GroupToolExecutor
+from autogen.agentchat.group.patterns.pattern import Pattern
 from autogen.oai.client import OpenAIWrapper, PlaceHolderClient
 
 from ...core.types import validate_owner_id
@@ -86,9 +92,19 @@ def _group_agents(group_chat: GroupChat) -> Iterator[ConversableAgent]:
         yield agent
 
 
+def _pattern_agents(pattern: Pattern) -> list[Any]:
+    """A pattern's agents and its user agent (``initiate_group_chat`` adds the tool executor later)."""
+    agents = list(pattern.agents)
+    if pattern.user_agent is not None and pattern.user_agent not in agents:
+        agents.append(pattern.user_agent)
+    return agents
+
+
 def iter_agents(target: Any) -> Iterator[ConversableAgent]:
-    """The agents of a group chat (or of its manager), of a list of agents, or the agent itself."""
-    if isinstance(target, GroupChatManager):
+    """The agents of a group chat (or of its manager), of a pattern, of a list of agents, or the agent itself."""
+    if isinstance(target, Pattern):
+        yield from iter_agents(_pattern_agents(target))
+    elif isinstance(target, GroupChatManager):
         yield from _group_agents(target.groupchat)
     elif isinstance(target, GroupChat):
         yield from _group_agents(target)
@@ -100,11 +116,17 @@ def iter_agents(target: Any) -> Iterator[ConversableAgent]:
                 raise TypeError(f"a list to attach holds AG2 agents, got {type(item).__name__}")
             yield item
     else:
-        raise TypeError(f"attach takes an AG2 GroupChat, GroupChatManager or ConversableAgent, got {type(target)}")
+        raise TypeError(
+            f"attach takes an AG2 GroupChat, GroupChatManager, Pattern or ConversableAgent, got {type(target)}"
+        )
 
 
-def derive_group_id(group_chat: GroupChat | GroupChatManager) -> str:
-    """A group id that is stable across processes and runs: ``groupchat-`` and a digest of the agents' names."""
+def derive_group_id(group_chat: GroupChat | GroupChatManager | Pattern) -> str:
+    """A group id that is stable across processes and runs: the chat's (or pattern's) type in lower case,
+    e.g. ``groupchat-`` or ``roundrobinpattern-``, and a digest of the agents' names."""
+    if isinstance(group_chat, Pattern):
+        names = (agent.name for agent in iter_agents(group_chat))
+        return team_group_id(type(group_chat).__name__, names)
     chat = group_chat.groupchat if isinstance(group_chat, GroupChatManager) else group_chat
     return team_group_id(type(chat).__name__, (agent.name for agent in _group_agents(chat)))
 
@@ -122,16 +144,43 @@ def _model_name(agent: ConversableAgent) -> str | None:
     return str(model) if model else None
 
 
+# AG2's tool-call reply functions: an agent's (registered as plain functions) and a pattern chat's tool
+# executor's (registered as its bound methods).
+_TOOL_CALL_REPLIES: dict[Any, str] = {
+    ConversableAgent.generate_tool_calls_reply: "sync",
+    ConversableAgent.a_generate_tool_calls_reply: "async",
+    GroupToolExecutor._generate_group_tool_reply: "sync",
+    GroupToolExecutor._a_generate_group_tool_reply: "async",
+}
+
+
 def _tool_call_replies(agent: ConversableAgent) -> tuple[ReplyFunc | None, ReplyFunc | None]:
-    """AG2's tool-call reply functions in the agent's reply list (sync, async), as registered."""
+    """AG2's tool-call reply functions in the agent's reply list (sync, async), as registered (none when
+    they were replaced, e.g. already wrapped)."""
     found: dict[str, ReplyFunc] = {}
     for entry in agent._reply_func_list:
         func = entry["reply_func"]
-        if func is ConversableAgent.generate_tool_calls_reply:
-            found["sync"] = func
-        elif func is ConversableAgent.a_generate_tool_calls_reply:
-            found["async"] = func
+        kind = _TOOL_CALL_REPLIES.get(getattr(func, "__func__", func))
+        if kind is not None:
+            found[kind] = func
     return found.get("sync"), found.get("async")
+
+
+def _wrap_tool_call_replies(
+    agent: ConversableAgent, resolve: Callable[[ConversableAgent | str], Caller]
+) -> list[tuple[ReplyFunc, ReplyFunc]]:
+    """Replace the agent's tool-call reply functions with wrappers that run memory calls for the asker;
+    returns (original, wrapper) pairs for undoing."""
+    sync_reply, async_reply = _tool_call_replies(agent)
+    if sync_reply is None:
+        return []
+    sync_wrapper, async_wrapper = tool_call_wrappers(resolve, sync_reply, async_reply)
+    agent.replace_reply_func(sync_reply, sync_wrapper)
+    replaced = [(sync_reply, sync_wrapper)]
+    if async_reply is not None and async_wrapper is not None:
+        agent.replace_reply_func(async_reply, async_wrapper)
+        replaced.append((async_reply, async_wrapper))
+    return replaced
 
 
 def _with_scaffolding(current: Any, text: str) -> Any:
@@ -214,6 +263,10 @@ class Attacher:
     def __init__(self, store: FactStore) -> None:
         self.store = store
         self._attached: weakref.WeakKeyDictionary[ConversableAgent, AgentAttachment] = weakref.WeakKeyDictionary()
+        # the pattern chats' tool executors this attacher has linked (weakly: an executor lives as long as
+        # its chat; the wrappers, in its reply list, are found there again by _ours)
+        self._executors: weakref.WeakSet[GroupToolExecutor] = weakref.WeakSet()
+        self._lock = threading.Lock()  # chats in several threads may meet a new executor at once
 
     def attach(
         self,
@@ -231,7 +284,7 @@ class Attacher:
         ``record``: record the agents' text messages and memory tool calls in their records.
         """
         agents = list(iter_agents(target))
-        if group_id is None and isinstance(target, (GroupChat, GroupChatManager)):
+        if group_id is None and isinstance(target, (GroupChat, GroupChatManager, Pattern)):
             group_id = derive_group_id(target)
         if group_id is not None:
             validate_owner_id(group_id, "group_id")
@@ -298,6 +351,23 @@ class Attacher:
             )
         return Caller(tools=done.tools)
 
+    def _link_executor(self, sender: Any, message: Any, recipient: Any, silent: Any) -> Any:
+        """A ``process_message_before_send`` hook of every attached agent: a message to the manager of a
+        pattern chat makes that chat's tool executor run memory calls for the agent that asked.
+
+        ``initiate_group_chat`` creates the executor after attach, so it is found here, before any tool
+        call of an attached agent reaches it (the call is sent through this hook first). An executor another
+        store already wrapped is left alone: calls of this store's agents there answer ``ERROR:``."""
+        if isinstance(recipient, GroupChatManager):
+            for agent in recipient.groupchat.agents:
+                if isinstance(agent, GroupToolExecutor) and agent not in self._executors:
+                    with self._lock:
+                        if agent not in self._executors:
+                            for _, wrapper in _wrap_tool_call_replies(agent, self._caller):
+                                wrapper._shared_memory_resolve = self._caller  # type: ignore[attr-defined]
+                            self._executors.add(agent)
+        return message
+
     def _attach_one(
         self,
         agent: ConversableAgent,
@@ -316,16 +386,13 @@ class Attacher:
                 store.add_group_member(group_id, agent.name)
             _register_in_directory(store, agent)
             # Every agent executes memory calls (for the agent that asked): the wrappers say who that is.
-            sync_reply, async_reply = _tool_call_replies(agent)
-            if sync_reply is not None:
-                sync_wrapper, async_wrapper = tool_call_wrappers(self._caller, sync_reply, async_reply)
-                agent.replace_reply_func(sync_reply, sync_wrapper)
-                done.reply_functions.append((sync_reply, sync_wrapper))
-                if async_reply is not None and async_wrapper is not None:
-                    agent.replace_reply_func(async_reply, async_wrapper)
-                    done.reply_functions.append((async_reply, async_wrapper))
+            done.reply_functions = _wrap_tool_call_replies(agent, self._caller)
+            if done.reply_functions:
                 done.functions = {name: tool_function(name) for name in TOOL_NAMES}
                 agent.register_function(dict(done.functions), silent_override=True)
+            link = self._link_executor
+            agent.register_hook("process_message_before_send", link)
+            done.hooks.append(("process_message_before_send", link))
             if mode == "tools":
                 done.tools = BoundTools(store, agent.name, group_id, record_calls=record)
                 for name in TOOL_NAMES:
@@ -388,4 +455,14 @@ class Attacher:
                 continue
             self._undo(agent, done)
             changed.append(agent.name)
+        with self._lock:  # executors of chats none of whose agents is still attached here: unwrapped
+            for executor in list(self._executors):
+                manager = getattr(executor, "_group_manager", None)
+                chat = getattr(manager, "groupchat", None)
+                if not any(a in self._attached for a in getattr(chat, "agents", ())):
+                    for entry in executor._reply_func_list:
+                        wrapper = entry["reply_func"]
+                        if getattr(wrapper, "_shared_memory_resolve", None) == self._caller:
+                            entry["reply_func"] = wrapper.__wrapped__
+                    self._executors.discard(executor)
         return changed

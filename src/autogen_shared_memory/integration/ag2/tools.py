@@ -1,15 +1,20 @@
 """The memory tools as AG2 sees them, and who a tool call is run for.
 
 AG2 runs a tool call with whichever agent executes it: in a ``GroupChat`` the next speaker that has the
-function in its function map, in a two-agent chat the agent the call was sent to. Never the agent whose
-model asked. The functions registered here therefore carry no identity of their own. The identity comes
-from the message being executed: each attached agent's tool-call reply function (AG2's
-``generate_tool_calls_reply`` and its async twin) is wrapped so that, while it runs, a context variable
-holds the memory tools of the agent that *asked*:
+function in its function map, in a two-agent chat the agent the call was sent to, in a pattern-based
+group chat (``initiate_group_chat``) the ``GroupToolExecutor``, whose function map is the union of all
+the agents' (``dict.update``: when several agents have ``memory_search``, one copy is kept). Never the
+agent whose model asked. The functions registered here therefore carry no identity of their own (any
+agent's copy does the same), and the identity comes from the message being executed: each attached
+agent's tool-call reply function (AG2's ``generate_tool_calls_reply`` and its async twin), and the
+executor's (``_generate_group_tool_reply`` and ``_a_generate_group_tool_reply``), is wrapped so that, while
+it runs, a context variable holds the memory tools of the agent that *asked*:
 
-* in a group chat the message comes from the ``GroupChatManager``, and its ``name`` is the speaker, set by
-  ``GroupChat.append`` (the model cannot choose it). AG2's own ``GroupToolExecutor`` finds the sender of a
-  tool call the same way;
+* in a group chat, patterns included, the message comes from the ``GroupChatManager``, and its ``name``
+  is the speaker, set by ``GroupChat.append`` (the model cannot choose it: AG2 forces a tool-call message's
+  role to ``assistant``, and ``append`` overwrites the ``name`` of every message that is not a
+  ``function`` result). AG2's own ``GroupToolExecutor`` (``set_tool_call_originator``) and its safeguards
+  find the sender of a tool call the same way; the name must match exactly one agent of the chat;
 * in a two-agent chat the asker is the sender itself (a message relayed under another ``name`` is
   refused);
 * the asker must be an agent this store attached with the tools. Otherwise (no sender, an unknown name,
