@@ -219,7 +219,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         """Give every agent of a team (or one agent, or a list of agents) shared memory: the three tools
         bound to its name, the scaffolding, group membership. AutoGen agentchat teams and agents, Microsoft
         Agent Framework agents (or lists of them), orchestration builders and built workflows, and AG2
-        ``GroupChat`` / ``ConversableAgent`` are told apart by their package; see
+        ``GroupChat`` / pattern / ``ConversableAgent`` are told apart by their package; see
         ``integration/<framework>/attach.py``.
 
         ``group_id`` defaults to one derived stably from the team (its type and agent names). ``options`` go
