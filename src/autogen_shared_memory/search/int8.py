@@ -269,7 +269,8 @@ class Sketch:
                 hi = min(n, lo + 16384)
                 self.rows[lo:hi], size = _project(self.basis, codes.rebuild(slice(lo, hi)))
                 rounding = (self.basis.shape[1] + 8) * 2.0**-23 * 1.01 * size + 1e-6 * size
-                margin = rounding + codes.slack[lo:hi] + ROUNDING * codes.norm[lo:hi]  # rebuilt vs stored
+                # rebuilt vs stored (slack), cosines()'s error and its float32 roundings (ROUNDING, twice)
+                margin = rounding + codes.slack[lo:hi] + 2 * ROUNDING * codes.norm[lo:hi]
                 self.margin = max(self.margin, float(margin.max()))
             self.n = max(self.n, n)
             return self.rows[:n]
@@ -282,7 +283,7 @@ class Sketch:
         reaches ``floor``. Blocks of 64 vectors x 8192 rows keep each product's output in cache; one BLAS
         thread (products spread over a thread pool measured 6x the CPU time: OpenBLAS contention)."""
         projected, size = _project(self.basis, vectors)
-        floors = (floor + self.margin * (1 + 1e-6) * size + 1e-30).astype(np.float32)
+        floors = (floor - self.margin * (1 + 1e-6) * size - 1e-30).astype(np.float32)
         step = 64
 
         def chunk(lo: int) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
