@@ -234,11 +234,10 @@ class NearestExisting:
         n = len(codes)
         vectors = np.asarray(self.vectors, dtype=np.float32)
         quantized = quantize(vectors)
+        chunks = self._rebuilt(codes, vectors, 0)
         if n >= SKETCH_FROM:
             found = sketch(self.index, self.index.generation, codes, n)
-            chunks = found.reaching(found.extend(codes, n), vectors, self.floor)
-        else:
-            chunks = self._rebuilt(codes, vectors)
+            chunks = self._sketched(codes, vectors, found.reaching(found.extend(codes, n), vectors, self.floor))
         for lo, cols, hits in chunks:
             keep = live[hits]
             cols, hits = cols[keep], hits[keep]
@@ -246,13 +245,29 @@ class NearestExisting:
             for col in np.flatnonzero(np.diff(cuts)):  # most vectors have no near match
                 self.near[lo + col] = self._nearest(codes, hits[cuts[col] : cuts[col + 1]], quantized, lo + col)
 
-    def _rebuilt(
-        self, codes: Codes, vectors: npt.NDArray[np.float32]
+    def _sketched(
+        self,
+        codes: Codes,
+        vectors: npt.NDArray[np.float32],
+        chunks: Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]],
     ) -> Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-        """:meth:`Sketch.reaching` for a small scope: products with the rebuilt rows, their float32 rounding
-        within ``d * 2**-23`` of ``|x| |v|`` (twice the textbook bound) added to the rows' slack."""
+        """The sketch's chunks while it prunes; the rebuilt rows' from the first chunk where more than 2% of
+        the pairs pass (vectors without main directions, isotropic noise say: the sketch then leaves nearly
+        every row, each costing a gather, and the rebuilt rows' tight bounds are cheaper)."""
+        for lo, cols, hits in chunks:
+            if len(hits) > 0.02 * len(codes) * min(64, len(vectors) - lo):
+                yield from self._rebuilt(codes, vectors, lo)
+                return
+            yield lo, cols, hits
+
+    def _rebuilt(
+        self, codes: Codes, vectors: npt.NDArray[np.float32], start: int
+    ) -> Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """The pairs whose bound reaches the floor, from the products with the rebuilt rows (vectors from
+        ``start`` on): their float32 rounding is within ``d * 2**-23`` of ``|x| |v|`` (twice the textbook
+        bound), added to the rows' slack."""
         slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23) * codes.norm
-        for lo in range(0, len(vectors), 256):
+        for lo in range(start, len(vectors), 256):
             chunk = vectors[lo : lo + 256]
             upper = scan_many(codes, chunk).T
             upper += norms(chunk)[:, None] * slack[None, :]
