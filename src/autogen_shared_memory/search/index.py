@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -14,7 +14,20 @@ import numpy.typing as npt
 
 from ..core.types import EmbeddingModelMismatchError, ScopeRef
 from ..embedding import Vectors
-from .int8 import Codes, contenders, int8_bounds, norms, overlapping, quantize, scan_many, shortlist
+from .int8 import (
+    ROUNDING,
+    SKETCH_FROM,
+    Codes,
+    coarse_bounds,
+    contenders,
+    int8_bounds,
+    norms,
+    overlapping,
+    quantize,
+    scan_many,
+    shortlist,
+    sketch,
+)
 
 VectorIndexKind = Literal["exact", "hnsw"]
 
@@ -295,17 +308,76 @@ class NearestExisting:
             q = np.asarray(vectors[0], dtype=np.float32)
             self.near = [self._reaching(codes, shortlist(int8_bounds([codes], q)[0], q, live, 1, floor), 0)]
             return
-        # float32 products of d terms: rounding within d * 2**-23 of |x| |v| (twice the textbook bound)
+        self._scan(codes, live)
+
+    def _scan(self, codes: Codes, live: npt.NDArray[np.bool_]) -> None:
+        """Each batch vector's candidates from upper bounds on its product with every row, a chunk of the
+        batch at a time: a big scope's :class:`Sketch` (a ``k + 1``-term product per row and vector), or a
+        small one's rebuilt rows (rounding within ``d * 2**-23`` of ``|x| |v|``, twice the textbook bound).
+        No row whose rebuilt cosine (or stored one) can reach the floor is left out; :meth:`_nearest` picks
+        the ones that can be among the nearest."""
+        n = len(codes)
+        vectors = np.asarray(self.vectors, dtype=np.float32)
+        quantized = quantize(vectors)
+        chunks = self._rebuilt(codes, vectors, 0)
+        if n >= SKETCH_FROM:
+            found = sketch(self.index, self.index.generation, codes, n)
+            chunks = self._sketched(codes, vectors, found.reaching(found.extend(codes, n), vectors, self.floor))
+        for lo, cols, hits in chunks:
+            keep = live[hits]
+            cols, hits = cols[keep], hits[keep]
+            cuts = np.searchsorted(cols, np.arange(int(cols[-1]) + 2)) if len(cols) else np.zeros(1, np.int64)
+            for col in np.flatnonzero(np.diff(cuts)):  # most vectors have no near match
+                self.near[lo + col] = self._nearest(codes, hits[cuts[col] : cuts[col + 1]], quantized, lo + col)
+
+    def _sketched(
+        self,
+        codes: Codes,
+        vectors: npt.NDArray[np.float32],
+        chunks: Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]],
+    ) -> Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """The sketch's chunks while it prunes; the rebuilt rows' from the first chunk where more than 2% of
+        the pairs pass (vectors without main directions, isotropic noise say: the sketch then leaves nearly
+        every row, each costing a gather, and the rebuilt rows' tight bounds are cheaper)."""
+        for lo, cols, hits in chunks:
+            if len(hits) > 0.02 * len(codes) * min(64, len(vectors) - lo):
+                yield from self._rebuilt(codes, vectors, lo)
+                return
+            yield lo, cols, hits
+
+    def _rebuilt(
+        self, codes: Codes, vectors: npt.NDArray[np.float32], start: int
+    ) -> Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+        """The pairs whose bound reaches the floor, from the products with the rebuilt rows (vectors from
+        ``start`` on): their float32 rounding is within ``d * 2**-23`` of ``|x| |v|`` (twice the textbook
+        bound), added to the rows' slack."""
         slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23) * codes.norm
-        for lo in range(0, len(vectors), 256):  # bound the n x chunk score matrix
-            chunk = np.asarray(vectors[lo : lo + 256], dtype=np.float32)
-            scores = scan_many(codes, chunk)
-            scores += slack[:, None] * norms(chunk)[None, :]  # upper bounds
-            for col in np.flatnonzero(scores.max(axis=0) >= floor):  # most vectors have no near match
-                rows = np.flatnonzero((scores[:, col] >= floor) & live)
-                if len(rows) > 4 * self.CANDIDATES:  # a dense neighbourhood: the best upper bounds only
-                    rows = rows[np.argpartition(-scores[rows, col], 4 * self.CANDIDATES)[: 4 * self.CANDIDATES]]
-                self.near[lo + col] = self._reaching(codes, rows, lo + col)
+        for lo in range(start, len(vectors), 256):
+            chunk = vectors[lo : lo + 256]
+            upper = scan_many(codes, chunk).T
+            upper += norms(chunk)[:, None] * slack[None, :]
+            cols, hits = np.nonzero(upper >= self.floor)
+            yield lo, cols.astype(np.int64), hits.astype(np.int64)
+
+    def _nearest(self, codes: Codes, rows: npt.NDArray[np.int64], quantized: Codes, j: int) -> npt.NDArray[np.int64]:
+        """:meth:`_reaching` of ``rows`` for vector ``j``; in a dense neighbourhood (hundreds of rows whose
+        bound reaches the floor) only the ones that can be among its ``CANDIDATES`` nearest by rebuilt cosine:
+        the coarse int8 estimates bound it within ``half`` (their error plus the rebuilt cosine's), and a row
+        whose upper end stays below the ``CANDIDATES``-th best lower end of the rows sure to reach the floor
+        cannot be among them."""
+        if len(rows) > 4 * self.CANDIDATES:
+            estimate, error = coarse_bounds(codes, rows, quantized, j)
+            q_norm = np.float32(quantized.norm[j])
+            rebuilt = 1.01 * q_norm * (codes.slack[rows] + np.float32(ROUNDING) * codes.norm[rows])  # cosines()'s error
+            half = error + rebuilt
+            upper, lower = estimate + half, estimate - half
+            may = upper + rebuilt >= self.floor
+            sure = lower >= self.floor
+            if sure.sum() >= self.CANDIDATES:
+                kth = np.partition(lower[sure], int(sure.sum()) - self.CANDIDATES)[int(sure.sum()) - self.CANDIDATES]
+                may &= upper >= kth
+            rows = rows[may]
+        return self._reaching(codes, rows, j)
 
     def _within_batch(self) -> list[npt.NDArray[np.int64]]:
         """For each vector of the batch, the earlier ones whose cosine with it can reach the floor (at most
