@@ -18,6 +18,7 @@ from .int8 import (
     ROUNDING,
     SKETCH_FROM,
     Codes,
+    Sketch,
     coarse_bounds,
     contenders,
     int8_bounds,
@@ -49,6 +50,7 @@ class VectorIndex:
         self.ann: Ann | None = None
         self.ann_building = False
         self.term_counts: tuple[int, dict[str, int]] | None = None  # (facts, facts per stem) for lexical
+        self.sketch: Sketch | None = None  # a big scope's projection for write batches' near-duplicate pass
         self.rev = -1
         self.epoch = -1
         self.n = 0
@@ -321,7 +323,7 @@ class NearestExisting:
         quantized = quantize(vectors)
         chunks = self._rebuilt(codes, vectors, 0)
         if n >= SKETCH_FROM:
-            found = sketch(self.index, self.index.generation, codes, n)
+            found = self.index.sketch = sketch(self.index.sketch, self.index.generation, codes, n)
             chunks = self._sketched(codes, vectors, found.reaching(found.extend(codes, n), vectors, self.floor))
         for lo, cols, hits in chunks:
             keep = live[hits]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -333,20 +332,13 @@ def fit_basis(codes: Codes, n: int, k: int) -> npt.NDArray[np.float64]:
     return np.ascontiguousarray(vectors[:, ::-1][:, :k])
 
 
-_SKETCHES: weakref.WeakKeyDictionary[Any, Sketch] = weakref.WeakKeyDictionary()
-_SKETCHES_LOCK = threading.Lock()
-
-
-def sketch(owner: Any, generation: int, codes: Codes, n: int) -> Sketch:
-    """The :class:`Sketch` of ``owner``'s (a scope index's) first ``n`` rows, kept while the owner lives
-    and its ``generation`` holds; refitted when the scope has grown fourfold since the last fit."""
-    with _SKETCHES_LOCK:
-        found = _SKETCHES.get(owner)
-        if found is None or found.generation != generation or found.n > n or n > 4 * found.fitted_on:
-            found = Sketch(fit_basis(codes, n, min(SKETCH_DIM, codes.coarse.shape[1])), generation)
-            found.fitted_on = n
-            _SKETCHES[owner] = found
-        return found
+def sketch(found: Sketch | None, generation: int, codes: Codes, n: int) -> Sketch:
+    """``found`` (a scope index's sketch) while it serves the first ``n`` rows of index ``generation``, else a
+    new one: refitted when the scope has grown fourfold since the last fit."""
+    if found is None or found.generation != generation or found.n > n or n > 4 * found.fitted_on:
+        found = Sketch(fit_basis(codes, n, min(SKETCH_DIM, codes.coarse.shape[1])), generation)
+        found.fitted_on = n
+    return found
 
 
 _BLAS_LOCK = threading.Lock()
