@@ -69,3 +69,9 @@ def stem(term: str) -> str:
 def stems_of(text: str) -> set[str]:
     """The Porter stems of the words of ``text``: the index terms FTS5 stores for it."""
     return {stem(w) for w in _TOKEN.findall(fold(text))}
+
+
+def tokens(text: str) -> list[str]:
+    """Every word token of ``text``, folded, in order (stop words included), as FTS5's ``unicode61`` tokenizer
+    cuts it; :func:`stem` of each is what its ``porter`` tokenizer stores."""
+    return _TOKEN.findall(fold(text))
