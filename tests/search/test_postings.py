@@ -81,3 +81,10 @@ def test_unknown_and_empty_terms_score_nothing() -> None:
     assert index.lookup("zookeeper")[0].size == 0
     assert ranked(index, ["zookeeper"]) == []
     assert index.lengths[:2].tolist() == [0.0, 1.0]
+
+
+def test_a_text_holding_a_nul_is_still_one_fact() -> None:
+    index = Postings()
+    index.add(["kafka\x00lag", "kafka"])
+    assert index.n == 2 and index.lengths[:2].tolist() == [2.0, 1.0]
+    assert index.lookup("kafka")[0].tolist() == [0, 1] and index.lookup("lag")[0].tolist() == [0]

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from .text import stem, tokens
+from .text import stem, tokens_many
 
 K1, B = 1.2, 0.75  # FTS5's bm25() defaults
 _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
@@ -34,7 +34,7 @@ class Postings:
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}  # stem -> id
-        self.words: dict[str, int] = {}  # folded word -> its stem's id (stemming each token: 4x slower)
+        self.words: dict[str, int] = {"\x00": -1}  # folded word -> its stem's id ("\x00": a text's end)
         self.n = 0
         self.tokens = 0  # the length of all facts together, for the average
         self.lengths = np.zeros(0, dtype=np.float32)  # tokens per fact (stop words included, as FTS5 counts)
@@ -52,22 +52,18 @@ class Postings:
         """Index the next ``len(texts)`` facts (positions ``n`` onwards)."""
         if not texts:
             return
-        vocab, words = self.vocab, self.words
-        ids: list[int] = []
-        counts = np.zeros(len(texts), dtype=np.int64)
-        for i, text in enumerate(texts):
-            found = tokens(text)
-            try:
-                known = list(map(words.__getitem__, found))
-            except KeyError:
-                for word in found:
-                    if word not in words:
-                        words[word] = vocab.setdefault(stem(word), len(vocab))
-                known = list(map(words.__getitem__, found))
-            ids.extend(known)
-            counts[i] = len(found)
-        docs = np.repeat(np.arange(self.n, self.n + len(texts), dtype=np.int64), counts)
-        pairs, tf = np.unique((docs << 32) | np.asarray(ids, dtype=np.int64), return_counts=True)
+        found = tokens_many(texts)
+        try:
+            ids = np.fromiter(map(self.words.__getitem__, found), dtype=np.int64, count=len(found))
+        except KeyError:  # new words: stemmed once each
+            for word in set(found) - self.words.keys():
+                self.words[word] = self.vocab.setdefault(stem(word), len(self.vocab))
+            ids = np.fromiter(map(self.words.__getitem__, found), dtype=np.int64, count=len(found))
+        ends = ids < 0
+        docs = self.n + np.cumsum(ends)[~ends]
+        ids = ids[~ends]
+        counts = np.bincount(docs - self.n, minlength=len(texts))
+        pairs, tf = np.unique((docs << 32) | ids, return_counts=True)
         self._tail.append(
             (
                 (pairs & 0xFFFFFFFF).astype(np.int32),
