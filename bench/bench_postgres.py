@@ -249,7 +249,8 @@ def render(res: dict[str, Any]) -> str:
             lines.append(
                 f"* {size:,} facts: semantic legs (top 50, 50 queries) overlap {rec['semantic_top50_overlap']:.4f}, "
                 f"identical in order for {rec['semantic_top50_identical_order']:.0%} of the queries; fused top 5 "
-                f"overlap {rec['fused_top5_overlap']:.3f} (the lexical legs rank differently: BM25 vs ts_rank)."
+                f"overlap {rec['fused_top5_overlap']:.3f} (both lexical legs rank by FTS5's BM25; older PostgreSQL "
+                "backends ranked by ts_rank)."
             )
     server = res.get("server")
     lines += [

@@ -14,6 +14,7 @@ import pytest
 from autogen_shared_memory import FactNotFoundError, ScopeRef, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import SCHEMA_VERSION, PostgresBackend
 from autogen_shared_memory.core.types import Filters
+from autogen_shared_memory.search.text import query_terms
 from autogen_shared_memory.testing import HashEmbedder
 
 pytestmark = pytest.mark.usefixtures("pg_dsn")
@@ -33,15 +34,22 @@ def semantic_ids(store: SharedMemoryStore, text: str, k: int = 10) -> list[str]:
     return [fid for _, fid, _ in store.backend.semantic([G], vector, k, Filters())]
 
 
+def lexical_ids(store: SharedMemoryStore, text: str, k: int = 10) -> list[str]:
+    return [fid for _, fid, _ in store.backend.lexical([G], query_terms(text), k, Filters())]
+
+
 def test_a_second_process_sees_every_kind_of_write_through_its_refreshed_copy(pg_dsn: str) -> None:
     name = schema()
     a, b = open_store(pg_dsn, name), open_store(pg_dsn, name)
     first = a.remember("the deploy window is friday evening", "group", group_id="crew")
     assert semantic_ids(b, "the deploy window is friday evening")[:1] == [first.id]  # b loads the scope
+    assert lexical_ids(b, "friday deploy") == [first.id]  # b indexes the scope's text
     second = a.remember("the staging database runs on port 5433", "group", group_id="crew")
     assert second.id in semantic_ids(b, "the staging database runs on port 5433")  # new row, by revision
+    assert lexical_ids(b, "staging 5433") == [second.id]
     a.forget(first.id, group_id="crew")
     assert first.id not in semantic_ids(b, "the deploy window is friday evening")  # status change
+    assert lexical_ids(b, "friday deploy") == []
     a.purge(0)
     assert first.id not in semantic_ids(b, "the deploy window is friday evening")  # rows gone: reload
     assert b.search("staging database port", "group", group_id="crew", top_k=1)[0].fact.id == second.id
@@ -110,7 +118,8 @@ def test_the_lexical_leg_scores_a_bounded_set_of_postings(pg_dsn: str) -> None:
     backend.max_common_term_ratio = 1.0
     backend.max_lexical_postings = 10**9
     assert len(backend.lexical([G], ["team", "zookeeper"], 5, Filters())) == 5  # without the budget
-    assert backend.lexical([G], ["the"], 5, Filters()) == []  # a stop word matches nothing
+    only = backend.lexical([G], ["the"], 5, Filters())  # a stop word is a term, as in FTS5: it weighs ~nothing
+    assert len(only) == 5 and all(score < 1e-3 for _, _, score in only)
     store.close()
 
 
@@ -182,3 +191,31 @@ def test_vectors_round_trip_exactly_through_the_copy(pg_dsn: str) -> None:
     stored = np.frombuffer(rows[0]["embedding"], dtype=np.float32)
     assert np.array_equal(stored, store.embedder.embed(["an exact vector"])[0].astype(np.float32))
     store.close()
+
+
+def test_the_lexical_leg_ranks_as_sqlite_does(pg_dsn: str, tmp_path: Any) -> None:
+    words = "deploy window friday kafka broker lag alert payments ledger staging café migration on-call pager".split()
+    rng = np.random.default_rng(3)
+    items = [
+        {"content": " ".join(rng.choice(words, int(rng.integers(2, 9)))) + f" note {i}", "tags": ["ops"] * (i % 3 == 0)}
+        for i in range(400)
+    ]
+    stores = [
+        open_store(pg_dsn, schema(), near_duplicate_threshold=1.01),
+        SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01),
+    ]
+    for store in stores:
+        store.remember_many(items, "group", group_id="crew")
+        gone = store.search("note 7", "group", group_id="crew", top_k=1)[0].fact
+        store.forget(gone.id, group_id="crew")
+
+    def ranked(store: SharedMemoryStore, query: str, filters: Filters) -> list[tuple[str, float]]:
+        hits = store.backend.lexical([G], query_terms(query), 30, filters)
+        text = {f.id: f.content for f in store.backend.get(G, [h[1] for h in hits])}
+        return [(text[fid], round(score, 9)) for _, fid, score in hits]
+
+    for query in ("kafka lag", "friday deploy window", "cafe pager", "ledger 7"):
+        for filters in (Filters(), Filters(tags=("ops",)), Filters(include_inactive=True)):
+            assert ranked(stores[0], query, filters) == ranked(stores[1], query, filters), (query, filters)
+    for store in stores:
+        store.close()

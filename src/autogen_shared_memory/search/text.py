@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections.abc import Sequence
 from functools import lru_cache
 
 import snowballstemmer
@@ -17,6 +18,7 @@ import snowballstemmer
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)  # letters and digits: what FTS5's unicode61 tokenizer keeps
+_TOKEN_OR_BREAK = re.compile(r"[^\W_]+|\x00", re.UNICODE)
 
 # A compact English stop-word list: these occur in most facts, so an OR over them would rank by noise and
 # scan every posting list. Kept only when a query has nothing else.
@@ -69,3 +71,18 @@ def stem(term: str) -> str:
 def stems_of(text: str) -> set[str]:
     """The Porter stems of the words of ``text``: the index terms FTS5 stores for it."""
     return {stem(w) for w in _TOKEN.findall(fold(text))}
+
+
+def tokens(text: str) -> list[str]:
+    """Every word token of ``text``, folded, in order (stop words included), as FTS5's ``unicode61`` tokenizer
+    cuts it; :func:`stem` of each is what its ``porter`` tokenizer stores."""
+    return _TOKEN.findall(fold(text))
+
+
+def tokens_many(texts: Sequence[str]) -> list[str]:
+    """:func:`tokens` of each text, in one list with ``"\\x00"`` after each text but the last: one regex pass
+    over all of them (the texts' own NULs are spaces)."""
+    joined = "\x00".join(map(fold, texts))
+    if joined.count("\x00") != len(texts) - 1:
+        joined = "\x00".join(fold(t.replace("\x00", " ")) for t in texts)
+    return _TOKEN_OR_BREAK.findall(joined)

@@ -1,0 +1,152 @@
+"""The lexical leg in memory: one scope's postings (stem -> facts holding it, how often) and FTS5's BM25 over
+them, for a backend whose own full-text ranking costs more than ranking in process (PostgreSQL).
+
+Facts are tokenized and stemmed exactly as the SQLite backend's FTS5 table does it (:func:`~.text.tokens`,
+:func:`~.text.stem`: ``porter unicode61 remove_diacritics 2``) and scored with FTS5's ``bm25()`` (k1 = 1.2,
+b = 0.75, its IDF), so both backends rank a scope's facts alike. The backend chooses the query's
+terms within the postings budget (:func:`~.lexical.choose_terms`), applies the status rule and filters to the
+scored facts, and keeps the index in step with its vector index (same positions, refreshed by revision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from .text import stem, tokens_many
+
+K1, B = 1.2, 0.75  # FTS5's bm25() defaults
+_EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+Posting = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # positions (ascending), term frequencies
+
+
+class Postings:
+    """The inverted index of one scope's facts, addressed by position (0, 1, ... in the order they were added).
+
+    Append-only, as a fact's content is immutable; a scope whose facts were deleted is rebuilt. New facts go
+    to a tail of flat arrays (scanned per query term), merged into the sorted base (per stem, a slice of
+    positions and term frequencies) once it outgrows an eighth of it, so adding a fact costs its
+    tokenization, and a merge is amortised. Memory: 6 bytes per (fact, distinct stem) pair and 4 per fact,
+    plus the vocabulary (a dict entry per distinct stem).
+    """
+
+    def __init__(self) -> None:
+        self.vocab: dict[str, int] = {}  # stem -> id
+        self.words: dict[str, int] = {"\x00": -1}  # folded word -> its stem's id ("\x00": a text's end)
+        self.n = 0
+        self.tokens = 0  # the length of all facts together, for the average
+        self.lengths = np.zeros(0, dtype=np.float32)  # tokens per fact (stop words included, as FTS5 counts)
+        self.starts = np.zeros(1, dtype=np.int64)  # base: stem id -> its slice of docs and tfs
+        self.docs = np.zeros(0, dtype=np.int32)
+        self.tfs = np.zeros(0, dtype=np.uint16)
+        self._tail: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.uint16]]] = []
+        self._tail_size = 0
+
+    @property
+    def avgdl(self) -> float:
+        return self.tokens / self.n if self.n else 0.0
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Index the next ``len(texts)`` facts (positions ``n`` onwards)."""
+        if not texts:
+            return
+        found = tokens_many(texts)
+        try:
+            ids = np.fromiter(map(self.words.__getitem__, found), dtype=np.int64, count=len(found))
+        except KeyError:  # new words: stemmed once each
+            for word in set(found) - self.words.keys():
+                self.words[word] = self.vocab.setdefault(stem(word), len(self.vocab))
+            ids = np.fromiter(map(self.words.__getitem__, found), dtype=np.int64, count=len(found))
+        ends = ids < 0
+        docs = self.n + np.cumsum(ends)[~ends]
+        ids = ids[~ends]
+        counts = np.bincount(docs - self.n, minlength=len(texts))
+        pairs, tf = np.unique((docs << 32) | ids, return_counts=True)
+        self._tail.append(
+            (
+                (pairs & 0xFFFFFFFF).astype(np.int32),
+                (pairs >> 32).astype(np.int32),
+                np.minimum(tf, 65535).astype(np.uint16),
+            )
+        )
+        self._tail_size += len(pairs)
+        if self.n + len(texts) > len(self.lengths):
+            grown = np.zeros(max(self.n + len(texts), 2 * len(self.lengths), 256), dtype=np.float32)
+            grown[: self.n] = self.lengths[: self.n]
+            self.lengths = grown
+        self.lengths[self.n : self.n + len(texts)] = counts
+        self.tokens += int(counts.sum())
+        self.n += len(texts)
+        if self._tail_size > max(65536, len(self.docs) // 8):
+            self._merge()
+
+    def _merge(self) -> None:
+        """Move the tail into the base: one stable sort by stem keeps each stem's positions ascending."""
+        n_base = len(self.starts) - 1
+        base_terms = np.repeat(np.arange(n_base, dtype=np.int32), np.diff(self.starts))
+        terms = np.concatenate([base_terms, *(t for t, _, _ in self._tail)])
+        order = np.argsort(terms, kind="stable")
+        self.docs = np.concatenate([self.docs, *(d for _, d, _ in self._tail)])[order]
+        self.tfs = np.concatenate([self.tfs, *(f for _, _, f in self._tail)])[order]
+        self.starts = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(self.vocab)))]).astype(np.int64)
+        self._tail, self._tail_size = [], 0
+
+    def _tail_arrays(
+        self,
+    ) -> list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.uint16]]]:
+        """The tail as one chunk (facts added one at a time would otherwise be a chunk each)."""
+        if len(self._tail) > 1:
+            self._tail = [tuple(np.concatenate(parts) for parts in zip(*self._tail, strict=True))]  # type: ignore[list-item]
+        return self._tail
+
+    def lookup(self, term: str) -> Posting:
+        """The facts holding the stem ``term``: positions ascending, and how often each holds it."""
+        tid = self.vocab.get(term)
+        if tid is None:
+            return _EMPTY
+        docs, tfs = [], []
+        if tid < len(self.starts) - 1:
+            lo, hi = int(self.starts[tid]), int(self.starts[tid + 1])
+            docs.append(self.docs[lo:hi])
+            tfs.append(self.tfs[lo:hi])
+        for t, d, f in self._tail_arrays():
+            hit = t == tid
+            docs.append(d[hit])
+            tfs.append(f[hit])
+        if not docs:
+            return _EMPTY
+        return np.concatenate(docs).astype(np.int64), np.concatenate(tfs).astype(np.float64)
+
+
+def bm25(
+    found: Mapping[str, Posting],
+    idfs: Mapping[str, float],
+    lengths: npt.NDArray[np.float32],
+    avgdl: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """FTS5's ``bm25()`` (as a positive score) of every fact holding one of the terms of ``idfs``:
+    positions ascending and their scores. ``found`` holds each term's postings, ``lengths`` each fact's."""
+    docs, parts = [], []
+    for term, weight in idfs.items():
+        d, tf = found.get(term, _EMPTY)
+        if len(d):
+            norm = K1 * (1 - B + B * lengths[d].astype(np.float64) / max(avgdl, 1e-9))
+            docs.append(d)
+            parts.append(weight * tf * (K1 + 1) / (tf + norm))
+    if not docs:
+        return _EMPTY
+    positions, inverse = np.unique(np.concatenate(docs), return_inverse=True)
+    scores = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(positions)).astype(np.float64)
+    return positions, scores
+
+
+def top(
+    positions: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], allowed: npt.NDArray[np.bool_], limit: int
+) -> list[tuple[int, float]]:
+    """The ``limit`` best allowed positions, best first (ties: the earlier fact first, as FTS5 orders them)."""
+    keep = allowed[positions]
+    positions, scores = positions[keep], scores[keep]
+    order = np.lexsort((positions, -scores))[:limit]
+    return [(int(positions[i]), float(scores[i])) for i in order]
