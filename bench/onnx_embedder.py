@@ -12,11 +12,11 @@ state hits both alike; the table shows medians over the rounds. A worker reports
 The ONNX graph cache is warmed once before the rounds; a third worker kind starts with an empty cache each
 round, so the one-off cost of building the graph is shown too (``--no-cold`` skips it). ``--baseline REV``
 adds the OnnxEmbedder of an older revision (its ``src/`` extracted with ``git archive``, its own warm graph
-cache) as one more worker per round, so a change to the embedder is measured side by side with
-sentence-transformers and with what it replaces. ``--wait-quiet S`` waits (up to S seconds, at most
-``--wait-budget`` in all) before each worker until other processes leave the CPU idle, and records the cores
-they used during each worker; a worker that saw >= 0.3 such cores is run again (``--retries``), keeping the
-quietest attempt.
+cache) as one more worker per round (repeat it for several revisions), so a change to the embedder is
+measured side by side with sentence-transformers and with what it replaces. ``--wait-quiet S`` waits (up to
+S seconds, at most ``--wait-budget`` in all) before each worker until other processes leave the CPU idle, and
+records the cores they used during each worker; a worker that saw >= 0.3 such cores is run again
+(``--retries``), keeping the quietest attempt.
 
     HF_HUB_OFFLINE=1 python bench/onnx_embedder.py            # 5 rounds, markdown on stdout
     HF_HUB_OFFLINE=1 python bench/onnx_embedder.py --rounds 3 --queries 100
@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--queries", type=int, default=200, help="distinct single queries timed per worker")
     p.add_argument("--batch", type=int, default=1000, help="sentences embedded in one call")
     p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--baseline", help="also run the OnnxEmbedder of this git revision (extracted src/)")
+    p.add_argument(
+        "--baseline", action="append", default=[], help="also run the OnnxEmbedder of this git revision (repeatable)"
+    )
     p.add_argument("--no-cold", dest="cold", action="store_false", help="skip the empty-cache (graph build) worker")
     p.add_argument("--wait-quiet", type=float, default=0.0, help="wait up to this many s for quiet per worker")
     p.add_argument("--wait-budget", type=float, default=900.0, help="total seconds spent waiting for quiet")
@@ -161,14 +163,16 @@ def main(argv: list[str] | None = None) -> None:
     all_texts = sentences(args.batch + args.queries + 10, args.seed)
     payload = json.dumps({"corpus": all_texts[: args.batch], "queries": all_texts[args.batch :]})
     quiet = Quiet(args.wait_quiet, args.wait_budget, args.retries)
-    kinds = ["st", "onnx"] + (["onnx-base"] if args.baseline else []) + (["onnx-cold"] if args.cold else [])
+    bases = {f"onnx@{rev}": rev for rev in args.baseline}
+    kinds = ["st", "onnx", *bases] + (["onnx-cold"] if args.cold else [])
     others: dict[str, list[float]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory(prefix="onnx-bench-") as tmp:
-        warm, base_warm = str(Path(tmp) / "warm"), str(Path(tmp) / "base-warm")
-        base_src = extract(args.baseline, Path(tmp) / "baseline") if args.baseline else None
+        warm = str(Path(tmp) / "warm")
         run_worker("onnx", warm, 0, payload)  # builds the graph once: the rounds below start warm
-        if base_src is not None:
-            run_worker("onnx", base_warm, 0, payload, base_src)
+        base_src: dict[str, Path] = {}
+        for i, kind in enumerate(bases):  # each revision gets its own source tree and warm graph cache
+            base_src[kind] = extract(bases[kind], Path(tmp) / f"baseline{i}")
+            run_worker("onnx", str(base_src[kind].parent / "warm"), 0, payload, base_src[kind])
         results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
         for r in range(args.rounds):
             for kind in kinds:
@@ -177,8 +181,9 @@ def main(argv: list[str] | None = None) -> None:
                     with cpu_window() as w:
                         if kind == "onnx-cold":
                             res = run_worker("onnx", str(Path(tmp) / f"cold{r}"), 0, payload)
-                        elif kind == "onnx-base":
-                            res = run_worker("onnx", base_warm, args.queries, payload, base_src)
+                        elif kind in bases:
+                            src = base_src[kind]
+                            res = run_worker("onnx", str(src.parent / "warm"), args.queries, payload, src)
                         else:
                             res = run_worker(kind, warm, args.queries, payload)
                     return res, w.other_cores
@@ -199,9 +204,9 @@ def main(argv: list[str] | None = None) -> None:
         return format(med(kind, key), fmt) if key in results[kind][0] else "—"
 
     names = {
+        **{kind: f"OnnxEmbedder at {rev} (graph cached)" for kind, rev in bases.items()},
         "st": "SentenceTransformerEmbedder (torch)",
         "onnx": "OnnxEmbedder (graph cached)",
-        "onnx-base": f"OnnxEmbedder at {args.baseline} (graph cached)",
         "onnx-cold": "OnnxEmbedder (empty cache: builds)",
     }
     print(
@@ -228,12 +233,12 @@ def main(argv: list[str] | None = None) -> None:
         f"(ONNX / torch); RSS after the batch: torch {med('st', 'rss_end'):.0f} MB, "
         f"ONNX {med('onnx', 'rss_end'):.0f} MB."
     )
-    if args.baseline:
+    for kind, rev in bases.items():
         print(
-            f"Baseline {args.baseline}: single query {med('onnx-base', 'p50_ms') / med('st', 'p50_ms'):.2f}x torch's, "
-            f"batch {med('onnx-base', 'batch_per_s') / med('st', 'batch_per_s'):.2f}x; now / baseline: single "
-            f"{med('onnx', 'p50_ms') / med('onnx-base', 'p50_ms'):.2f}x, "
-            f"batch {med('onnx', 'batch_per_s') / med('onnx-base', 'batch_per_s'):.2f}x."
+            f"Baseline {rev}: single query {med(kind, 'p50_ms') / med('st', 'p50_ms'):.2f}x torch's, "
+            f"batch {med(kind, 'batch_per_s') / med('st', 'batch_per_s'):.2f}x; now / baseline: single "
+            f"{med('onnx', 'p50_ms') / med(kind, 'p50_ms'):.2f}x, "
+            f"batch {med('onnx', 'batch_per_s') / med(kind, 'batch_per_s'):.2f}x."
         )
     for kind in kinds:
         per_round = ", ".join(

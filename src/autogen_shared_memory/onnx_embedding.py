@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tokenizers import Tokenizer
 
 # Bump whenever the graph build changes: it is part of the cache key, so stale graphs are never reused.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 CACHE_DIR_ENV = "AUTOGEN_SHARED_MEMORY_CACHE_DIR"
 OPSET = 17
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -105,27 +105,29 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
 
-    def weight(name: str, transpose: bool = False) -> str:
+    def tensor(name: str) -> np.ndarray[Any, np.dtype[np.float32]]:
         key = prefix + name
         if key not in weights:
             raise EmbeddingModelError(f"{folder / 'model.safetensors'} has no tensor {key!r}")
-        arr = np.asarray(weights.pop(key), dtype=np.float32)  # popped: the proto holds the only copy
-        if transpose:
-            arr = np.ascontiguousarray(arr.T)
+        return np.asarray(weights.pop(key), dtype=np.float32)  # popped: the proto holds the only copy
+
+    def init(name: str, arr: np.ndarray[Any, Any]) -> str:
         inits.append(numpy_helper.from_array(arr, name))
         return name
 
+    def weight(name: str) -> str:
+        return init(name, tensor(name))
+
     def const(name: str, value: Any, dtype: Any) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-        return name
+        return init(name, np.asarray(value, dtype=dtype))
 
     def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
     def linear(x: str, name: str, out: str) -> str:
-        y = node("MatMul", [x, weight(f"{name}.weight", transpose=True)], f"{out}/matmul")
-        return node("Add", [y, weight(f"{name}.bias")], out)
+        # Gemm (bias inside, [out, in] weight as stored) on the [tokens, features] activations.
+        return node("Gemm", [x, weight(f"{name}.weight"), weight(f"{name}.bias")], out, transB=1)
 
     def layer_norm(x: str, name: str, out: str) -> str:
         return node(
@@ -145,8 +147,10 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     const("axes_m1", [-1], np.int64)
     const("zero_i", 0, np.int64)
     const("one_i", 1, np.int64)
-    const("split_heads", [0, 0, heads, head_dim], np.int64)
-    const("merge_heads", [0, 0, hidden], np.int64)
+    const("two_i", 2, np.int64)
+    const("tokens_hidden", [-1, hidden], np.int64)
+    const("qkv_heads", [3, heads, head_dim], np.int64)
+    const("hidden_i", [hidden], np.int64)
 
     # Embeddings: word + position + token type, then LayerNorm.
     shape = node("Shape", ["input_ids"], "emb/shape")
@@ -156,7 +160,13 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     pos = node("Gather", [weight("embeddings.position_embeddings.weight"), positions], "emb/pos")
     types = node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "emb/types")
     x = node("Add", [node("Add", [words, types], "emb/words_types"), pos], "emb/sum")
-    x = layer_norm(x, "embeddings.LayerNorm", "emb/out")
+    x = layer_norm(x, "embeddings.LayerNorm", "emb/ln")
+    # The encoder works on [batch * seq, hidden]: each linear is one Gemm with its bias, and the three
+    # attention projections are one Gemm on the concatenated weights (fewer, larger kernels per query).
+    x = node("Reshape", [x, "tokens_hidden"], "emb/out")
+    seq_1d = node("Reshape", [seq_len, "axes_m1"], "emb/seq_1d")
+    split_qkv = node("Concat", ["axes_m1", seq_1d, "qkv_heads"], "emb/split_qkv", axis=0)  # [-1, seq, 3, H, D]
+    unflatten = node("Concat", ["axes_m1", seq_1d, "hidden_i"], "emb/unflatten", axis=0)  # [-1, seq, hidden]
 
     # Additive attention mask [batch, 1, 1, seq]: 0 where attended, float32 min where padded.
     mask_f = node("Cast", ["attention_mask"], "mask/float", to=TensorProto.FLOAT)
@@ -167,16 +177,19 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     for i in range(layers):
         p = f"encoder.layer.{i}"
         n = f"l{i}"
-        q = linear(x, f"{p}.attention.self.query", f"{n}/q")
-        k = linear(x, f"{p}.attention.self.key", f"{n}/k")
-        v = linear(x, f"{p}.attention.self.value", f"{n}/v")
-        q = node("Transpose", [node("Reshape", [q, "split_heads"], f"{n}/q_heads")], f"{n}/q_t", perm=[0, 2, 1, 3])
-        k = node("Transpose", [node("Reshape", [k, "split_heads"], f"{n}/k_heads")], f"{n}/k_t", perm=[0, 2, 3, 1])
-        v = node("Transpose", [node("Reshape", [v, "split_heads"], f"{n}/v_heads")], f"{n}/v_t", perm=[0, 2, 1, 3])
+        proj = [f"{p}.attention.self.{part}" for part in ("query", "key", "value")]
+        qkv_w = init(f"{p}.attention.self.qkv.weight", np.concatenate([tensor(f"{m}.weight") for m in proj]))
+        qkv_b = init(f"{p}.attention.self.qkv.bias", np.concatenate([tensor(f"{m}.bias") for m in proj]))
+        qkv = node("Gemm", [x, qkv_w, qkv_b], f"{n}/qkv", transB=1)
+        qkv = node("Reshape", [qkv, split_qkv], f"{n}/qkv_heads")
+        qkv = node("Transpose", [qkv], f"{n}/qkv_t", perm=[2, 0, 3, 1, 4])  # [3, batch, heads, seq, head_dim]
+        q = node("Gather", [qkv, "zero_i"], f"{n}/q", axis=0)
+        k = node("Transpose", [node("Gather", [qkv, "one_i"], f"{n}/k", axis=0)], f"{n}/k_t", perm=[0, 1, 3, 2])
+        v = node("Gather", [qkv, "two_i"], f"{n}/v", axis=0)
         scores = node("Mul", [node("MatMul", [q, k], f"{n}/qk"), "scale_f"], f"{n}/scores")
         probs = node("Softmax", [node("Add", [scores, bias], f"{n}/masked")], f"{n}/probs", axis=-1)
         ctx = node("Transpose", [node("MatMul", [probs, v], f"{n}/ctx_heads")], f"{n}/ctx_t", perm=[0, 2, 1, 3])
-        ctx = node("Reshape", [ctx, "merge_heads"], f"{n}/ctx")
+        ctx = node("Reshape", [ctx, "tokens_hidden"], f"{n}/ctx")
         attn = linear(ctx, f"{p}.attention.output.dense", f"{n}/attn_out")
         x = layer_norm(node("Add", [attn, x], f"{n}/attn_res"), f"{p}.attention.output.LayerNorm", f"{n}/attn_ln")
         h = linear(x, f"{p}.intermediate.dense", f"{n}/ffn_in")
@@ -188,6 +201,7 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
         x = layer_norm(node("Add", [out, x], f"{n}/ffn_res"), f"{p}.output.LayerNorm", f"{n}/out")
 
     # Mean pooling over the attended tokens, then L2 normalisation (sentence-transformers' Pooling + Normalize).
+    x = node("Reshape", [x, unflatten], "pool/tokens")
     mask3 = node("Unsqueeze", [mask_f, "axes_m1"], "pool/mask")
     summed = node("ReduceSum", [node("Mul", [x, mask3], "pool/masked"), "axes_1"], "pool/sum", keepdims=0)
     count = node("Max", [node("ReduceSum", [mask3, "axes_1"], "pool/count_raw", keepdims=0), "tiny_f"], "pool/count")
