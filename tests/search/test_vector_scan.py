@@ -171,3 +171,18 @@ def test_blockwise_best_shortlist_equals_the_whole_part_one(live: float, k: int)
         assert f.best is not None
         np.testing.assert_array_equal(f.estimate, p.estimate)
         np.testing.assert_array_equal(shortlist(f, q, mask, k), shortlist(p, q, mask, k))
+
+
+def test_a_scan_leaves_none_s_reference_count_alone() -> None:
+    # SimSIMD's cdist(out=...) returned None without its own reference: each scan block took one from None,
+    # and a long-lived process aborted ("deallocating None") after some thousands of searches.
+    import sys
+
+    rng = np.random.default_rng(3)
+    parts = [quantize(normalize(rng.standard_normal((40_000, DIM)).astype(np.float32)))]
+    q = normalize(rng.standard_normal((1, DIM)).astype(np.float32))[0]
+    int8_bounds(parts, q)
+    before = sys.getrefcount(None)
+    for _ in range(50):
+        int8_bounds(parts, q)
+    assert sys.getrefcount(None) >= before - 5

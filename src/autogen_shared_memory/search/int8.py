@@ -162,7 +162,9 @@ def int8_bounds(
     def block(j: int, lo: int, hi: int) -> None:
         codes, out = parts[j], dots[j]
         # Exact integer sums, rounded once to float32 (beyond 2**24, at 1536-d say): the relative margin covers it.
-        simsimd.cdist(q8, codes.coarse[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
+        # Never cdist(out=...): SimSIMD 6.5 then returns None without a reference of its own, and every call
+        # takes one from None until the interpreter aborts ("deallocating None"), a few thousand searches on.
+        out[:, lo:hi] = simsimd.cdist(q8, codes.coarse[lo:hi], metric="dot", out_dtype="float32")
         estimate = out[0, lo:hi]
         estimate *= codes.scale[lo:hi]
         estimate *= q_scale
