@@ -18,7 +18,6 @@ Why it is built this way:
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import random
@@ -47,7 +46,6 @@ from ...core.types import (
     kind_of_fact_id,
 )
 from ...embedding import Vectors
-from ...search.engine import side_by_side
 from ...search.index import Ann, NearestExisting, ScopeView, VectorIndex, VectorIndexKind, rank_across
 from ...search.int8 import Codes
 from ...search.lexical import MARKED, choose_terms, idf, shared_bm25, split_anchors
@@ -696,35 +694,20 @@ class SQLiteBackend(Backend):
             f"SELECT f.id, -facts_fts.rank, {marked} FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
             f"WHERE facts_fts MATCH ? AND {where} ORDER BY facts_fts.rank LIMIT ?"
         )
-
-        def file_hits(scope: ScopeRef, n: int, df: dict[str, int]) -> list[tuple[ScopeRef, str, float]]:
-            conn = self._conn(scope, create=False)  # this thread's own connection
-            if conn is None:  # removed meanwhile
-                return []
+        hits: list[tuple[ScopeRef, str, float]] = []
+        for scope, conn, n, df in files:
             # The postings budgets bound the whole search: each file gets its share by size.
             share = n / max(n_all, 1)
             kept = self._choose_terms(terms, stems, n, df, self.max_lexical_postings * share)
             anchors, rest = split_anchors(kept, stems, df, self.max_ranked_postings * share)
             rows = self._ranked(conn, sql, params, anchors, rest, limit)
             if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
-                return [(scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows]
+                hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
+                continue
             idfs = {stems[t]: (idf(n, df.get(stems[t], 0)), idf(n_all, df_all[stems[t]])) for t in kept}
-            stem_of: dict[str, str] = {}  # a marked word's stem: the same few words recur in every hit
-            out = []
             for fact_id, bm25, text in rows:
-                for w in (words := MARKED.findall(text)):
-                    if w not in stem_of:
-                        stem_of[w] = stem(fold(w))
-                matched = [idfs[m] for m in {stem_of[w] for w in words} if m in idfs]
-                out.append((scope, fact_id, shared_bm25(float(bm25), matched)))
-            return out
-
-        # Several files are ranked side by side on two threads (SQLite releases the GIL; each thread reads
-        # through its own connection), biggest first; their hits are joined in the scopes' order (ties).
-        order = sorted(range(len(files)), key=lambda i: -files[i][2])
-        found = side_by_side([functools.partial(file_hits, files[i][0], files[i][2], files[i][3]) for i in order])
-        by_file = dict(zip(order, found, strict=True))
-        hits = [hit for i in range(len(files)) for hit in by_file[i]]
+                matched = [idfs[m] for m in {stem(fold(w)) for w in MARKED.findall(text)} if m in idfs]
+                hits.append((scope, fact_id, shared_bm25(float(bm25), matched)))
         hits.sort(key=lambda h: -h[2])
         return hits
 
