@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.embedding import Vectors, normalize
-from autogen_shared_memory.search.int8 import int8_bounds, quantize
+from autogen_shared_memory.search.int8 import int8_bounds, quantize, shortlist
 from autogen_shared_memory.testing import vector_at_cosine
 
 DIM = 64
@@ -154,3 +154,35 @@ def test_int8_shortlist_keeps_every_row_of_a_dense_top(tmp_path: Path) -> None:
     best = np.argsort(-cosines, kind="stable")[:50]
     assert [fid for _, fid, _ in got] == [ids[i] for i in best]
     assert [c for _, _, c in got] == pytest.approx(cosines[best], abs=1e-6)
+
+
+@pytest.mark.parametrize("live", [1.0, 0.5, 0.002])
+@pytest.mark.parametrize("k", [1, 50, 7000])
+def test_blockwise_best_shortlist_equals_the_whole_part_one(live: float, k: int) -> None:
+    # int8_bounds with a mask and k keeps each block's k best estimates: shortlist on those must choose the
+    # same rows as on every row of the parts (several parts, several blocks each, some rows masked out).
+    rng = np.random.default_rng(11)
+    parts = [quantize(normalize(rng.standard_normal((n, DIM)).astype(np.float32))) for n in (40_000, 9_000, 300)]
+    masks = [rng.random(len(p)) < live for p in parts]
+    q = normalize(rng.standard_normal((1, DIM)).astype(np.float32))[0]
+    fast = int8_bounds(parts, q, masks, k)
+    plain = int8_bounds(parts, q)
+    for f, p, mask in zip(fast, plain, masks, strict=True):
+        assert f.best is not None
+        np.testing.assert_array_equal(f.estimate, p.estimate)
+        np.testing.assert_array_equal(shortlist(f, q, mask, k), shortlist(p, q, mask, k))
+
+
+def test_a_scan_leaves_none_s_reference_count_alone() -> None:
+    # SimSIMD's cdist(out=...) returned None without its own reference: each scan block took one from None,
+    # and a long-lived process aborted ("deallocating None") after some thousands of searches.
+    import sys
+
+    rng = np.random.default_rng(3)
+    parts = [quantize(normalize(rng.standard_normal((40_000, DIM)).astype(np.float32)))]
+    q = normalize(rng.standard_normal((1, DIM)).astype(np.float32))[0]
+    int8_bounds(parts, q)
+    before = sys.getrefcount(None)
+    for _ in range(50):
+        int8_bounds(parts, q)
+    assert sys.getrefcount(None) >= before - 5

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,7 @@ from .fusion import neighbour_context, rrf
 from .text import query_terms
 
 Key = tuple[ScopeRef, str]
+T = TypeVar("T")
 
 
 class Legs(Protocol):
@@ -68,6 +70,34 @@ def helper_pool() -> ThreadPoolExecutor:
     if _POOL is None or _POOL[0] != os.getpid():
         _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=4, thread_name_prefix="shared-memory"))
     return _POOL[1]
+
+
+def side_by_side(jobs: Sequence[Callable[[], T]], threads: int = 2, pool: ThreadPoolExecutor | None = None) -> list[T]:
+    """The results of ``jobs``, run on the calling thread and up to ``threads - 1`` threads of ``pool`` (the
+    helper pool by default), each taking the next job when free (pass the longest first). The caller works
+    too, so the jobs finish even when every thread of the pool is busy (one that has not started is
+    cancelled), and a single job costs no hand-off."""
+    results: list[T | None] = [None] * len(jobs)
+    todo = iter(range(len(jobs)))
+    lock = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            results[i] = jobs[i]()
+
+    pool = pool or helper_pool()
+    helpers = [pool.submit(drain) for _ in range(min(threads, len(jobs)) - 1)]
+    try:
+        drain()
+    finally:
+        for helper in helpers:
+            if not helper.cancel():
+                helper.result()
+    return results  # type: ignore[return-value]  # every job has run
 
 
 def leave_a_core() -> None:

@@ -461,7 +461,8 @@ def rank_across(
     re-scored by ``exact(view, seqs)`` from the stored float32 vectors (``-inf`` for a row gone meanwhile).
     """
     to_scan = [v for v in views if v.found is None]
-    for view, bounds in zip(to_scan, int8_bounds([v.codes for v in to_scan], q), strict=True):
+    scans = int8_bounds([v.codes for v in to_scan], q, [v.mask for v in to_scan], limit)
+    for view, bounds in zip(to_scan, scans, strict=True):
         view.found = shortlist(bounds, q, view.mask, limit)
     found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
     if not found:

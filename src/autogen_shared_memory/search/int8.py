@@ -7,6 +7,7 @@ doubt are re-scored from float32 (``tests/search/test_vector_scan.py`` checks th
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -119,6 +120,9 @@ class Bounds:
     codes: Codes
     reach: float  # |sq * q8|
     spill: float  # |e_q|, plus the rounding margin
+    # With a mask and k given to int8_bounds: the k best masked estimates of each block (-inf for masked-out
+    # rows), which hold the k best of the part, so that shortlist need not partition every row again
+    best: tuple[npt.NDArray[np.bool_], int, npt.NDArray[np.float32]] | None = None
 
     def error(self, rows: npt.NDArray[np.int64] | slice = slice(None)) -> npt.NDArray[np.float32]:
         error = self.reach * self.codes.coarse_slack[rows] + self.spill * self.codes.norm[rows]
@@ -130,44 +134,62 @@ class Bounds:
         return float(self.reach * self.codes.coarse_slack.max() + self.spill * self.codes.norm.max()) + 1e-30
 
 
-def int8_bounds(parts: Sequence[Codes], q: npt.NDArray[np.float32]) -> list[Bounds]:
-    """Bounded estimates of ``q . x`` for every row of each part.
+def int8_bounds(
+    parts: Sequence[Codes],
+    q: npt.NDArray[np.float32],
+    masks: Sequence[npt.NDArray[np.bool_]] | None = None,
+    k: int = 0,
+) -> list[Bounds]:
+    """Bounded estimates of ``q . x`` for every row of each part (with ``masks`` and ``k``: also the ``k``
+    best masked estimates of each block, for :func:`shortlist`).
 
     The products run on the coarse int8 codes of both sides with SimSIMD's integer dot-product kernels (100k
     facts: ~1.3 ms on one core, a third of a float16 scan, for a quarter of the bytes), in blocks spread
-    evenly over every core whichever part they come from.
+    evenly over every core whichever part they come from; the caller's thread scans too, and each block is
+    scaled and partitioned where it was scanned (serial work a search would otherwise wait for).
     """
     import simsimd
+
+    from .engine import side_by_side
 
     qc = quantize(q.reshape(1, -1))
     q8, q_scale = qc.coarse, qc.scale[0]
     reach = float(np.linalg.norm(float(q_scale) * q8.astype(np.float64)))
     spill = float(qc.coarse_slack[0]) + ROUNDING * float(qc.norm[0])
     dots = [np.empty((1, len(p)), dtype=np.float32) for p in parts]
+    best: list[list[npt.NDArray[np.float32]]] = [[] for _ in parts]
 
-    def block(codes: npt.NDArray[np.int8], out: npt.NDArray[np.float32], lo: int, hi: int) -> None:
+    def block(j: int, lo: int, hi: int) -> None:
+        codes, out = parts[j], dots[j]
         # Exact integer sums, rounded once to float32 (beyond 2**24, at 1536-d say): the relative margin covers it.
-        simsimd.cdist(q8, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
+        # Never cdist(out=...): SimSIMD 6.5 then returns None without a reference of its own, and every call
+        # takes one from None until the interpreter aborts ("deallocating None"), a few thousand searches on.
+        out[:, lo:hi] = simsimd.cdist(q8, codes.coarse[lo:hi], metric="dot", out_dtype="float32")
+        estimate = out[0, lo:hi]
+        estimate *= codes.scale[lo:hi]
+        estimate *= q_scale
+        if masks is not None and k > 0:
+            live = np.where(masks[j][lo:hi], estimate, -np.inf).astype(np.float32)
+            best[j].append(live if hi - lo <= k else np.partition(live, hi - lo - k)[hi - lo - k :])
 
     total, workers = sum(len(p) for p in parts), os.cpu_count() or 1
     blocks = []
-    for part, out in zip(parts, dots, strict=True):
+    for j, part in enumerate(parts):
         n = len(part)
         pieces = max(1, -(-2 * workers * n // total)) if total >= SCAN_BLOCK else 1  # ~2 per core overall
         bounds = [n * i // pieces for i in range(pieces + 1)]
-        blocks += [(part.coarse, out, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
-    if len(blocks) == 1:
-        block(*blocks[0])
-    else:
-        for task in [scan_pool().submit(block, *b) for b in blocks]:
-            task.result()
-    out_bounds = []
-    for part, dot in zip(parts, dots, strict=True):
-        estimate = dot[0]
-        estimate *= part.scale
-        estimate *= q_scale
-        out_bounds.append(Bounds(estimate, part, reach, spill))
-    return out_bounds
+        blocks += [functools.partial(block, j, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
+    side_by_side(blocks, workers, scan_pool() if len(blocks) > 1 else None)
+    return [
+        Bounds(
+            dot[0],
+            part,
+            reach,
+            spill,
+            None if masks is None or k <= 0 else (masks[j], k, np.concatenate(best[j] or [np.zeros(0, np.float32)])),
+        )
+        for j, (part, dot) in enumerate(zip(parts, dots, strict=True))
+    ]
 
 
 def shortlist(
@@ -181,11 +203,15 @@ def shortlist(
     k = min(k, len(mask) if all_live else int(mask.sum()))
     if k == 0:
         return np.zeros(0, dtype=np.int64)
-    if not all_live:
-        estimate = np.where(mask, estimate, -np.inf)
+    if bounds.best is not None and bounds.best[0] is mask and bounds.best[1] >= k:
+        top = bounds.best[2]  # each block's best: they hold the k best rows of the part
+    else:
+        top = estimate if all_live else np.where(mask, estimate, -np.inf)
     worst = bounds.max_error()
-    cut = max(float(np.partition(estimate, len(estimate) - k)[len(estimate) - k]) - worst, floor)
+    cut = max(float(np.partition(top, len(top) - k)[len(top) - k]) - worst, floor)
     rows = np.flatnonzero(estimate >= cut - worst)
+    if not all_live:
+        rows = rows[mask[rows]]
     return rows[estimate[rows] + bounds.error(rows) >= cut].astype(np.int64)
 
 
