@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
 from autogen_shared_memory.core.types import Filters, ScopeRef
-from autogen_shared_memory.search.lexical import split_anchors
+from autogen_shared_memory.search.lexical import choose_terms, split_anchors
 from autogen_shared_memory.testing import HashEmbedder
 
 STEMS = {"alpha": "alpha", "beta": "beta", "betas": "beta", "gamma": "gamma", "delta": "delta"}
@@ -88,3 +90,13 @@ def test_too_few_anchored_facts_rank_the_others_too_exactly_as_the_or(backend: S
 
 def test_one_plain_query_when_every_kept_term_fits_the_anchor_budget(backend: SQLiteBackend) -> None:
     assert ranked(backend, 10**6, 30) == ranked(backend, 10**9, 30)
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(["deploy", "rollback", "canary", "freeze"])))
+def test_tied_terms_go_to_the_query_order_not_the_hash_order(order: tuple[str, ...]) -> None:
+    # Equally frequent terms and room for one: the query's first is kept (and is the one anchor), whatever
+    # the process's hash seed (a set's iteration order made the same query rank differently per process).
+    stems = {t: t for t in order}
+    df = dict.fromkeys(order, 600)
+    assert choose_terms(order, stems, 100_000, df, common_ratio=0.1, budget=1000) == [order[0]]
+    assert split_anchors(order, stems, df, budget=1000) == ([order[0]], list(order[1:]))

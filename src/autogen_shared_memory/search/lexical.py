@@ -39,7 +39,9 @@ def choose_terms(
     common = common_ratio * n
     kept: set[str] = set()
     postings = 0
-    for term in sorted(set(stems.values()), key=lambda t: df.get(t, 0)):  # "reports", "reported": one stem
+    # "reports", "reported": one stem. Ties go to the query's earlier term (a set's order would change with
+    # the process's hash seed, and with it the ranking of the same query on the same facts).
+    for term in sorted(dict.fromkeys(stems[t] for t in terms), key=lambda t: df.get(t, 0)):
         count = df.get(term, 0)
         if kept and (count > common or postings + count > budget):
             break
@@ -63,7 +65,7 @@ def split_anchors(
     """
     anchors: set[str] = set()
     postings = 0
-    for term in sorted(set(stems[t] for t in kept), key=lambda t: df.get(t, 0)):
+    for term in sorted(dict.fromkeys(stems[t] for t in kept), key=lambda t: df.get(t, 0)):  # ties: query order
         count = df.get(term, 0)
         if anchors and postings + count > budget:
             break
