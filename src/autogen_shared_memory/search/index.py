@@ -81,17 +81,25 @@ class VectorIndex:
         for name in ("seq", "active", "expires"):
             setattr(self, name, grown(getattr(self, name)))
 
-    def _set_vectors(self, lo: int, vectors: npt.NDArray[np.float32]) -> None:
-        codes = quantize(vectors)
+    def _set_vectors(self, lo: int, vectors: npt.NDArray[np.float32], codes: Codes | None = None) -> None:
+        codes = quantize(vectors) if codes is None else codes
         for f in fields(Codes):
             getattr(self.codes, f.name)[lo : lo + len(vectors)] = getattr(codes, f.name)
 
     def append(
-        self, seq: int, fact_id: str, vector: npt.NDArray[np.float32], active: bool, expires: float | None
+        self,
+        seq: int,
+        fact_id: str,
+        vector: npt.NDArray[np.float32],
+        active: bool,
+        expires: float | None,
+        codes: Codes | None = None,
     ) -> None:
+        """Add one fact; ``codes`` is ``quantize`` of its vector when the caller has it already (a write batch
+        quantizes all its vectors at once: per row, numpy's call overhead is most of the cost)."""
         self._grow(self.n + 1, int(vector.shape[-1]))
         i = self.n
-        self._set_vectors(i, vector.reshape(1, -1))
+        self._set_vectors(i, vector.reshape(1, -1), codes)
         self.seq[i] = seq
         self.active[i] = active
         self.expires[i] = np.inf if expires is None else expires
@@ -222,6 +230,19 @@ def check_options(vector_index: object, **counts: object) -> None:
             import hnswlib  # noqa: F401
         except ImportError as exc:
             raise ImportError("vector_index='hnsw' needs hnswlib: pip install 'autogen-shared-memory[ann]'") from exc
+
+
+class BatchCodes:
+    """``quantize`` of a write's vectors, computed once on first use: each insert's codes are a row of it."""
+
+    def __init__(self) -> None:
+        self._of: object = None
+        self._codes: Codes | None = None
+
+    def row(self, vectors: Vectors, j: int) -> Codes:
+        if self._codes is None or self._of is not vectors:
+            self._codes, self._of = quantize(np.asarray(vectors, dtype=np.float32)), vectors
+        return self._codes.row(j)
 
 
 class Ann:

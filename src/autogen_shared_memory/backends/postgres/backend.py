@@ -53,6 +53,7 @@ from ...core.types import (
 )
 from ...embedding import Vectors
 from ...search.index import (
+    BatchCodes,
     NearestExisting,
     ScopeView,
     VectorIndex,
@@ -865,6 +866,7 @@ class _PgTx:
         self.reload = False  # rows gone or vectors replaced: every process reloads the scope
         self._refreshed = False
         self.near: NearestExisting | None = None
+        self.batch = BatchCodes()
         self.inserted: dict[int, int] = {}  # vector of this write -> its position in the cache
         self._seqs: list[int] = []  # reserved sequence numbers, largest first
         self._new_facts: list[tuple[Any, ...]] = []
@@ -955,7 +957,7 @@ class _PgTx:
         seq = self._next_seq(len(self.vectors) - j)
         self._new_facts.append((seq, *self.key, *draft_values(draft), 1, 1, self.now, self.rev, _vec(vector)))
         self._vector_of[seq] = vector
-        index.append(seq, draft.id, vector, draft.status == "active", draft.expires_at)
+        index.append(seq, draft.id, vector, draft.status == "active", draft.expires_at, self.batch.row(self.vectors, j))
         self.inserted[j] = index.n - 1  # later vectors of the batch may match it
         index.hashes.extra.add(_hkey(draft.content_hash))
         self.changed += 1

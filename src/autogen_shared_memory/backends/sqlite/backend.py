@@ -47,6 +47,7 @@ from ...core.types import (
 )
 from ...embedding import Vectors
 from ...search.index import (
+    BatchCodes,
     NearestExisting,
     ScopeView,
     VectorIndex,
@@ -112,6 +113,7 @@ class _Tx:
         self.n_facts = int(row[1])
         self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.near: NearestExisting | None = None
+        self.batch = BatchCodes()
         self.inserted: dict[int, int] = {}  # vector of this write -> its index position
         self.reload = False  # vectors replaced or imported: every process reloads its caches
 
@@ -162,7 +164,9 @@ class _Tx:
             (*draft_values(draft), self.now, self.rev, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
         assert cur.lastrowid is not None
-        index.append(cur.lastrowid, draft.id, vector, draft.status == "active", draft.expires_at)
+        index.append(
+            cur.lastrowid, draft.id, vector, draft.status == "active", draft.expires_at, self.batch.row(self.vectors, j)
+        )
         self.inserted[j] = index.n - 1  # later vectors of the batch may match it
         self.n_facts += 1
         self.dirty = True
