@@ -61,6 +61,19 @@ def make_agent(name: str, script: list[Any], args: argparse.Namespace) -> Conver
     return agent
 
 
+def print_memory_calls(messages: list[dict[str, Any]]) -> None:
+    """Each memory call with the agent whose model asked and the agent that ran it."""
+    print("\n== what the agents did with memory ==")
+    asked: dict[str, tuple[str, str, str]] = {}
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            asked[call["id"]] = (message["name"], call["function"]["name"], call["function"]["arguments"])
+        for response in message.get("tool_responses") or []:
+            asker, name, arguments = asked[response["tool_call_id"]]
+            result = str(response["content"]).replace("\n", "\n       ")
+            print(f"[{asker}] {name}({arguments})  (run by {message['name']})\n    -> {result}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
@@ -78,15 +91,7 @@ def main() -> None:
     pm = UserProxyAgent("pm", human_input_mode="NEVER", code_execution_config=False)
     pm.initiate_chat(manager, message="Write the press release for the launch.")
 
-    print("\n== what the agents did with memory ==")
-    asked: dict[str, tuple[str, str, str]] = {}
-    for message in chat.messages:
-        for call in message.get("tool_calls") or []:
-            asked[call["id"]] = (message["name"], call["function"]["name"], call["function"]["arguments"])
-        for response in message.get("tool_responses") or []:
-            asker, name, arguments = asked[response["tool_call_id"]]
-            result = str(response["content"]).replace("\n", "\n       ")
-            print(f"[{asker}] {name}({arguments})  (run by {message['name']})\n    -> {result}")
+    print_memory_calls(chat.messages)
     report(store)
 
 

@@ -19,7 +19,7 @@ import argparse
 import tempfile
 
 from _common import add_model_arguments, report
-from ag2_group_chat import SCRIPTS, make_agent
+from ag2_group_chat import SCRIPTS, make_agent, print_memory_calls
 from autogen import UserProxyAgent
 from autogen.agentchat import initiate_group_chat
 from autogen.agentchat.group import AgentTarget, TerminateTarget
@@ -45,15 +45,7 @@ def main() -> None:
     print(f"group id: {attachment.group_id}; modes: { {n: a.mode for n, a in attachment.agents.items()} }")
     result, _, _ = initiate_group_chat(pattern, messages="Write the press release for the launch.", max_rounds=16)
 
-    print("\n== what the agents did with memory ==")
-    asked: dict[str, tuple[str, str, str]] = {}
-    for message in result.chat_history:
-        for call in message.get("tool_calls") or []:
-            asked[call["id"]] = (message["name"], call["function"]["name"], call["function"]["arguments"])
-        for response in message.get("tool_responses") or []:
-            asker, name, arguments = asked[response["tool_call_id"]]
-            result_text = str(response["content"]).replace("\n", "\n       ")
-            print(f"[{asker}] {name}({arguments})  (run by {message['name']})\n    -> {result_text}")
+    print_memory_calls(result.chat_history)
     report(store)
 
 

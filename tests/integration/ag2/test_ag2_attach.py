@@ -12,6 +12,7 @@ from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgen
 from autogen.oai.client import PlaceHolderClient
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scripted_agents import agent, model
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.integration.ag2 import (
@@ -26,20 +27,6 @@ from autogen_shared_memory.integration.toolkit import CAPSULE_PREAMBLE, FORGET, 
 
 Mode = Literal["sync", "async"]
 StoreFactory = Any
-
-
-def agent(name: str, *script: str | dict[str, Any], then: str | None = None) -> ConversableAgent:
-    a = ConversableAgent(
-        name, system_message=f"You are {name}.", llm_config=scripted_llm_config(name), human_input_mode="NEVER"
-    )
-    a.register_model_client(ScriptedModelClient, script=script, then=then)
-    return a
-
-
-def model(a: ConversableAgent) -> ScriptedModelClient:
-    client = a.client._clients[0]  # type: ignore[union-attr]
-    assert isinstance(client, ScriptedModelClient)
-    return client
 
 
 def group(*agents: ConversableAgent, rounds: int) -> tuple[GroupChat, GroupChatManager]:

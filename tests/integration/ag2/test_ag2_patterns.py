@@ -17,10 +17,12 @@ from autogen.agentchat.group import AgentTarget, TerminateTarget
 from autogen.agentchat.group.group_tool_executor import GroupToolExecutor
 from autogen.agentchat.group.patterns import AutoPattern, DefaultPattern, RoundRobinPattern
 from autogen.agentchat.group.patterns.pattern import Pattern
+from scripted_agents import agent as scripted_agent
+from scripted_agents import model
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.integration.ag2 import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, derive_group_id
-from autogen_shared_memory.integration.ag2.scripted import ScriptedModelClient, scripted_llm_config, tool_call
+from autogen_shared_memory.integration.ag2.scripted import scripted_llm_config, tool_call
 from autogen_shared_memory.integration.toolkit import CAPSULE_PREAMBLE, TOOL_NAMES
 
 Mode = Literal["sync", "async"]
@@ -30,17 +32,7 @@ EXECUTOR = "_Group_Tool_Executor"
 
 
 def agent(name: str, *script: str | dict[str, Any], then: str | None = "Done.") -> ConversableAgent:
-    a = ConversableAgent(
-        name, system_message=f"You are {name}.", llm_config=scripted_llm_config(name), human_input_mode="NEVER"
-    )
-    a.register_model_client(ScriptedModelClient, script=script, then=then)
-    return a
-
-
-def model(a: ConversableAgent) -> ScriptedModelClient:
-    client = a.client._clients[0]  # type: ignore[union-attr]
-    assert isinstance(client, ScriptedModelClient)
-    return client
+    return scripted_agent(name, *script, then=then)
 
 
 def pattern(kind: Kind, agents: list[ConversableAgent], user: ConversableAgent | None = None) -> Pattern:
