@@ -12,7 +12,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..core.types import EmbeddingModelMismatchError, ScopeRef
+from ..core.types import EmbeddingModelMismatchError, Filters, ScopeRef
 from ..embedding import Vectors
 from .int8 import (
     ROUNDING,
@@ -146,6 +146,34 @@ class VectorIndex:
         if include_inactive:
             return np.ones(self.n, dtype=bool)
         return self.active[: self.n] & (self.expires[: self.n] > now)
+
+    def view(
+        self,
+        scope: ScopeRef,
+        q: npt.NDArray[np.float32],
+        limit: int,
+        filters: Filters,
+        now: float,
+        graph: tuple[VectorIndexKind, int, int],
+        source: Any = None,
+    ) -> ScopeView | None:
+        """What one semantic search needs of this (refreshed) scope: its codes, ids, seqs and live mask, and the
+        HNSW graph's candidates (``graph``: kind, min facts, ef) unless filters narrow the rows; None when the
+        scope holds no vector. Caller holds ``self.lock``; narrowing filters are the backend's to apply."""
+        n = self.n
+        if n == 0:
+            return None
+        if q.shape[0] != self.dim:
+            raise EmbeddingModelMismatchError(
+                f"query vector has {q.shape[0]} dimensions, {scope} holds {self.dim}-d vectors"
+            )
+        everything = filters.include_inactive or filters.as_of is not None
+        view = ScopeView(
+            scope, self.codes.rows(n), self.ids, self.seq[:n], self.live_mask(now, everything), source=source
+        )
+        if not filters.narrows:
+            view.found = self.graph_candidates(q, limit, view.mask, *graph)
+        return view
 
     def graph(self, kind: VectorIndexKind, min_facts: int, ef: int) -> Ann | None:
         """The scope's HNSW graph brought up to date, or None (exact scan) while it does not exist yet.

@@ -655,24 +655,9 @@ class PostgresBackend(Backend):
         cache = self._cache(scope)
         with cache.lock:
             self._refresh(conn, scope, cache)
-            n = cache.n
-            if n == 0:
-                return None
-            if q.shape[0] != cache.dim:
-                raise EmbeddingModelMismatchError(
-                    f"query vector has {q.shape[0]} dimensions, {scope} holds {cache.dim}-d vectors"
-                )
-            view = ScopeView(
-                scope,
-                cache.codes.rows(n),
-                cache.ids,
-                cache.seq[:n],
-                cache.live_mask(now, filters.include_inactive or filters.as_of is not None),
-            )
-            if not filters.narrows:
-                view.found = cache.graph_candidates(
-                    q, limit, view.mask, self.vector_index, self.ann_min_facts, self.ann_ef
-                )
+            view = cache.view(scope, q, limit, filters, now, (self.vector_index, self.ann_min_facts, self.ann_ef))
+        if view is None:
+            return None
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
             allowed = np.fromiter(

@@ -35,7 +35,6 @@ import numpy.typing as npt
 from ...core.records import TABLES, table_spec
 from ...core.types import (
     Draft,
-    EmbeddingModelMismatchError,
     Fact,
     Filters,
     NotAStoreError,
@@ -794,25 +793,11 @@ class SQLiteBackend(Backend):
         index = self._index(scope)
         with index.lock:
             self._refresh(conn, index)
-            n = index.n
-            if n == 0:
-                return None
-            if q.shape[0] != index.dim:
-                raise EmbeddingModelMismatchError(
-                    f"query vector has {q.shape[0]} dimensions, {scope} holds {index.dim}-d vectors"
-                )
-            view = ScopeView(
-                scope,
-                index.codes.rows(n),
-                index.ids,
-                index.seq[:n],
-                index.live_mask(now, filters.include_inactive or filters.as_of is not None),
-                source=conn,
+            view = index.view(
+                scope, q, limit, filters, now, (self.vector_index, self.ann_min_facts, self.ann_ef), source=conn
             )
-            if not filters.narrows:
-                view.found = index.graph_candidates(
-                    q, limit, view.mask, self.vector_index, self.ann_min_facts, self.ann_ef
-                )
+        if view is None:
+            return None
         if filters.narrows:
             where, params = self._filter_sql(filters, now)
             allowed = np.fromiter(
