@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import fts5_expression
+from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.search.fusion import rrf
 from autogen_shared_memory.search.text import query_terms, stem, stems_of
 from autogen_shared_memory.testing import HashEmbedder
@@ -120,9 +121,9 @@ def test_common_terms_are_pruned_from_large_scopes(tmp_path: Path) -> None:
     facts = [f"the user asked about item{i} in the widget catalogue" for i in range(1500)]
     store.remember_many(facts, "global")
     backend, scope = store.backend, store.scope_ref("global")
-    kept = backend._prune_common_terms(scope, ["user", "widget", "item42"])  # type: ignore[attr-defined]
-    assert kept == ["item42"]
-    assert backend._prune_common_terms(scope, ["user", "widget"]) in (["user"], ["widget"])  # type: ignore[attr-defined]
+    only = backend.lexical([scope], ["user", "widget", "item42"], 10, Filters())
+    assert [f.content for f in backend.get(scope, [h[1] for h in only])] == [facts[42]]  # in every fact: dropped
+    assert len(backend.lexical([scope], ["user", "widget"], 10, Filters())) == 10  # the rarest term is kept
     hits = store.search("user widget item42", "global")
     assert hits[0].content == "the user asked about item42 in the widget catalogue"
 
@@ -189,26 +190,18 @@ def test_lexical_postings_budget_keeps_the_rarest_terms(tmp_path: Path) -> None:
     facts = [f"note {i} {'apple' if i % 2 else 'berry'} {'cedar' if i % 5 == 0 else ''}" for i in range(2400)]
     store.remember_many(facts, "global")  # apple: 1200 facts, berry: 1200, cedar: 480
     scope = store.scope_ref("global")
-    kept = backend._prune_common_terms(scope, ["apple", "berry", "cedar"])
-    assert kept in (["apple", "cedar"], ["berry", "cedar"])  # 480 + 1200 postings fit in 2000, + 1200 do not
+
+    def matched(terms: list[str]) -> list[str]:
+        found = backend.get(scope, [h[1] for h in backend.lexical([scope], terms, 10_000, Filters())])
+        return [f.content for f in found]
+
+    # 480 + 1200 postings fit in 2000, + 1200 more do not: cedar and the query's first of the two tied terms
+    for first, second in (("apple", "berry"), ("berry", "apple")):
+        hits = matched([first, second, "cedar"])
+        assert len(hits) == 1200 + 240 and not any(second in h.split() and "cedar" not in h.split() for h in hits)
     backend.max_lexical_postings = 100
-    assert backend._prune_common_terms(scope, ["apple", "berries", "cedar"]) == ["cedar"]
-
-
-def test_term_counts_are_reused_until_the_scope_grows_by_more_than_one_percent(tmp_path: Path) -> None:
-    from autogen_shared_memory.backends.sqlite import SQLiteBackend
-
-    backend = SQLiteBackend(tmp_path, max_common_term_ratio=1.0, max_lexical_postings=1500)
-    store = SharedMemoryStore(tmp_path, backend=backend, embedder=HashEmbedder(), near_duplicate_threshold=1.01)
-    store.remember_many([f"note {i} {'apple' if i % 2 else 'berry'}" for i in range(2000)], "global")
-    scope = store.scope_ref("global")
-    conn = backend._conn(scope, create=False)
-    assert backend._prune_common_terms(scope, ["apple", "cedar"]) == ["apple", "cedar"]  # 1000 + 0 postings
-    store.remember_many([f"cedar grove {i}" for i in range(15)], "global")  # +0.75%: the counts are kept
-    assert backend._term_counts(conn, scope, {"cedar"}) == (2015, {"cedar": 0})
-    store.remember_many([f"cedar hill {i}" for i in range(600)], "global")  # +30%: counted again
-    assert backend._term_counts(conn, scope, {"appl", "cedar"}) == (2615, {"appl": 1000, "cedar": 615})  # stems
-    assert backend._prune_common_terms(scope, ["apple", "cedar"]) == ["cedar"]  # 1000 + 615 > 1500
+    hits = matched(["apple", "berries", "cedar"])
+    assert len(hits) == 480 and all("cedar" in h.split() for h in hits)  # the rarest term only, past the budget
 
 
 def test_stems_of_matches_the_fts5_index() -> None:

@@ -212,17 +212,17 @@ class Backend(ABC):
     ) -> list[tuple[ScopeRef, str, float]]:
         """``(scope, id, relevance)`` for the OR of ``terms`` (plain words): up to ``limit`` per scope, ranked
         together, best first (higher relevance is better; only facts containing a term are hits). Relevance
-        must be comparable across the scopes, because ``scope="all"`` searches several at once (SQLite: BM25
-        with the IDF of the searched files together; PostgreSQL: ``ts_rank``, which has no collection
-        statistics).
+        must be comparable across the scopes, because ``scope="all"`` searches several at once.
 
         What is indexed is a fact's ``content`` only (not its tags or category), tokenised and stemmed as
         :mod:`~autogen_shared_memory.search.text` does (FTS5's ``porter unicode61 remove_diacritics 2``: a
         term matches a fact holding a word with the same :func:`~autogen_shared_memory.search.text.stem`; a
-        term the tokeniser cuts in several, such as ``snake_case``, is a phrase: its stems in a row).
+        term the tokeniser cuts in several, such as ``snake_case``, counts as its words).
         Collection statistics (document frequencies, average length) may count every fact, whatever its
-        status; the hits are those passing ``filters``. A backend computing BM25 itself uses FTS5's
-        ``k1=1.2, b=0.75`` with :func:`~autogen_shared_memory.search.lexical.idf`.
+        status; the hits are those passing ``filters``. Both built-in backends keep each scope's postings
+        in memory and rank with :func:`~autogen_shared_memory.search.postings.rank` (FTS5's BM25 with the
+        IDF of the searched scopes together, within the postings budget); another backend should do the same,
+        so that moving a deployment does not change what it recalls.
         """
 
     @abstractmethod

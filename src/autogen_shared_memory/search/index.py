@@ -1,5 +1,6 @@
-"""The in-memory vector index of one scope (int8 codes refreshed by revision), the optional HNSW graph, and
-the near-duplicate lookup of a write batch. Storage-neutral: re-scoring from float32 is a callback."""
+"""The in-memory index of one scope (int8 codes and full-text postings, refreshed by revision), the optional
+HNSW graph, and the near-duplicate lookup of a write batch. Storage-neutral: re-scoring from float32 and the
+text of facts to index are callbacks."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from .int8 import (
     shortlist,
     sketch,
 )
+from .postings import Postings, ScopeTerms
 
 VectorIndexKind = Literal["exact", "hnsw"]
 
@@ -37,8 +39,9 @@ Exact = Callable[[npt.NDArray[np.int64], npt.NDArray[np.float32]], npt.NDArray[n
 
 
 class VectorIndex:
-    """The vectors of one scope as growable two-level int8 codes (:class:`Codes`), refreshed from the file
-    by revision: 2 bytes per dimension, half of a float16 copy."""
+    """The vectors of one scope as growable two-level int8 codes (:class:`Codes`), refreshed from storage
+    by revision: 2 bytes per dimension, half of a float16 copy; and its facts' postings (the lexical leg,
+    same positions, indexed on the first lexical search: ~110 bytes per fact)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -49,7 +52,7 @@ class VectorIndex:
         self.generation = getattr(self, "generation", 0) + 1  # a graph built for an older one is dropped
         self.ann: Ann | None = None
         self.ann_building = False
-        self.term_counts: tuple[int, dict[str, int]] | None = None  # (facts, facts per stem) for lexical
+        self.postings = Postings()  # positions 0 .. postings.n - 1 indexed
         self.sketch: Sketch | None = None  # a big scope's projection for write batches' near-duplicate pass
         self.rev = -1
         self.epoch = -1
@@ -146,6 +149,36 @@ class VectorIndex:
         if include_inactive:
             return np.ones(self.n, dtype=bool)
         return self.active[: self.n] & (self.expires[: self.n] > now)
+
+    def terms(
+        self,
+        scope: ScopeRef,
+        stems: Sequence[str],
+        now: float,
+        everything: bool,
+        texts: Callable[[npt.NDArray[np.int64]], Mapping[int, str]],
+    ) -> ScopeTerms | None:
+        """What one lexical search needs of this (refreshed) scope, None when it holds no fact. Facts not
+        indexed yet are indexed first, their text read with ``texts(seqs)`` (seq -> content; a fact deleted
+        meanwhile is missing, and indexed as empty: its deletion moves the epoch on). ``everything``: no
+        status rule (``include_inactive`` or ``as_of``). Caller holds ``self.lock``."""
+        n, index = self.n, self.postings
+        if n == 0:
+            return None
+        if index.n < n:
+            seqs = self.seq[index.n : n]
+            found = texts(seqs)
+            index.add([found.get(int(s), "") for s in seqs])
+        return ScopeTerms(
+            scope,
+            n,
+            {t: index.lookup(t) for t in stems},
+            index.lengths[:n],
+            index.avgdl,
+            self.live_mask(now, everything),
+            self.seq[:n],
+            self.ids,
+        )
 
     def view(
         self,

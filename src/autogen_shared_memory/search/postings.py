@@ -1,21 +1,25 @@
-"""The lexical leg in memory: one scope's postings (stem -> facts holding it, how often) and FTS5's BM25 over
-them, for a backend whose own full-text ranking costs more than ranking in process (PostgreSQL).
+"""The lexical leg, in memory: one scope's postings (stem -> facts holding it, how often), FTS5's BM25 over
+them, and the ranking of several scopes' matches together. Both backends search this way: in process it
+takes ~0.5 ms at 100k facts, where SQLite's own FTS5 query took ~3.6 ms and PostgreSQL's ``ts_rank`` ~20.
 
-Facts are tokenized and stemmed exactly as the SQLite backend's FTS5 table does it (:func:`~.text.tokens`,
+Facts are tokenized and stemmed exactly as SQLite's FTS5 table does it (:func:`~.text.tokens`,
 :func:`~.text.stem`: ``porter unicode61 remove_diacritics 2``) and scored with FTS5's ``bm25()`` (k1 = 1.2,
-b = 0.75, its IDF), so both backends rank a scope's facts alike. The backend chooses the query's
-terms within the postings budget (:func:`~.lexical.choose_terms`), applies the status rule and filters to the
-scored facts, and keeps the index in step with its vector index (same positions, refreshed by revision).
+b = 0.75, its IDF); a test compares the scores with SQLite's. The postings live in each scope's
+:class:`~.index.VectorIndex` (same positions as the vectors, refreshed by revision with them); the backend
+supplies the text of facts not indexed yet and checks narrowing filters for the scored facts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from .text import stem, tokens_many
+from ..core.types import ScopeRef
+from .lexical import choose_terms, idf
+from .text import stem, tokens, tokens_many
 
 K1, B = 1.2, 0.75  # FTS5's bm25() defaults
 _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
@@ -150,3 +154,62 @@ def top(
     positions, scores = positions[keep], scores[keep]
     order = np.lexsort((positions, -scores))[:limit]
     return [(int(positions[i]), float(scores[i])) for i in order]
+
+
+@dataclass
+class ScopeTerms:
+    """What the lexical leg needs of one scope, taken under its index's lock (rows below ``n`` never change
+    in an index generation): the query stems' postings, the facts' lengths, the status rule's mask, and
+    positions to seqs (for filters checked by the database) and ids."""
+
+    scope: ScopeRef
+    n: int
+    postings: dict[str, Posting]
+    lengths: npt.NDArray[np.float32]
+    avgdl: float
+    live: npt.NDArray[np.bool_]
+    seqs: npt.NDArray[np.int64]
+    ids: list[str]
+
+
+# The facts among ``positions`` (live ones, ascending) that pass the search's narrowing filters, as a mask
+# over all of the scope's positions: the backend asks its database.
+Allowed = Callable[[ScopeTerms, npt.NDArray[np.int64]], npt.NDArray[np.bool_]]
+
+
+def query_stems(terms: Sequence[str]) -> list[str]:
+    """The distinct stems of query ``terms`` (words of :func:`~.text.query_terms`), in query order."""
+    return list(dict.fromkeys(stem(w) for t in terms for w in tokens(t)))
+
+
+def rank(
+    found: Sequence[ScopeTerms],
+    stems: Sequence[str],
+    limit: int,
+    *,
+    common_ratio: float,
+    budget: float,
+    allowed: Allowed | None = None,
+) -> list[tuple[ScopeRef, str, float]]:
+    """The ``limit`` best facts of each scope for the OR of ``stems``, all scopes' hits together, best first.
+
+    Per scope, the terms scored are chosen rarest first within its share of ``budget`` (by size; see
+    :func:`~.lexical.choose_terms`). Scores use the IDF of all the searched scopes together, so a 5-fact
+    agent scope's perfect match and a big group scope's one-word match compare as if they were one
+    collection. Only live facts score; ``allowed`` (narrowing filters) is asked about the live matches.
+    """
+    n_all = sum(f.n for f in found)
+    shared = {t: idf(n_all, sum(len(f.postings[t][0]) for f in found)) for t in stems}
+    hits: list[tuple[ScopeRef, str, float]] = []
+    for f in found:
+        df = {t: len(f.postings[t][0]) for t in stems}
+        kept = choose_terms(
+            stems, {t: t for t in stems}, f.n, df, common_ratio=common_ratio, budget=budget * f.n / max(n_all, 1)
+        )
+        positions, scores = bm25(f.postings, {t: shared[t] for t in kept}, f.lengths, f.avgdl)
+        mask = f.live
+        if allowed is not None and len(positions):
+            mask = allowed(f, positions[mask[positions]])
+        hits.extend((f.scope, f.ids[i], score) for i, score in top(positions, scores, mask, limit))
+    hits.sort(key=lambda h: -h[2])
+    return hits

@@ -61,9 +61,7 @@ from ...search.index import (
     check_options,
     rank_across,
 )
-from ...search.lexical import choose_terms, idf
-from ...search.postings import Posting, Postings, bm25, top
-from ...search.text import stem, tokens
+from ...search.postings import ScopeTerms, query_stems, rank
 from ..base import (
     DRAFT_COLUMNS,
     STORAGE_TABLES,
@@ -151,28 +149,12 @@ class _Hashes:
 
 
 class _ScopeCache(VectorIndex):
-    """One scope's vectors (the :class:`VectorIndex` SQLite uses), content-hash keys and postings (the
-    lexical leg; same positions as the vectors, filled on the first search), in this process."""
+    """One scope's vectors and postings (the :class:`VectorIndex` SQLite uses) and content-hash keys, in
+    this process."""
 
     def reset(self) -> None:
         super().reset()
         self.hashes = _Hashes(np.zeros(0, dtype=np.int64), set())
-        self.postings = Postings()
-
-
-@dataclass
-class _Lexical:
-    """What the lexical leg needs of one scope, taken under its lock: the query stems' postings, the facts'
-    lengths, the status rule's mask, and positions to seqs and ids (rows below ``n`` never change)."""
-
-    scope: ScopeRef
-    n: int
-    postings: dict[str, Posting]
-    lengths: npt.NDArray[np.float32]
-    avgdl: float
-    live: npt.NDArray[np.bool_]
-    seqs: npt.NDArray[np.int64]
-    ids: list[str]
 
 
 class PostgresBackend(Backend):
@@ -530,79 +512,56 @@ class PostgresBackend(Backend):
     def lexical(
         self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
-        """FTS5's BM25, computed in this process over each scope's postings (:mod:`~..search.postings`), kept
-        beside the scope's vectors and refreshed with them: the SQLite backend's ranking, with its budget
-        (per scope, the query's terms rarest first while their postings fit its share of
-        ``max_lexical_postings``; see :func:`~autogen_shared_memory.search.lexical.choose_terms`).
-
-        Scores use the IDF of all the searched scopes together, so a small scope's match and a big one's
-        compare as if they were one collection. The status rule comes from the in-memory copy, as for the
-        semantic leg; narrowing filters are checked by the database for the scored facts only.
+        """FTS5's BM25, computed in this process over each scope's postings, kept beside its vectors and
+        refreshed with them (:func:`~autogen_shared_memory.search.postings.rank`): the SQLite backend's
+        ranking and budget. The status rule comes from the in-memory copy, as for the semantic leg;
+        narrowing filters are checked by the database for the scored facts only.
 
         Measured at 100k facts (docs/benchmarks.md, "PostgreSQL lexical leg in process (issue 18)"): the leg
         took p50 19.7 / p95 40.8 ms as ``ts_rank`` over the budgeted matches (term counts from ``asm_terms``,
         two round trips, a heap row per posting), and takes 1.1 / 4.2 ms this way (one round trip).
         """
-        stems = list(dict.fromkeys(s for t in terms for s in (stem(w) for w in tokens(t))))
+        stems = query_stems(terms)
         if not stems:
             return []
         now = time.time()
+        everything = filters.include_inactive or filters.as_of is not None  # no status rule from memory
 
         def run(conn: psycopg.Connection[Any]) -> list[tuple[ScopeRef, str, float]]:
-            everything = filters.include_inactive or filters.as_of is not None  # no status rule from memory
-            found = [f for f in (self._postings(conn, s, stems, now, everything) for s in scopes) if f is not None]
-            n_all = sum(f.n for f in found)
-            df_all = {t: sum(len(f.postings[t][0]) for f in found) for t in stems}
-            shared = {t: idf(n_all, df_all[t]) for t in stems}
-            hits: list[tuple[ScopeRef, str, float]] = []
-            for f in found:
-                df = {t: len(f.postings[t][0]) for t in stems}
-                kept = choose_terms(
-                    stems,
-                    {t: t for t in stems},
-                    f.n,
-                    df,
-                    common_ratio=self.max_common_term_ratio,
-                    budget=self.max_lexical_postings * f.n / max(n_all, 1),
-                )
-                positions, scores = bm25(f.postings, {t: shared[t] for t in kept}, f.lengths, f.avgdl)
-                allowed = f.live
-                if filters.narrows and len(positions):
-                    allowed = self._allowed(conn, f.scope, f.seqs, positions[allowed[positions]], filters, now)
-                hits.extend((f.scope, f.ids[i], score) for i, score in top(positions, scores, allowed, limit))
-            return hits
+            found = [f for f in (self._terms(conn, s, stems, now, everything) for s in scopes) if f is not None]
 
-        return sorted(self._read(run), key=lambda h: -h[2])
+            def allowed(f: ScopeTerms, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+                return self._allowed(conn, f.scope, f.seqs, positions, filters, now)
 
-    def _postings(
+            return rank(
+                found,
+                stems,
+                limit,
+                common_ratio=self.max_common_term_ratio,
+                budget=self.max_lexical_postings,
+                allowed=allowed if filters.narrows else None,
+            )
+
+        result: list[tuple[ScopeRef, str, float]] = self._read(run)
+        return result
+
+    def _terms(
         self, conn: psycopg.Connection[Any], scope: ScopeRef, stems: Sequence[str], now: float, everything: bool
-    ) -> _Lexical | None:
-        """One scope's postings of ``stems`` and what BM25 and the status rule need, refreshed by revision
-        (the text of facts this process has not indexed yet is read here, once)."""
+    ) -> ScopeTerms | None:
+        """One scope's refreshed postings of ``stems`` (the text of facts this process has not indexed yet is
+        read here, once)."""
+
+        def texts(seqs: npt.NDArray[np.int64]) -> dict[int, str]:
+            rows = conn.execute(
+                "SELECT seq, content FROM asm_facts WHERE scope_kind = %s AND owner = %s AND seq BETWEEN %s AND %s",
+                (scope.kind, scope.owner, int(seqs[0]), int(seqs[-1])),
+            ).fetchall()
+            return dict(rows)
+
         cache = self._cache(scope)
         with cache.lock:
             self._refresh(conn, scope, cache)
-            n, index = cache.n, cache.postings
-            if n == 0:
-                return None
-            if index.n < n:
-                seqs = cache.seq[index.n : n]
-                rows = conn.execute(
-                    "SELECT seq, content FROM asm_facts WHERE scope_kind = %s AND owner = %s AND seq BETWEEN %s AND %s",
-                    (scope.kind, scope.owner, int(seqs[0]), int(seqs[-1])),
-                ).fetchall()
-                text = dict(rows)
-                index.add([text.get(int(s), "") for s in seqs])  # a fact deleted meanwhile: the epoch moves on
-            return _Lexical(
-                scope,
-                n,
-                {t: index.lookup(t) for t in stems},
-                index.lengths[:n],
-                index.avgdl,
-                cache.live_mask(now, everything),
-                cache.seq[:n],
-                cache.ids,
-            )
+            return cache.terms(scope, stems, now, everything, texts)
 
     def _allowed(
         self,

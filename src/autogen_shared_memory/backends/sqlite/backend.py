@@ -18,6 +18,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import random
@@ -54,8 +55,7 @@ from ...search.index import (
     check_options,
     rank_across,
 )
-from ...search.lexical import MARKED, choose_terms, idf, shared_bm25, split_anchors
-from ...search.text import fold, stem
+from ...search.postings import ScopeTerms, query_stems, rank
 from ..base import (
     DRAFT_COLUMNS,
     STORAGE_TABLES,
@@ -274,6 +274,12 @@ class _Tx:
         self.reload = self.dirty = True
 
 
+def _texts(conn: sqlite3.Connection, seqs: npt.NDArray[np.int64]) -> dict[int, str]:
+    """The content of the facts ``seqs`` (ascending) of a file, by seq, for its postings."""
+    rows = conn.execute("SELECT seq, content FROM facts WHERE seq BETWEEN ? AND ?", (int(seqs[0]), int(seqs[-1])))
+    return dict(rows.fetchall())
+
+
 def _table(name: str) -> str:
     """A table name a transaction may touch (never built from anything else)."""
     if name not in STORAGE_TABLES and name not in TABLES:
@@ -302,7 +308,6 @@ class SQLiteBackend(Backend):
         busy_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
         max_lexical_postings: int = 5_000,
-        max_ranked_postings: int = 1_000,
         vector_index: VectorIndexKind = "exact",
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
@@ -310,7 +315,6 @@ class SQLiteBackend(Backend):
         check_options(
             vector_index,
             max_lexical_postings=max_lexical_postings,
-            max_ranked_postings=max_ranked_postings,
             ann_min_facts=ann_min_facts,
             ann_ef=ann_ef,
         )
@@ -323,9 +327,6 @@ class SQLiteBackend(Backend):
         self.busy_timeout = busy_timeout
         self.max_common_term_ratio = max_common_term_ratio
         self.max_lexical_postings = max_lexical_postings
-        # The facts ranked per search are those holding the rarest kept terms, up to this many postings in all
-        # (see search.lexical.split_anchors; 10**9: rank every match, the FTS5 OR as it is).
-        self.max_ranked_postings = max_ranked_postings
         self._local = threading.local()
         self._all_conns: list[Connection] = []
         self._indexes: dict[ScopeRef, VectorIndex] = {}
@@ -667,109 +668,54 @@ class SQLiteBackend(Backend):
     def lexical(
         self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]:
-        """FTS5 BM25 per file, rescored with the IDF of all the searched files together.
+        """FTS5's BM25, computed in this process over each scope's postings, kept beside its vectors and
+        refreshed with them (:func:`~autogen_shared_memory.search.postings.rank`, shared with PostgreSQL): the
+        scores ``bm25()`` gives on the file's FTS5 table, with the IDF of all the searched files together.
 
-        BM25 values of different files are not comparable: IDF depends on a file's size, so a 5-fact agent
-        scope's perfect match would score far below a big group scope's one-word match. Each hit's BM25 is
-        scaled by ``sum(global IDF) / sum(file IDF)`` over the query terms it contains, which turns it into
-        the BM25 it would have if the searched files were one collection (exact for terms occurring once).
-        With one scope the factor is 1: the ranking is FTS5's own.
+        Measured at 100k facts (docs/benchmarks.md, "SQLite lexical leg in process"): FTS5's own query took
+        p50 3.6 / p95 8.0 ms, the postings 0.44 / 0.67 ms. The status rule comes from the in-memory copy, as
+        for the semantic leg; narrowing filters are checked in SQL for the scored facts only.
         """
-        if not terms:
+        stems = query_stems(terms)
+        if not stems:
             return []
-        stems = {t: stem(t) for t in terms}
-        files = []
+        now = time.time()
+        everything = filters.include_inactive or filters.as_of is not None  # no status rule from memory
+        found, conns = [], {}
         for scope in scopes:
             conn = self._conn(scope, create=False)
-            if conn is not None:
-                files.append((scope, conn, *self._term_counts(conn, scope, set(stems.values()))))
-        n_all = sum(n for _, _, n, _ in files)
-        df_all = {s: sum(df.get(s, 0) for _, _, _, df in files) for s in set(stems.values())}
-        now = time.time()
-        where, params = self._filter_sql(filters, now)
-        # FTS5 marks the tokens it matched: the hit's own terms, without tokenizing and stemming its text again.
-        marked = "highlight(facts_fts, 0, char(1), char(2))" if len(files) > 1 else "NULL"
-        sql = (
-            f"SELECT f.id, -facts_fts.rank, {marked} FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
-            f"WHERE facts_fts MATCH ? AND {where} ORDER BY facts_fts.rank LIMIT ?"
-        )
-        hits: list[tuple[ScopeRef, str, float]] = []
-        for scope, conn, n, df in files:
-            # The postings budgets bound the whole search: each file gets its share by size.
-            share = n / max(n_all, 1)
-            kept = self._choose_terms(terms, stems, n, df, self.max_lexical_postings * share)
-            anchors, rest = split_anchors(kept, stems, df, self.max_ranked_postings * share)
-            rows = self._ranked(conn, sql, params, anchors, rest, limit)
-            if len(files) == 1:  # one collection: FTS5's BM25 is already the shared one
-                hits.extend((scope, fact_id, float(bm25)) for fact_id, bm25, _ in rows)
+            if conn is None:
                 continue
-            idfs = {stems[t]: (idf(n, df.get(stems[t], 0)), idf(n_all, df_all[stems[t]])) for t in kept}
-            for fact_id, bm25, text in rows:
-                matched = [idfs[m] for m in {stem(fold(w)) for w in MARKED.findall(text)} if m in idfs]
-                hits.append((scope, fact_id, shared_bm25(float(bm25), matched)))
-        hits.sort(key=lambda h: -h[2])
-        return hits
+            index = self._index(scope)
+            with index.lock:
+                self._refresh(conn, index)
+                terms_of = index.terms(scope, stems, now, everything, functools.partial(_texts, conn))
+            if terms_of is not None:
+                found.append(terms_of)
+                conns[scope] = conn
+        where, params = self._filter_sql(filters, now)
 
-    @staticmethod
-    def _ranked(
-        conn: sqlite3.Connection, sql: str, params: list[Any], anchors: Sequence[str], rest: Sequence[str], limit: int
-    ) -> list[Any]:
-        """The ``limit`` best rows of ``sql`` among the facts holding an anchor term, scored with every term.
+        def allowed(f: ScopeTerms, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+            """The facts at ``positions`` that pass ``filters`` (SQLite decides), as a mask over all."""
+            passed = [
+                r[0]
+                for r in conns[f.scope].execute(
+                    f"SELECT f.seq FROM facts f WHERE f.seq IN (SELECT value FROM json_each(?)) AND {where}",
+                    [json.dumps(f.seqs[positions].tolist()), *params],
+                )
+            ]
+            mask = np.zeros(len(f.seqs), dtype=bool)
+            mask[positions[np.isin(f.seqs[positions], passed)]] = True
+            return mask
 
-        FTS5 scores every row its MATCH returns, and BM25 sums over the expression's phrases, so each term
-        may appear once: the facts with an anchor and another term, then those with an anchor only, each
-        scored as the OR of all the terms would score them. Where those are fewer than ``limit``, the facts
-        with other terms only are ranked as well, and the result is exactly the OR's.
-        """
-        if not rest:
-            return conn.execute(sql, [fts5_expression(anchors), *params, limit]).fetchall()
-        some, other = fts5_expression(anchors), fts5_expression(rest)
-        rows = conn.execute(sql, [f"({some}) AND ({other})", *params, limit]).fetchall()
-        rows += conn.execute(sql, [f"({some}) NOT ({other})", *params, limit]).fetchall()
-        if len(rows) < limit:
-            rows += conn.execute(sql, [f"({other}) NOT ({some})", *params, limit]).fetchall()
-        rows.sort(key=lambda row: -row[1])  # stable: ties keep FTS5's order within each query
-        return rows[:limit]
-
-    def _term_counts(self, conn: sqlite3.Connection, scope: ScopeRef, stems: set[str]) -> tuple[int, dict[str, int]]:
-        """The file's number of facts and, per stem, how many facts contain it (FTS5's own statistics).
-
-        Counting a term walks its whole posting list (~0.3 ms per scope and search for common terms), and the
-        counts only choose terms and weigh scopes against each other, so they are kept per scope until the
-        file's size has moved by more than 1%. A count is capped at the size: the two are read at different
-        moments, and a write in between could otherwise give a term more facts than the file.
-        """
-        n = int(conn.execute("SELECT n_facts FROM state WHERE id = 1").fetchone()[0])
-        index = self._index(scope)
-        cached = index.term_counts
-        if cached is None or abs(n - cached[0]) > cached[0] // 100 or len(cached[1]) > 100_000:
-            cached = index.term_counts = (n, {})
-        counts = cached[1]
-        missing = sorted(stems - counts.keys())
-        if missing:
-            marks = ",".join("?" * len(missing))
-            found = dict(conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", missing))
-            counts.update({stem: int(found.get(stem, 0)) for stem in missing})
-        return n, {stem: min(counts[stem], n) for stem in stems}
-
-    def _choose_terms(
-        self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], budget: float | None = None
-    ) -> list[str]:
-        """:func:`~autogen_shared_memory.search.lexical.choose_terms` with this backend's settings."""
-        return choose_terms(
-            terms,
+        return rank(
+            found,
             stems,
-            n,
-            df,
+            limit,
             common_ratio=self.max_common_term_ratio,
-            budget=self.max_lexical_postings if budget is None else budget,
+            budget=self.max_lexical_postings,
+            allowed=allowed if filters.narrows else None,
         )
-
-    def _prune_common_terms(self, scope: ScopeRef, terms: Sequence[str]) -> list[str]:
-        stems = {t: stem(t) for t in terms}
-        conn = self._conn(scope, create=False)
-        assert conn is not None
-        return self._choose_terms(terms, stems, *self._term_counts(conn, scope, set(stems.values())))
 
     def semantic(
         self, scopes: Sequence[ScopeRef], vector: Vectors, limit: int, filters: Filters
