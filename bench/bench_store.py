@@ -838,7 +838,7 @@ def _problems(res: Results, default: list[SearchResult], biggest: int, onnx: boo
         if pr.get("kind") == "stem":
             out.append(
                 f"`search({pr['query']!r})` on a scope with >= 1,000 facts raises `{pr['error']}`. Two query "
-                "words share a Porter stem (reported/reports), and `SQLiteBackend._prune_common_terms` binds "
+                "words share a Porter stem (reported/reports), and the old `SQLiteBackend._prune_common_terms` bound "
                 "the de-duplicated stems against one `?` per term. Such queries are common in practice; they "
                 "are left out of the timed query sets here."
             )

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -71,7 +72,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
+from autogen_shared_memory.search import postings
 from autogen_shared_memory.store import SharedMemoryStore
 
 TOP_K = 20
@@ -309,20 +312,23 @@ class BenchBackend(SQLiteBackend):
 
     prune: tuple[float, int] | None = None
 
-    def _choose_terms(
-        self, terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], budget: float | None = None
-    ) -> list[str]:
+    def lexical(
+        self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
         if self.prune is None:
-            return super()._choose_terms(terms, stems, n, df, budget)
+            return super().lexical(scopes, terms, limit, filters)
         ratio, min_facts = self.prune
-        if n < min_facts or len(terms) < 2:
-            return list(terms)
-        kept = [t for t in terms if df.get(stems[t], 0) <= ratio * n]
-        return kept or [min(terms, key=lambda t: df.get(stems[t], 0))]
 
+        def choose(
+            terms: Sequence[str], stems: Mapping[str, str], n: int, df: Mapping[str, int], **_: Any
+        ) -> list[str]:
+            if n < min_facts or len(terms) < 2:
+                return list(terms)
+            kept = [t for t in terms if df.get(stems[t], 0) <= ratio * n]
+            return kept or [min(terms, key=lambda t: df.get(stems[t], 0))]
 
-if not callable(getattr(SQLiteBackend, "_choose_terms", None)):  # pragma: no cover
-    raise RuntimeError("SQLiteBackend._choose_terms is gone: update BenchBackend in bench/locomo.py")
+        with mock.patch.object(postings, "choose_terms", choose):  # the one place the library chooses terms
+            return super().lexical(scopes, terms, limit, filters)
 
 
 @dataclass

@@ -8,16 +8,14 @@ Run from the repository root (HF_HUB_OFFLINE=1 is set; nothing is downloaded)::
 Quick check: ``--conversations 1 --haystack 0,10000``. The data set (LoCoMo, CC BY-NC 4.0) is read from
 ``--data`` and never copied: the outputs hold only numbers, question ids and category names.
 
-What it measures. ``SQLiteBackend.max_lexical_postings`` bounds the FTS5 work of a search (the backend's
-term chooser, ``_choose_terms`` / ``_prune_common_terms``): query terms are kept rarest first while their
+What it measures. ``SQLiteBackend.max_lexical_postings`` bounds the lexical work of a search (the library's
+term chooser, ``search.lexical.choose_terms``): query terms are kept rarest first while their
 posting lists add up to at most the budget. The rarest term is always kept, terms in more than
 ``max_common_term_ratio`` (10%) of the facts are dropped anyway, and nothing is pruned in scopes under 1,000
 facts. The question: at 10k and 100k facts, does a budget of 20,000 / 10,000 / 5,000 postings lower recall
 compared with no budget (``none`` = 10**9, only the 10% rule)? ``--budgets`` takes any list (e.g.
 ``none,2000,1000,500`` to find where it starts to cost), ``--max-common-term-ratio 1.0`` turns the 10% rule off.
-``--anchors`` does the same for ``SQLiteBackend.max_ranked_postings`` (the facts ranked are those holding the
-rarest kept terms, up to that many postings; ``none`` = 10**9, every match ranked): every budget is run with
-every anchor budget, and Δ compares with the largest budget and anchor budget of the same leg.
+Δ compares with the largest budget of the same leg.
 
 Setup, per haystack size N (``--haystack``, default 0, 10,000 and 100,000) and per conversation:
 
@@ -105,6 +103,7 @@ from locomo import (
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
 from autogen_shared_memory.core.types import ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder
+from autogen_shared_memory.search import postings
 from autogen_shared_memory.search.text import query_terms, stem
 from autogen_shared_memory.store import SharedMemoryStore
 
@@ -176,20 +175,19 @@ def index_root(tmp: Path) -> Path:
 
 # ------------------------------------------------------------------------------------------- searching
 class PruneLog:
-    """Records the terms the backend kept in the last lexical query (an instance wrap of its private term
-    chooser: ``_choose_terms`` where it exists, else ``_prune_common_terms``; both return the kept terms)."""
+    """Records the terms the library kept in the last lexical query (a wrap of the one term chooser,
+    ``search.postings.choose_terms``, for this process)."""
 
     def __init__(self, backend: SQLiteBackend) -> None:
         self.kept: list[str] | None = None
-        name = "_choose_terms" if hasattr(backend, "_choose_terms") else "_prune_common_terms"
-        original = getattr(backend, name)
+        original = postings.choose_terms
 
         def logged(*args: Any, **kwargs: Any) -> list[str]:
             kept: list[str] = original(*args, **kwargs)
             self.kept = [str(t) for t in kept]
             return kept
 
-        setattr(backend, name, logged)
+        postings.choose_terms = logged  # type: ignore[assignment]
 
 
 @dataclass
@@ -197,13 +195,10 @@ class Method:
     budget_label: str
     budget: int
     leg: str
-    anchor_label: str = "default"
-    anchor: int | None = None  # max_ranked_postings; None: the library's
 
     @property
     def name(self) -> str:
-        anchor = "" if self.anchor is None else f" anchors={self.anchor_label}"
-        return f"budget={self.budget_label}{anchor} {self.leg}"
+        return f"budget={self.budget_label} {self.leg}"
 
 
 @dataclass
@@ -226,8 +221,6 @@ def make_searcher(
 ) -> Searcher:
     def search(conv: Conversation, q: Any) -> list[Rank]:
         index.backend.max_lexical_postings = method.budget
-        if method.anchor is not None:
-            index.backend.max_ranked_postings = method.anchor  # type: ignore[attr-defined]
         prune.kept = None
         hits = store.search(q.text, "group", group_id=conv.group_id, top_k=TOP_K)
         phases = timer.take()
@@ -463,7 +456,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--conversations", type=int, help="only the first K conversations")
     parser.add_argument("--questions", type=int, help="at most this many questions per conversation (sampled)")
     parser.add_argument("--budgets", default="none,20000,10000,5000", help="max_lexical_postings values ('none')")
-    parser.add_argument("--anchors", help="max_ranked_postings values ('none'); default: the library's only")
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--markdown", type=Path, help="write the tables here (else: stdout)")
     parser.add_argument("--seed", type=int, default=7, help="haystack corpus, noise and question sample")
@@ -478,7 +470,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.sizes = sorted({int(x) for x in args.haystack.split(",") if x.strip()})
     args.budget_list = parse_budgets(args.budgets)
-    args.anchor_list = parse_budgets(args.anchors) if args.anchors else [("default", None)]
     return args
 
 
@@ -500,12 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "questions_available": available,
     }
     log(f"data: {data_info}")
-    methods = [
-        Method(label, budget, leg, a_label, anchor)
-        for label, budget in args.budget_list
-        for a_label, anchor in args.anchor_list
-        for leg in LEGS
-    ]
+    methods = [Method(label, budget, leg) for label, budget in args.budget_list for leg in LEGS]
 
     base = SentenceTransformerEmbedder(cache_size=0)
     embedder = CachingEmbedder(base)
@@ -525,7 +511,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "top_k": TOP_K,
             "indexed_text": MAIN_TEXT,
             "budgets": dict(args.budget_list),
-            "anchors": dict(args.anchor_list),
             "sizes": args.sizes,
             "seed": args.seed,
             "questions_per_conversation": args.questions,
@@ -570,16 +555,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for m in methods
             }
 
-            def reference(leg: str) -> Method | None:  # the largest budget, then the largest anchor budget
-                same = [m for m in methods if m.leg == leg]
-                return max(same, key=lambda m: (m.budget, m.anchor or 0), default=None)
+            def reference(leg: str) -> Method | None:  # the largest budget
+                return max((m for m in methods if m.leg == leg), key=lambda m: m.budget, default=None)
 
             none_of = {leg: reference(leg) for leg in LEGS}
             rows = []
             for m in methods:
                 ref = none_of[m.leg]
                 row: dict[str, Any] = {
-                    "budget": m.budget_label + ("" if m.anchor is None else f", anchors {m.anchor_label}"),
+                    "budget": m.budget_label,
                     "max_lexical_postings": m.budget,
                     "leg": m.leg,
                     "summary": results[m.name].summary,
