@@ -32,7 +32,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -904,6 +904,9 @@ class _PgTx:
             "content_hash = %s AND status = 'active' AND (expires_at IS NULL OR expires_at > %s)",
             (content_hash, self.now),
         )
+
+    def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
+        return set(content_hashes)  # live_by_hash asks this process's copy of the scope first
 
     def _exact(self, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """float32 cosines with stored facts (or ones this transaction is about to store)."""

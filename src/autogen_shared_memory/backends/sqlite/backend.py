@@ -24,7 +24,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,21 @@ class _Tx:
             "content_hash = ? AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)",
             (content_hash, self.now),
         )
+
+    def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
+        found: set[str] = set()
+        hashes = list(content_hashes)
+        for lo in range(0, len(hashes), 500):
+            chunk = hashes[lo : lo + 500]
+            found.update(
+                h
+                for (h,) in self.conn.execute(
+                    f"SELECT content_hash FROM facts WHERE content_hash IN ({','.join('?' * len(chunk))}) "
+                    "AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)",
+                    (*chunk, self.now),
+                )
+            )
+        return found
 
     def settle(self) -> None:
         """Add this write's inserted facts to the index (:meth:`insert` defers it): before anything reads
