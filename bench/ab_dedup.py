@@ -9,7 +9,10 @@ Each worker, on one tree:
   batches of 1,000 there, then 3 batches of 1,000 into a fresh group scope;
 * ``model``: ``OnnxEmbedder(cache_size=0)``: the model's own batch rate (one ``embed`` of the texts, before
   and after), ``remember_many`` of the same count into a fresh scope in batches of 256 (bench_store.py's
-  measure), then a warm-up batch and 2,000 facts in batches of 256 into the copied 100k scope.
+  measure), then a warm-up batch and 2,000 facts in batches of 256 into the copied 100k scope; then, paired per
+  batch of 256 (other texts, into a fresh scope and into the 100k scope), the model alone on the batch and
+  ``remember_many`` of it (which embeds it again), in alternating order: the median of their time ratio is
+  ``remember_many`` / the model at the same batch size, with the machine's drift cancelled batch by batch.
 
     python bench/ab_dedup.py --baseline 4e30bec --rounds 2
 """
@@ -38,7 +41,7 @@ from autogen_shared_memory.store import SharedMemoryStore
 SIZE, POOL, SIGMA = 100_000, 5000, 0.0185  # SIGMA: bench_store.py's calibrated value (cos to core ~0.94)
 
 WORKER = r"""
-import json, pickle, shutil, sys, time
+import json, pickle, shutil, statistics, sys, time
 sys.path.insert(0, sys.argv[4])
 mode, root, data = sys.argv[1], sys.argv[2], sys.argv[3]
 from common.embedders import PooledNoiseEmbedder
@@ -75,6 +78,19 @@ else:
     out["big"] = timed(store, d["model_big"], 256, "g1")
     after = model_rate(d["model_big"])
     out["model_big"] = (before + after) / 2
+    def paired(texts, group):
+        ratios = []
+        for k, lo in enumerate(range(0, len(texts), 256)):
+            batch, times = texts[lo : lo + 256], {}
+            for step in (("embed", "write") if k % 2 == 0 else ("write", "embed")):
+                t = time.perf_counter()
+                model.embed(batch) if step == "embed" else store.remember_many(batch, "group", group_id=group)
+                times[step] = time.perf_counter() - t
+            ratios.append(times["embed"] / times["write"])
+        return statistics.median(ratios)
+    store.remember("warm-up fact: the paired scope exists", "group", group_id="paired")
+    out["paired_fresh"] = paired(d["model_paired"], "paired")
+    out["paired_big"] = paired(d["model_paired_big"], "g1")
 print(json.dumps(out))
 """
 
@@ -94,7 +110,7 @@ def prepare(tmp: Path) -> tuple[Path, Path]:
             store.remember_many(corpus.facts[lo : lo + 5000], "group", group_id=GROUP)
     rest = corpus.facts[SIZE:]
     used = set(corpus.facts)
-    texts = make_facts(6000, 11, used)
+    texts = make_facts(8000, 11, used)
     data = {
         "model_id": DEFAULT_MODEL_ID,
         "cores": cores,
@@ -106,6 +122,8 @@ def prepare(tmp: Path) -> tuple[Path, Path]:
         "model_fresh": texts[:2000],
         "model_warm": texts[2000:2256],
         "model_big": texts[2256:4256],
+        "model_paired": texts[4256:6256],
+        "model_paired_big": texts[6256:8000],
     }
     path = tmp / "data.pkl"
     path.write_bytes(pickle.dumps(data))
@@ -159,6 +177,8 @@ def main() -> None:
         ("model", "model_fresh", "ONNX model: its own batch rate, same texts (texts/s)"),
         ("model", "big", "ONNX model: `remember_many` into the 100k scope, 2,000 in 256s (facts/s)"),
         ("model", "model_big", "ONNX model: its own batch rate, same texts (texts/s)"),
+        ("model", "paired_fresh", "ONNX model, paired per batch of 256: `remember_many` / model rate, fresh scope"),
+        ("model", "paired_big", "ONNX model, paired per batch of 256: `remember_many` / model rate, 100k scope"),
         ("storage", "other_cores", "other processes' cores during the storage workers"),
         ("model", "other_cores", "other processes' cores during the model workers"),
     ]

@@ -14,7 +14,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -211,6 +211,9 @@ class _Tx:
             for r in self.tables["facts"].values()
             if r["content_hash"] == content_hash and _live(r, self.now)
         ]
+
+    def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
+        return {r["content_hash"] for r in self.tables["facts"].values() if _live(r, self.now)} & set(content_hashes)
 
     def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
         rows = [r for r in self.tables["facts"].values() if _live(r, self.now)]

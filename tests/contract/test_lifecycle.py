@@ -175,6 +175,22 @@ def test_a_distinct_fact_is_stored_and_the_similar_one_named(make_store: StoreFa
     assert again.status == "reinforced" and again.duplicate_of == new.id
 
 
+def test_an_exact_duplicate_is_found_by_its_hash_alone(make_store: StoreFactory) -> None:
+    # Cosine merges off: only the content-hash lookup can find the restatements, whether the fact is stored
+    # (a batch asks for its hashes in one query) or written earlier in the same batch.
+    store = make_store(near_duplicate_threshold=1.01, similar_threshold=1.01)
+    first = store.remember("Deploys happen on Fridays.", "group", group_id="crew")
+    receipts = store.remember_many(
+        ["deploys happen on fridays", "Reviews need two approvals.", "reviews need two approvals!"],
+        "group",
+        group_id="crew",
+    )
+    assert [r.status for r in receipts] == ["reinforced", "created", "reinforced"]
+    assert receipts[0].duplicate_of == first.id and receipts[2].duplicate_of == receipts[1].id
+    assert store.get(first.id).reinforcement == 2
+    assert [e.event for e in store.backend.history(first.scope, receipts[1].id)] == ["created", "reinforced"]
+
+
 def test_text_that_is_not_unicode_is_refused_and_nothing_written(make_store: StoreFactory) -> None:
     s = make_store()
     with pytest.raises(ValueError, match="fact content is not valid Unicode"):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -149,6 +149,10 @@ class WriteTx(Protocol):
     def live_by_hash(self, content_hash: str) -> list[Fact]:
         """Active, unexpired facts with this content hash, oldest first."""
 
+    def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
+        """Which of these content hashes an active, unexpired fact has (a superset will do): a write asks
+        :meth:`live_by_hash` only for those, and for the ones it inserts itself."""
+
     def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
         """``(id, cosine)`` of the active, unexpired facts (those inserted earlier in this write included)
         whose cosine with the ``j``-th vector of this write reaches ``floor`` (``>=``), best first, at most 8.
@@ -193,6 +197,8 @@ def write(
     """
     done = {f.id for f in tx.get([d.id for d in drafts])}  # a retried transaction that had in fact committed
     floor = min(near_duplicate_threshold, similar_threshold)
+    # the hashes a live fact may have: the stored ones (one query for the batch), and this batch's inserts
+    stated = tx.live_hashes({d.content_hash for d in drafts})
     receipts: list[Receipt] = []
     for j, draft in enumerate(drafts):
         if draft.id in done:
@@ -203,14 +209,22 @@ def write(
         elif draft.supersedes:
             receipts.append(_correct(tx, scope, draft, j))
         else:
-            receipts.append(_state(tx, scope, draft, j, near_duplicate_threshold, similar_threshold, floor))
+            receipts.append(_state(tx, scope, draft, j, near_duplicate_threshold, similar_threshold, floor, stated))
+        stated.add(draft.content_hash)
     return receipts
 
 
 def _state(
-    tx: WriteTx, scope: ScopeRef, draft: Draft, j: int, threshold: float, similar_threshold: float, floor: float
+    tx: WriteTx,
+    scope: ScopeRef,
+    draft: Draft,
+    j: int,
+    threshold: float,
+    similar_threshold: float,
+    floor: float,
+    stated: set[str],
 ) -> Receipt:
-    same, same_text, near = _restated(tx, draft, j, threshold, floor)
+    same, same_text, near = _restated(tx, draft, j, threshold, floor, stated)
     if same is not None:
         return _reinforce(tx, scope, *same, draft)
     _insert(tx, draft, j)
@@ -219,11 +233,12 @@ def _state(
 
 
 def _restated(
-    tx: WriteTx, draft: Draft, j: int, threshold: float, floor: float
+    tx: WriteTx, draft: Draft, j: int, threshold: float, floor: float, stated: set[str] | None = None
 ) -> tuple[tuple[Fact, float | None] | None, set[str], list[tuple[str, float]]]:
     """The live fact ``draft`` says again (with the cosine when it is a near duplicate), or None; and the
-    live facts of the same text and those at or above ``floor`` (for the receipt's ``similar``)."""
-    exact = tx.live_by_hash(draft.content_hash)
+    live facts of the same text and those at or above ``floor`` (for the receipt's ``similar``). ``stated``:
+    the content hashes a live fact may have (None: any)."""
+    exact = tx.live_by_hash(draft.content_hash) if stated is None or draft.content_hash in stated else []
     same_text = {f.id for f in exact}
     near = [(fid, cos) for fid, cos in tx.nearest(j, floor, threshold) if fid not in same_text]
     # only facts that reach the threshold can be merged into: the others are not even read

@@ -24,6 +24,7 @@ from .int8 import (
     contenders,
     int8_bounds,
     norms,
+    one_blas_thread,
     overlapping,
     quantize,
     scan_many,
@@ -96,31 +97,42 @@ class VectorIndex:
         vector: npt.NDArray[np.float32],
         active: bool,
         expires: float | None,
-        codes: Codes | None = None,
     ) -> None:
-        """Add one fact; ``codes`` is ``quantize`` of its vector when the caller has it already (a write batch
-        quantizes all its vectors at once: per row, numpy's call overhead is most of the cost)."""
-        self._grow(self.n + 1, int(vector.shape[-1]))
-        i = self.n
-        self._set_vectors(i, vector.reshape(1, -1), codes)
-        self.seq[i] = seq
-        self.active[i] = active
-        self.expires[i] = np.inf if expires is None else expires
-        self.ids.append(fact_id)
-        self.n += 1
+        """Add one fact."""
+        self.extend([seq], [fact_id], quantize(vector.reshape(1, -1)), [active], [expires])
+
+    def extend(
+        self,
+        seqs: Sequence[int],
+        fact_ids: Sequence[str],
+        codes: Codes,
+        active: Sequence[bool],
+        expires: Sequence[float | None],
+    ) -> None:
+        """Add facts in ``seq`` order, with ``codes`` the ``quantize`` of their vectors: all at once (a write
+        batch's inserts, a first load), as per row numpy's call overhead is most of the cost."""
+        self._grow(self.n + len(fact_ids), int(codes.coarse.shape[1]))
+        lo, hi = self.n, self.n + len(fact_ids)
+        for f in fields(Codes):
+            getattr(self.codes, f.name)[lo:hi] = getattr(codes, f.name)
+        self.seq[lo:hi] = seqs
+        self.active[lo:hi] = active
+        self.expires[lo:hi] = [np.inf if e is None else e for e in expires]
+        self.ids.extend(fact_ids)
+        self.n = hi
 
     def _append_many(self, rows: Sequence[tuple[int, str, str, float | None, bytes | None]]) -> None:
         dim = len(rows[0][4] or b"") // 4
         if any(len(r[4] or b"") != 4 * dim for r in rows):
             raise EmbeddingModelMismatchError("vectors of different dimensions in one scope")
-        self._grow(self.n + len(rows), dim)
-        lo, hi = self.n, self.n + len(rows)
-        self._set_vectors(lo, np.frombuffer(b"".join(r[4] or b"" for r in rows), dtype=np.float32).reshape(-1, dim))
-        self.seq[lo:hi] = [r[0] for r in rows]
-        self.active[lo:hi] = [r[2] == "active" for r in rows]
-        self.expires[lo:hi] = [np.inf if r[3] is None else r[3] for r in rows]
-        self.ids.extend(r[1] for r in rows)
-        self.n = hi
+        vectors = np.frombuffer(b"".join(r[4] or b"" for r in rows), dtype=np.float32).reshape(-1, dim)
+        self.extend(
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            quantize(vectors),
+            [r[2] == "active" for r in rows],
+            [r[3] for r in rows],
+        )
 
     def position(self, seq: int) -> int | None:
         i = int(np.searchsorted(self.seq[: self.n], seq))
@@ -293,17 +305,29 @@ def check_options(vector_index: object, **counts: object) -> None:
             raise ImportError("vector_index='hnsw' needs hnswlib: pip install 'autogen-shared-memory[ann]'") from exc
 
 
-class BatchCodes:
-    """``quantize`` of a write's vectors, computed once on first use: each insert's codes are a row of it."""
+class BatchInserts:
+    """The facts a write batch inserts, on their way into the scope's index: added in one go when something
+    is about to read the index (per row, numpy's call overhead cost more than the row's SQL), with the
+    batch's vectors quantized once."""
 
     def __init__(self) -> None:
-        self._of: object = None
-        self._codes: Codes | None = None
+        self.position: dict[int, int] = {}  # vector of the write -> its index position, once added
+        self.pending: list[tuple[int, int, str, bool, float | None]] = []  # (vector, seq, id, active, expires)
+        self._codes: tuple[object, Codes] | None = None
 
-    def row(self, vectors: Vectors, j: int) -> Codes:
-        if self._codes is None or self._of is not vectors:
-            self._codes, self._of = quantize(np.asarray(vectors, dtype=np.float32)), vectors
-        return self._codes.row(j)
+    def add(self, j: int, seq: int, fact_id: str, active: bool, expires: float | None) -> None:
+        self.pending.append((j, seq, fact_id, active, expires))
+
+    def settle(self, index: VectorIndex, vectors: Vectors) -> None:
+        """Add the pending facts to ``index`` (``vectors``: the write's, row ``j`` for vector ``j``)."""
+        if not self.pending:
+            return
+        if self._codes is None or self._codes[0] is not vectors:
+            self._codes = (vectors, quantize(np.asarray(vectors, dtype=np.float32)))
+        js, seqs, ids, active, expires = zip(*self.pending, strict=True)
+        self.pending.clear()
+        index.extend(seqs, ids, self._codes[1].take(np.asarray(js, dtype=np.int64)), active, expires)
+        self.position.update(zip(js, range(index.n - len(js), index.n), strict=True))
 
 
 class Ann:
@@ -375,6 +399,7 @@ class NearestExisting:
     ) -> None:
         self.exact, self.index, self.vectors, self.floor, self.exact_from = exact, index, vectors, floor, exact_from
         self.near: list[npt.NDArray[np.int64]] = [np.zeros(0, dtype=np.int64)] * len(vectors)
+        self.rebuilt: dict[int, tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = {}  # near[j]'s cosines
         self.earlier = self._within_batch()
         self.position = inserted  # batch vector -> index position, for the ones this batch inserted
         if floor > 1.0 or index.n == 0 or len(vectors) == 0:
@@ -402,7 +427,7 @@ class NearestExisting:
         the ones that can be among the nearest."""
         n = len(codes)
         vectors = np.asarray(self.vectors, dtype=np.float32)
-        quantized = quantize(vectors)
+        quantized: list[Codes] = []  # the batch's codes, made when a dense neighbourhood needs them
         chunks = self._rebuilt(codes, vectors, 0)
         if n >= SKETCH_FROM:
             found = self.index.sketch = sketch(self.index.sketch, self.index.generation, codes, n)
@@ -438,20 +463,28 @@ class NearestExisting:
         slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23) * codes.norm
         for lo in range(start, len(vectors), 256):
             chunk = vectors[lo : lo + 256]
-            upper = scan_many(codes, chunk).T
-            upper += norms(chunk)[:, None] * slack[None, :]
-            cols, hits = np.nonzero(upper >= self.floor)
-            yield lo, cols.astype(np.int64), hits.astype(np.int64)
+            products = scan_many(codes, chunk)
+            q_norms = norms(chunk)
+            # The bound is the product plus |v| times the row's slack (~1e-4): a pass over the products, with a
+            # margin of the largest such term, leaves the few pairs that need it, which then get it exactly.
+            hits, cols = np.nonzero(products >= self.floor - 2 * float(q_norms.max()) * float(slack.max()) - 1e-6)
+            keep = products[hits, cols] + q_norms[cols] * slack[hits] >= self.floor
+            order = np.argsort(cols[keep], kind="stable")  # by vector, then row
+            yield lo, cols[keep][order].astype(np.int64), hits[keep][order].astype(np.int64)
 
-    def _nearest(self, codes: Codes, rows: npt.NDArray[np.int64], quantized: Codes, j: int) -> npt.NDArray[np.int64]:
+    def _nearest(
+        self, codes: Codes, rows: npt.NDArray[np.int64], quantized: list[Codes], j: int
+    ) -> npt.NDArray[np.int64]:
         """:meth:`_reaching` of ``rows`` for vector ``j``; in a dense neighbourhood (hundreds of rows whose
         bound reaches the floor) only the ones that can be among its ``CANDIDATES`` nearest by rebuilt cosine:
         the coarse int8 estimates bound it within ``half`` (their error plus the rebuilt cosine's), and a row
         whose upper end stays below the ``CANDIDATES``-th best lower end of the rows sure to reach the floor
         cannot be among them."""
         if len(rows) > 4 * self.CANDIDATES:
-            estimate, error = coarse_bounds(codes, rows, quantized, j)
-            q_norm = np.float32(quantized.norm[j])
+            if not quantized:
+                quantized.append(quantize(np.asarray(self.vectors, dtype=np.float32)))
+            estimate, error = coarse_bounds(codes, rows, quantized[0], j)
+            q_norm = np.float32(quantized[0].norm[j])
             rebuilt = 1.01 * q_norm * (codes.slack[rows] + np.float32(ROUNDING) * codes.norm[rows])  # cosines()'s error
             half = error + rebuilt
             upper, lower = estimate + half, estimate - half
@@ -475,13 +508,16 @@ class NearestExisting:
         keep = 4 * self.CANDIDATES
         for lo in range(1, n, 512):
             hi = min(n, lo + 512)
-            block = vectors[lo:hi] @ vectors[:hi].T  # float32 products: well within 1e-4 of the exact ones
-            for r, j in enumerate(range(lo, hi)):
-                row = block[r, :j]
-                found = np.flatnonzero(row >= self.floor - 1e-4)
+            with one_blas_thread():  # float32 products: well within 1e-4 of the exact ones
+                block = vectors[lo:hi] @ vectors[:hi].T
+            # the pairs (j, i < j) that can reach the floor, in row order: most rows have none
+            rows, cols = np.nonzero(np.tril(block >= self.floor - 1e-4, lo - 1))
+            cuts = np.searchsorted(rows, np.arange(hi - lo + 1))
+            for r in np.flatnonzero(np.diff(cuts)):
+                found = cols[cuts[r] : cuts[r + 1]]
                 if len(found) > keep:
-                    found = found[np.argpartition(-row[found], keep)[:keep]]
-                out[j] = found
+                    found = found[np.argpartition(-block[r, found], keep)[:keep]]
+                out[lo + r] = found
         return out
 
     def _reaching(self, codes: Codes, rows: npt.NDArray[np.int64], j: int) -> npt.NDArray[np.int64]:
@@ -490,22 +526,31 @@ class NearestExisting:
         if len(rows) == 0:
             return rows
         approx, error = codes.cosines(rows, np.asarray(self.vectors[j], dtype=np.float32))
-        keep = approx + error >= self.floor
-        return rows[keep][np.argsort(-approx[keep], kind="stable")][: self.CANDIDATES]
+        keep = np.flatnonzero(approx + error >= self.floor)
+        keep = keep[np.argsort(-approx[keep], kind="stable")][: self.CANDIDATES]
+        self.rebuilt[j] = approx[keep], error[keep]  # lookup(j) needs them again (a row's do not depend on the others)
+        return rows[keep]
 
     def lookup(self, j: int) -> list[tuple[int, float]]:
         """Index positions and cosines of the live facts (this batch's inserts included) at or above the
         floor, most similar first; exact where they can reach ``exact_from``."""
-        if self.floor > 1.0:
+        if self.floor > 1.0 or not (len(self.near[j]) or len(self.earlier[j])):  # most vectors: nothing near
             return []
         index = self.index
         q = np.asarray(self.vectors[j], dtype=np.float32)
+        positions = self.near[j]
+        empty = np.zeros(0, dtype=np.float32)
+        approx, error = self.rebuilt.get(j, (empty, empty))
         batch = [self.position[i] for i in self.earlier[j] if i in self.position]  # inserted by this batch
-        positions = np.concatenate([self.near[j], np.asarray(batch, dtype=np.int64)]) if batch else self.near[j]
-        positions = positions[index.active[positions]]
+        if batch:
+            mine = np.asarray(batch, dtype=np.int64)
+            more = index.codes.cosines(mine, q)
+            positions = np.concatenate([positions, mine])
+            approx, error = np.concatenate([approx, more[0]]), np.concatenate([error, more[1]])
+        live = index.active[positions]
+        positions, approx, error = positions[live], approx[live], error[live]  # (copies)
         if len(positions) == 0:
             return []
-        approx, error = index.codes.cosines(positions, q)
         keep = approx + error >= self.floor
         positions, approx, error = positions[keep], approx[keep], error[keep]
         doubt = np.flatnonzero(approx + error >= self.exact_from)

@@ -59,9 +59,9 @@ class Codes:
         """The first ``n`` rows: they stay put while other threads append (or replace the arrays)."""
         return Codes(*(getattr(self, f.name)[:n] for f in fields(Codes)))
 
-    def row(self, j: int) -> Codes:
-        """Row ``j`` alone (views, no copy)."""
-        return Codes(*(getattr(self, f.name)[j : j + 1] for f in fields(Codes)))
+    def take(self, rows: npt.NDArray[np.int64]) -> Codes:
+        """These rows (a copy)."""
+        return Codes(*(getattr(self, f.name)[rows] for f in fields(Codes)))
 
     def rebuild(self, rows: npt.NDArray[np.int64] | slice) -> npt.NDArray[np.float32]:
         """float32 vectors of ``rows``, each within its ``slack`` of the original."""

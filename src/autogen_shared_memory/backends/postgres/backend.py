@@ -32,7 +32,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -53,7 +53,7 @@ from ...core.types import (
 )
 from ...embedding import Vectors
 from ...search.index import (
-    BatchCodes,
+    BatchInserts,
     NearestExisting,
     ScopeView,
     VectorIndex,
@@ -810,8 +810,7 @@ class _PgTx:
         self.reload = False  # rows gone or vectors replaced: every process reloads the scope
         self._refreshed = False
         self.near: NearestExisting | None = None
-        self.batch = BatchCodes()
-        self.inserted: dict[int, int] = {}  # vector of this write -> its position in the cache
+        self.inserts = BatchInserts()
         self._seqs: list[int] = []  # reserved sequence numbers, largest first
         self._new_facts: list[tuple[Any, ...]] = []
         self._new_audit: list[tuple[Any, ...]] = []
@@ -865,6 +864,9 @@ class _PgTx:
             (content_hash, self.now),
         )
 
+    def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
+        return set(content_hashes)  # live_by_hash asks this process's copy of the scope first
+
     def _exact(self, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """float32 cosines with stored facts (or ones this transaction is about to store)."""
         out = np.full(len(seqs), -np.inf, dtype=np.float32)
@@ -877,10 +879,18 @@ class _PgTx:
             out[rest] = self.backend._exact(self.conn, self.scope, seqs[rest], q)
         return out
 
+    def settle(self) -> None:
+        """Add this write's inserted facts to the cache (:meth:`insert` defers it): before anything reads
+        the cache after an insert, and at the end."""
+        if self.inserts.pending:
+            self.inserts.settle(self.index, self.vectors)
+
     def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
+        if self.near is None or len(self.near.earlier[j]):
+            self.settle()  # the lookup reads the cache, and the positions of this write's earlier inserts
         if self.near is None:
             self.near = NearestExisting(
-                self._exact, self.index, self.vectors, self.now, floor, exact_from, self.inserted
+                self._exact, self.index, self.vectors, self.now, floor, exact_from, self.inserts.position
             )
         return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
 
@@ -901,8 +911,7 @@ class _PgTx:
         seq = self._next_seq(len(self.vectors) - j)
         self._new_facts.append((seq, *self.key, *draft_values(draft), 1, 1, self.now, self.rev, _vec(vector)))
         self._vector_of[seq] = vector
-        index.append(seq, draft.id, vector, draft.status == "active", draft.expires_at, self.batch.row(self.vectors, j))
-        self.inserted[j] = index.n - 1  # later vectors of the batch may match it
+        self.inserts.add(j, seq, draft.id, draft.status == "active", draft.expires_at)
         index.hashes.extra.add(_hkey(draft.content_hash))
         self.changed += 1
         self.n_delta += 1
@@ -916,6 +925,7 @@ class _PgTx:
             (*values, self.now, self.rev, *self.key, fact_id),
         ).fetchone()
         self.changed += 1
+        self.settle()  # the fact may be one this write inserted
         if self._refreshed and row is not None:  # keep this transaction's later lookups right
             pos = self.cache.position(int(row[0]))
             if pos is not None:
@@ -1021,6 +1031,7 @@ class _PgTx:
     def finish(self, event: str) -> None:
         """Send what is buffered, move the scope's revision on and notify listeners, when anything changed
         (the audit events, the scope's row and the notification in one pipelined round trip)."""
+        self.settle()
         if self._new_facts or len(self._new_audit) > 16:
             self._flush()  # COPY: not in a pipeline
         with self.conn.pipeline():

@@ -25,7 +25,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from ...core.types import (
 )
 from ...embedding import Vectors
 from ...search.index import (
-    BatchCodes,
+    BatchInserts,
     NearestExisting,
     ScopeView,
     VectorIndex,
@@ -94,6 +94,12 @@ def fts5_expression(terms: Iterable[str]) -> str:
     return " OR ".join(quoted)
 
 
+_INSERT_FACT = (
+    f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, rev, embedding) "
+    f"VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 1, 1, ?, ?, ?)"
+)
+
+
 class _Tx:
     """A write transaction on one scope file with the scope's refreshed vector index: the
     :class:`~autogen_shared_memory.core.lifecycle.WriteTx` the lifecycle decides on."""
@@ -112,8 +118,8 @@ class _Tx:
         self.n_facts = int(row[1])
         self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.near: NearestExisting | None = None
-        self.batch = BatchCodes()
-        self.inserted: dict[int, int] = {}  # vector of this write -> its index position
+        self.inserts = BatchInserts()
+        self.new_audit: list[tuple[str, str, str, float, str]] = []  # written by finish()
         self.reload = False  # vectors replaced or imported: every process reloads its caches
 
     @property
@@ -140,7 +146,30 @@ class _Tx:
             (content_hash, self.now),
         )
 
+    def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
+        found: set[str] = set()
+        hashes = list(content_hashes)
+        for lo in range(0, len(hashes), 500):
+            chunk = hashes[lo : lo + 500]
+            found.update(
+                h
+                for (h,) in self.conn.execute(
+                    f"SELECT content_hash FROM facts WHERE content_hash IN ({','.join('?' * len(chunk))}) "
+                    "AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)",
+                    (*chunk, self.now),
+                )
+            )
+        return found
+
+    def settle(self) -> None:
+        """Add this write's inserted facts to the index (:meth:`insert` defers it): before anything reads
+        the index or changes rows after an insert, and before the commit."""
+        if self.inserts.pending:
+            self.inserts.settle(self.index, self.vectors)
+
     def nearest(self, j: int, floor: float, exact_from: float) -> list[tuple[str, float]]:
+        if self.near is None or len(self.near.earlier[j]):
+            self.settle()  # the lookup reads the index, and the positions of this write's earlier inserts
         if self.near is None:
             conn = self.conn
             self.near = NearestExisting(
@@ -150,27 +179,21 @@ class _Tx:
                 self.now,
                 floor,
                 exact_from,
-                self.inserted,
+                self.inserts.position,
             )
         return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
 
     def insert(self, draft: Draft, j: int) -> None:
-        index = self.index
-        vector = self.vectors[j]
-        cur = self.conn.execute(
-            f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, rev, "
-            f"embedding) VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 1, 1, ?, ?, ?)",
-            (*draft_values(draft), self.now, self.rev, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
-        )
+        self.index  # noqa: B018 - up to date before rows change
+        vector = np.ascontiguousarray(self.vectors[j], dtype=np.float32).tobytes()
+        cur = self.conn.execute(_INSERT_FACT, (*draft_values(draft), self.now, self.rev, vector))
         assert cur.lastrowid is not None
-        index.append(
-            cur.lastrowid, draft.id, vector, draft.status == "active", draft.expires_at, self.batch.row(self.vectors, j)
-        )
-        self.inserted[j] = index.n - 1  # later vectors of the batch may match it
+        self.inserts.add(j, cur.lastrowid, draft.id, draft.status == "active", draft.expires_at)
         self.n_facts += 1
         self.dirty = True
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
+        self.settle()  # the fact may be one this write inserted
         index = self.index
         names = list(changes)
         values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
@@ -190,6 +213,7 @@ class _Tx:
 
     def delete(self, fact_ids: Sequence[str]) -> None:
         self.index  # noqa: B018 - up to date before rows change
+        self.settle()
         for lo in range(0, len(fact_ids), 500):
             chunk = list(fact_ids[lo : lo + 500])
             self.conn.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
@@ -197,13 +221,21 @@ class _Tx:
         self.reload = self.dirty = True  # rows left: reload caches
 
     def audit(self, fact_id: str, event: str, actor: str, detail: Mapping[str, Any]) -> None:
-        self.conn.execute(
-            "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)",
-            (fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)),
-        )
+        self.new_audit.append((fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)))
+
+    def finish(self) -> None:
+        """Write what is deferred (index rows, audit events): before the transaction commits, and before
+        a row operation that may read them."""
+        self.settle()
+        if self.new_audit:
+            self.conn.executemany(
+                "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)", self.new_audit
+            )
+            self.new_audit.clear()
 
     # the row operations of :class:`~autogen_shared_memory.backends.base.ScopeTx`
     def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        self.finish()
         sql, params = _where(where)
         cur = self.conn.execute(f"SELECT * FROM {_table(table)} WHERE {sql} ORDER BY rowid", params)
         names = [d[0] for d in cur.description]
@@ -212,6 +244,7 @@ class _Tx:
     def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
         if _table(table) == "facts":
             self.index  # noqa: B018 - up to date before rows change
+        self.finish()
         seqs: list[int] = []
         for row in rows:
             values = {c: v for c, v in row.items() if c not in ("seq", "rev")}
@@ -240,6 +273,7 @@ class _Tx:
 
     def update_rows(self, table: str, where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
         table_spec(table).check_mutable()
+        self.finish()
         sql, params = _where(where)
         sets = ", ".join(f"{quote(c)} = ?" for c in values)
         return int(self.conn.execute(f"UPDATE {table} SET {sets} WHERE {sql}", [*values.values(), *params]).rowcount)
@@ -247,6 +281,7 @@ class _Tx:
     def delete_rows(
         self, table: str, where: Mapping[str, Any] | None = None, before: float | None = None, time_column: str = ""
     ) -> int:
+        self.finish()
         sql, params = _where(where)
         if before is not None:
             sql += f" AND {quote(time_column)} < ?"
@@ -264,6 +299,7 @@ class _Tx:
 
     def set_vectors(self, fact_ids: Sequence[str], vectors: Vectors) -> None:
         self.index  # noqa: B018 - up to date before rows change
+        self.settle()
         self.conn.executemany(
             "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
             [
@@ -560,6 +596,7 @@ class SQLiteBackend(Backend):
                 with self._immediate(conn):
                     tx = _Tx(conn, index, scope, lambda: self._refresh(conn, index))
                     yield tx
+                    tx.finish()
                     if tx.dirty:
                         conn.execute(
                             "UPDATE state SET rev = ?, n_facts = ?, last_write = ?, epoch = epoch + ? WHERE id = 1",
