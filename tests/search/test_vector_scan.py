@@ -183,6 +183,7 @@ def test_a_scan_leaves_none_s_reference_count_alone() -> None:
     q = normalize(rng.standard_normal((1, DIM)).astype(np.float32))[0]
     int8_bounds(parts, q)
     before = sys.getrefcount(None)
-    for _ in range(50):
+    for _ in range(200):  # the bug took at least one reference per call: 200 or more
         int8_bounds(parts, q)
-    assert sys.getrefcount(None) >= before - 5
+    # Other threads (pools and listeners left by earlier tests) move None's count a little meanwhile.
+    assert sys.getrefcount(None) >= before - 50
