@@ -85,7 +85,9 @@ def test_batch_candidates_are_the_nearest_rows_a_full_scan_finds(sketch_from: in
             for i, r in enumerate(rows)
         ]
     )
-    vectors = np.concatenate([centres + noise * rng.standard_normal((3, d)), rng.standard_normal((3, d))])
+    # 140 vectors: the sketch's chunks of 64 run on several threads and must come back in batch order
+    near_centres = centres[rng.integers(0, 3, 70)] + noise * rng.standard_normal((70, d))
+    vectors = np.concatenate([near_centres, rng.standard_normal((70, d))])
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
     floor = 0.8 if not tight else 0.99
     with pytest.MonkeyPatch.context() as patch:

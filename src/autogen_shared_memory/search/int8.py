@@ -334,7 +334,7 @@ class Sketch:
             return lo, col[order].astype(np.int64), hit[order].astype(np.int64)
 
         with one_blas_thread():
-            yield from map(chunk, range(0, len(vectors), step))
+            yield from scan_pool().map(chunk, range(0, len(vectors), step))
 
 
 def _project(
