@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autogen_shared_memory.search import index as index_module
@@ -67,6 +67,7 @@ def _brute(codes_index: VectorIndex, vectors: np.ndarray, floor: float, live: np
 @pytest.mark.parametrize("sketch_from", [1, 10**9])  # the sketch, and a small scope's rebuilt rows
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), tight=st.booleans())
+@example(seed=14152, tight=False)  # a row 4e-7 over the floor by cosines()'s bound, which the rebuilt rows' missed
 def test_batch_candidates_are_the_nearest_rows_a_full_scan_finds(sketch_from: int, seed: int, tight: bool) -> None:
     # Dense neighbourhoods (hundreds of rows above the floor, their cosines ~1e-4 apart when ``tight``): the
     # coarse int8 bounds (error ~1e-2) must still let through every row that can be among the 8 nearest.

@@ -460,8 +460,11 @@ class NearestExisting:
     ) -> Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
         """The pairs whose bound reaches the floor, from the products with the rebuilt rows (vectors from
         ``start`` on): their float32 rounding is within ``d * 2**-23`` of ``|x| |v|`` (twice the textbook
-        bound), added to the rows' slack."""
-        slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23) * codes.norm
+        bound), added to the rows' slack, and so is ``cosines()``'s rounding margin (``ROUNDING``, twice, as
+        the sketch's margin has it): every row that :meth:`_reaching`'s re-check on ``cosines()`` could keep
+        is a candidate, whichever path found it (without it, a row within ~1e-6 of the floor was kept by the
+        sketch's path and a single ``remember``, and not by this one)."""
+        slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23 + 2 * ROUNDING) * codes.norm
         for lo in range(start, len(vectors), 256):
             chunk = vectors[lo : lo + 256]
             products = scan_many(codes, chunk)
