@@ -32,7 +32,7 @@ from autogen_shared_memory.backends.base import (
     draft_values,
     fact_from_row,
 )
-from autogen_shared_memory.core.records import TABLES, table_spec
+from autogen_shared_memory.core.records import TABLES, fts_column, table_spec
 from autogen_shared_memory.core.types import (
     Draft,
     EmbeddingModelMismatchError,
@@ -479,9 +479,7 @@ class InMemoryBackend(Backend):
         else:
             found.sort(key=lambda r: r["seq"], reverse=not oldest_first)
         if query_terms:
-            column = table_spec(table).fts
-            if column is None:
-                raise ValueError(f"{table} has no full-text index")
+            column = fts_column(table)
             scores = _bm25([_tokens(r.get(column) or "") for r in found], _phrases(query_terms))
             ranked = sorted(zip(scores, range(len(found)), strict=True), key=lambda t: (-t[0], t[1]))
             found = [found[i] for score, i in ranked if score > 0]

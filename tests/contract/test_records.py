@@ -96,6 +96,20 @@ def test_search_all_conversations(store: SharedMemoryStore) -> None:
         me.search_all_conversations("x", agent_id="nobody")
 
 
+def test_a_full_text_match_is_for_record_tables_with_an_index(store: SharedMemoryStore) -> None:
+    """Facts are matched by the search's lexical leg (each process's postings), not by ``rows``: every backend
+    refuses ``query_terms`` on a table without a full-text index, alike, and before reading anything."""
+    store.remember("the staging deploy failed", "group", agent_id="alice", group_id="crew")
+    store.for_agent("alice").log_conversation("assistant", "The staging deploy failed at 3pm")
+    crew, alice = ScopeRef("group", "crew"), ScopeRef("agent", "alice")
+    for scope, table in [(crew, "facts"), (crew, "audit"), (crew, "meta"), (alice, "tool_calls")]:
+        with pytest.raises(ValueError, match=f"{table} has no full-text index"):
+            store.backend.rows(scope, table, query_terms=["deploy"])
+    assert [r["content"] for r in store.backend.rows(alice, "conversations", query_terms=["deploy"])] == [
+        "The staging deploy failed at 3pm"
+    ]
+
+
 def test_user_profile_is_shared_and_json(store: SharedMemoryStore) -> None:
     store.for_agent("gaia").update_user_profile("reply_style", "concise", confidence=0.8)
     store.for_agent("email").update_user_profile("timezone", {"tz": "Europe/Paris", "dst": True})

@@ -25,6 +25,20 @@ from autogen_shared_memory.testing import HashEmbedder
 StoreFactory = Callable[..., SharedMemoryStore]
 
 
+SCHEMA_4_FACTS_FTS = """
+CREATE VIRTUAL TABLE facts_fts USING fts5(content, content='facts', content_rowid='seq',
+    tokenize='porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE facts_vocab USING fts5vocab(facts_fts, 'row');
+CREATE TRIGGER facts_ai AFTER INSERT ON facts BEGIN
+    INSERT INTO facts_fts (rowid, content) VALUES (new.seq, new.content); END;
+CREATE TRIGGER facts_ad AFTER DELETE ON facts BEGIN
+    INSERT INTO facts_fts (facts_fts, rowid, content) VALUES ('delete', old.seq, old.content); END;
+"""
+FACTS_FTS = (
+    "SELECT name FROM sqlite_master WHERE name GLOB 'facts_fts*' OR name IN ('facts_vocab', 'facts_ai', 'facts_ad')"
+)
+
+
 def db_rows(path: Path) -> int:
     with sqlite3.connect(path) as conn:
         return int(conn.execute("SELECT count(*) FROM facts").fetchone()[0])
@@ -413,6 +427,34 @@ def test_forward_migration_keeps_data(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "global.db") as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == len(MIGRATIONS)
         assert conn.execute("SELECT count(*) FROM tool_calls").fetchone()[0] == 0
+        assert not conn.execute(FACTS_FTS).fetchall()
+
+
+@pytest.mark.sqlite_only
+def test_schema_5_drops_the_facts_full_text_index_and_keeps_everything_else(tmp_path: Path) -> None:
+    """A version-4 file (facts indexed by FTS5 through triggers) loses the index, its vocabulary table and
+    its triggers on open, in one transaction; the facts, their recall and the record tables' indexes stay."""
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    kept = store.remember("the heron nests by the old mill", "global")
+    gone = store.remember("a fact that is forgotten and purged", "global")
+    store.for_agent("lead").log_conversation("assistant", "the heron flew off")
+    store.close()
+    with sqlite3.connect(tmp_path / "global.db") as conn:  # back to schema 4: its index, built over the rows
+        conn.executescript(SCHEMA_4_FACTS_FTS)
+        conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('rebuild')")
+        conn.execute("PRAGMA user_version = 4")
+    reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    assert [h.id for h in reopened.search("heron mill", "global")] == [kept.id]
+    reopened.forget(gone.id)
+    assert reopened.purge(0) == 1  # deletes a row: no trigger is left to write to the dropped index
+    added = reopened.remember("herons return to the mill each spring", "global")
+    assert {h.id for h in reopened.search("heron mill", "global")} == {kept.id, added.id}
+    assert [r.content for r in reopened.conversation("lead", query="heron")] == ["the heron flew off"]
+    with sqlite3.connect(tmp_path / "global.db") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert not conn.execute(FACTS_FTS).fetchall()
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'conversations_fts'").fetchone() == (1,)
+        assert conn.execute("SELECT count(*) FROM facts").fetchone() == (2,)
 
 
 @pytest.mark.sqlite_only

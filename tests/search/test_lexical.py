@@ -44,12 +44,17 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> SQLiteBackend:
 
 
 def fts5_bm25(backend: SQLiteBackend, expression: str) -> list[tuple[str, float]]:
-    """The reference: FTS5's own ranking of the file's facts, by id."""
+    """The reference: FTS5's own ranking of the file's facts, by id (an index built here, with the tokenizer
+    the postings copy: the file keeps none since schema 5)."""
     conn = sqlite3.connect(backend.path_of(GLOBAL))
     try:
+        conn.execute(
+            "CREATE VIRTUAL TABLE temp.reference USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')"
+        )
+        conn.execute("INSERT INTO temp.reference (rowid, content) SELECT seq, content FROM facts")
         return conn.execute(
-            "SELECT f.id, -bm25(facts_fts) FROM facts_fts JOIN facts f ON f.seq = facts_fts.rowid "
-            "WHERE facts_fts MATCH ? ORDER BY bm25(facts_fts), f.seq",
+            "SELECT f.id, -bm25(reference) FROM temp.reference JOIN facts f ON f.seq = reference.rowid "
+            "WHERE reference MATCH ? ORDER BY bm25(reference), f.seq",
             (expression,),
         ).fetchall()
     finally:

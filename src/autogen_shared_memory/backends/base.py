@@ -471,9 +471,7 @@ class Backend(ABC):
     ) -> list[dict[str, Any]]:
         """Rows (with ``seq``) matching equality filters: newest first, oldest first, or ranked by a
         full-text match of ``query_terms`` on the table's indexed column."""
-        spec = table_spec(table)
-        if query_terms and spec.fts is None:
-            raise ValueError(f"{table} has no full-text index")
+        table_spec(table)  # a record table
         return self.rows(
             scope,
             table,

@@ -302,3 +302,12 @@ def table_spec(name: str) -> TableSpec:
     if spec is None:
         raise ValueError(f"unknown record table {name!r}; known: {sorted(TABLES)}")
     return spec
+
+
+def fts_column(table: str) -> str:
+    """The column of ``table`` with a full-text index, or a ValueError: only record tables have one (facts
+    are matched by :meth:`~autogen_shared_memory.backends.base.Backend.lexical`, from each process's postings)."""
+    spec = TABLES.get(table)
+    if spec is None or spec.fts is None:
+        raise ValueError(f"{table} has no full-text index")
+    return spec.fts

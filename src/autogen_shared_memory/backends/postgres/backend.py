@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ...core.records import TABLES, table_spec
+from ...core.records import TABLES, fts_column, table_spec
 from ...core.types import (
     Draft,
     EmbeddingModelMismatchError,
@@ -745,6 +745,8 @@ class PostgresBackend(Backend):
         query_terms: Sequence[str] = (),
         oldest_first: bool = True,
     ) -> list[dict[str, Any]]:
+        if query_terms:
+            fts_column(table)  # a record table with a full-text index
         return list(
             self._read(
                 lambda conn: _select_rows(

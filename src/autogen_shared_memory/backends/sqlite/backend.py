@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ...core.records import TABLES, table_spec
+from ...core.records import TABLES, fts_column, table_spec
 from ...core.types import (
     Draft,
     Fact,
@@ -899,10 +899,12 @@ class SQLiteBackend(Backend):
         query_terms: Sequence[str] = (),
         oldest_first: bool = True,
     ) -> list[dict[str, Any]]:
+        _table(table)
+        if query_terms:
+            fts_column(table)  # a record table with a full-text index
         conn = self._conn(scope, create=False)
         if conn is None:
             return []
-        _table(table)
         sql, params = _where(where, "r.")
         clauses = [sql]
         if table == "meta":

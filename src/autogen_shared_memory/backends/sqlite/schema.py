@@ -1,4 +1,5 @@
-"""The scope file's schema: tables, FTS5 index, triggers, and the forward migrations between versions."""
+"""The scope file's schema: tables, the record tables' FTS5 indexes, triggers, and the forward migrations between
+versions."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ...core import lifecycle
 from ...core.records import TABLES, TableSpec
 from ..base import FACT_COLUMN_NAMES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 FACT_COLUMNS = ", ".join(FACT_COLUMN_NAMES)  # the order of base.fact_from_row
@@ -74,20 +75,7 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
         {"id": int, "rev": int, "epoch": int, "n_facts": int, "last_write": float}, pk="id"
     )
     conn.execute("INSERT INTO state (id, rev, epoch, n_facts, last_write) VALUES (1, 0, 0, 0, NULL)")
-    # External-content FTS5 index kept by insert/delete triggers only: content never changes in place.
-    conn.execute(
-        "CREATE VIRTUAL TABLE facts_fts USING fts5(content, content='facts', content_rowid='seq', "
-        "tokenize='porter unicode61 remove_diacritics 2')"
-    )
-    conn.execute("CREATE VIRTUAL TABLE facts_vocab USING fts5vocab(facts_fts, 'row')")
-    conn.execute(
-        "CREATE TRIGGER facts_ai AFTER INSERT ON facts BEGIN "
-        "INSERT INTO facts_fts (rowid, content) VALUES (new.seq, new.content); END"
-    )
-    conn.execute(
-        "CREATE TRIGGER facts_ad AFTER DELETE ON facts BEGIN "
-        "INSERT INTO facts_fts (facts_fts, rowid, content) VALUES ('delete', old.seq, old.content); END"
-    )
+    # (Schemas 1 to 4 also indexed the facts with FTS5 here, through triggers: version 5 drops that index.)
     conn.execute(
         "CREATE TRIGGER facts_content_immutable BEFORE UPDATE OF content ON facts "
         "WHEN new.content IS NOT old.content BEGIN "
@@ -165,6 +153,19 @@ def _migrate_v4(conn: sqlite3.Connection) -> None:
     ``ids.db`` (:class:`IdIndex`). The version keeps older releases, which do not, from writing to it."""
 
 
+def _migrate_v5(conn: sqlite3.Connection) -> None:
+    """The facts' FTS5 index (``facts_fts``, ``facts_vocab`` and the insert/delete triggers that kept it) goes:
+    search ranks keywords from each process's postings (FTS5's tokens and BM25,
+    :mod:`~autogen_shared_memory.search.postings`) and nothing read the index, yet keeping it was about two
+    fifths of a write batch's time into a 100k-fact scope (its inserts, and merging its segments at each
+    commit). Record tables keep theirs. The version keeps releases that searched through it from opening
+    the file and finding it gone."""
+    conn.execute("DROP TRIGGER IF EXISTS facts_ai")
+    conn.execute("DROP TRIGGER IF EXISTS facts_ad")
+    conn.execute("DROP TABLE IF EXISTS facts_vocab")
+    conn.execute("DROP TABLE IF EXISTS facts_fts")
+
+
 # Forward migrations: MIGRATIONS[n] brings a file from user_version n to n + 1.
-MIGRATIONS = [_migrate_v1, _migrate_v2, _migrate_v3, _migrate_v4]
+MIGRATIONS = [_migrate_v1, _migrate_v2, _migrate_v3, _migrate_v4, _migrate_v5]
 assert len(MIGRATIONS) == SCHEMA_VERSION
