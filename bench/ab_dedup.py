@@ -96,7 +96,7 @@ print(json.dumps(out))
 
 
 def prepare(tmp: Path) -> tuple[Path, Path]:
-    """The 100k-fact store (filled once, by the tree this script runs from) and the workers' data."""
+    """The 100k-fact store (filled once, by the tree on the path) and the workers' data."""
     import pickle
 
     corpus = make_corpus(SIZE + 20_000, POOL, 0)
@@ -155,7 +155,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         sources = {"baseline": extract(args.baseline, tmp / "baseline"), "now": REPO / "src"}
-        template, data = prepare(tmp)
+        # Filled by the baseline's tree: a newer tree migrates an older file on open, never the reverse.
+        env = {**os.environ, "PYTHONPATH": str(sources["baseline"]), "HF_HUB_OFFLINE": "1"}
+        filler = f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); import ab_dedup, pathlib; "
+        subprocess.run(
+            [sys.executable, "-c", filler + f"ab_dedup.prepare(pathlib.Path({str(tmp)!r}))"], env=env, check=True
+        )
+        template, data = tmp / "store", tmp / "data.pkl"
         log("store filled")
         runs: dict[tuple[str, str], list[dict[str, float]]] = {}
         for mode in args.modes.split(","):

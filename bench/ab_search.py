@@ -2,7 +2,8 @@
 
 The two 100,000-fact stores of ``bench_store.py`` (one group scope; agent + group + global, a third each),
 populated the same way (seed 1234: real core vectors + calibrated noise, cheap to build) and kept in
-``--stores`` so that later runs reuse them (the first run builds them: ~5 minutes on 2 cores). Each round
+``--stores`` so that later runs reuse them (the first run builds them with the baseline's tree: ~5 minutes on 2
+cores; stores built by a tree with a newer schema than the baseline's cannot be read by it). Each round
 runs one fresh worker process per tree, alternating which goes first; a worker times 200 distinct searches
 per store with ``bench_store.run_searches`` (blocks of searches alternating with blocks of queries embedded
 alone, so "own work" = search p50 minus the query-embedding p50 of the same minutes), with the real default
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,13 +101,18 @@ def main() -> None:
     p.add_argument("--retries", type=int, default=2, help="re-run a worker disturbed by >= 0.3 other cores")
     args = p.parse_args()
     stores = args.stores.expanduser()
-    if not (stores / "complete").exists():
-        if stores.exists() and any(stores.iterdir()):
-            raise SystemExit(f"{stores} holds an incomplete build: remove it")
-        log(f"building the two {SIZE:,}-fact stores in {stores} (once)")
-        run(BUILD, REPO / "src", str(stores), str(HERE), str(SIZE))
     with tempfile.TemporaryDirectory(prefix="ab-search-") as tmp:
         trees = {"baseline": extract(args.baseline, Path(tmp) / "baseline"), "now": REPO / "src"}
+        if not (stores / "complete").exists():
+            if stores.exists() and any(stores.iterdir()):
+                raise SystemExit(f"{stores} holds an incomplete build: remove it")
+            log(f"building the two {SIZE:,}-fact stores in {stores} (once)")
+            # by the baseline's tree: a newer tree migrates an older file on open, never the reverse
+            run(BUILD, trees["baseline"], str(stores), str(HERE), str(SIZE))
+        copies = {}  # each tree reads its own copy (opening one may migrate it to a newer schema)
+        for name in trees:
+            copies[name] = Path(tmp) / f"stores-{name}"
+            shutil.copytree(stores, copies[name])
         quiet = Quiet(args.wait_quiet, args.wait_budget, args.retries)
         results: dict[str, list[dict[str, Any]]] = {k: [] for k in trees}
         for r in range(args.rounds):
@@ -113,7 +120,7 @@ def main() -> None:
 
                 def one(_mon: Any, name: str = name) -> tuple[dict[str, Any], float]:
                     with cpu_window() as w:
-                        out = run(WORKER, trees[name], str(stores), str(args.queries), str(SIZE), str(HERE))
+                        out = run(WORKER, trees[name], str(copies[name]), str(args.queries), str(SIZE), str(HERE))
                     return json.loads(out.strip().splitlines()[-1]), w.other_cores
 
                 res = quiet.measure(f"round {r + 1} {name}", one)
