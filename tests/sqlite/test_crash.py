@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from old_schemas import FACTS_FTS, SCHEMA_4_FACTS_FTS
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION
@@ -120,6 +121,41 @@ def test_kill_9_during_the_schema_3_migration_leaves_the_file_as_it_was(tmp_path
             assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 20000
     reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     assert reopened.stats()[0].counts["active"] == 20000 and reopened.stats()[0].schema_version == SCHEMA_VERSION
+
+
+@pytest.mark.sqlite_only
+def test_kill_9_during_the_schema_5_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    """Dropping a big FTS5 index takes a while: a process killed part-way leaves the file at schema 4 with
+    its index and triggers whole, or at schema 5 without them, never between; the facts are untouched."""
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01, similar_threshold=1.01)
+    store.remember_many(
+        [f"fact number {i} of the old store, word{i % 997} and word{i % 89}" for i in range(20000)], "global"
+    )
+    store.close()
+    with sqlite3.connect(tmp_path / "global.db") as conn:  # back to schema 4, its index built over the rows
+        conn.executescript(SCHEMA_4_FACTS_FTS)
+        conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('rebuild')")
+        conn.execute("PRAGMA user_version = 4")
+    opener = (
+        "import sys; from autogen_shared_memory import SharedMemoryStore; print('open', flush=True); "
+        "SharedMemoryStore(sys.argv[1]).stats()"
+    )
+    for delay in (0.0, 0.02, 0.05, 0.1):
+        proc = subprocess.Popen([sys.executable, "-c", opener, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
+        time.sleep(delay)
+        proc.kill()
+        proc.wait()
+        with sqlite3.connect(tmp_path / "global.db") as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            left = len(conn.execute(FACTS_FTS).fetchall())
+            assert (version, left) in ((4, 8), (SCHEMA_VERSION, 0)), (version, left)  # all or nothing
+            if version == 4:
+                conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('integrity-check')")  # raises if damaged
+            assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 20000
+    reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    assert reopened.stats()[0].counts["active"] == 20000 and reopened.stats()[0].schema_version == SCHEMA_VERSION
+    assert len(reopened.search("word7 word11", "global", top_k=3)) == 3
 
 
 @pytest.mark.sqlite_only
