@@ -7,7 +7,8 @@ see common/pgserver.py) serves every worker; each round runs one fresh worker pr
 goes first (A B, B A, ...). A worker makes its own schema with its tree's code, fills the scope (varied facts of
 ``common.corpus.make_facts``, ``HashEmbedder`` vectors, 384-d: the model's cost stays out), opens a new store,
 writes one untimed batch (the scope's copy loads), waits for a quiet CPU, then times ``--batches`` batches with
-the default dedup. Medians over the rounds of each worker's median batch:
+the default dedup, and the CPU the server's processes spent per batch (psutil; less disturbed by a shared
+machine than the wall time). Medians over the rounds of each worker's median batch:
 
     python bench/ab_pg_write.py --baseline 708bb72 --rounds 4
 """
@@ -49,17 +50,31 @@ timed = store()
 rest = texts[fill_n:]
 timed.remember_many(rest[:256], "group", group_id="crew")  # the scope's copy loads: not timed
 Quiet(per_phase=30, budget=30, retries=0).wait("batches")
+import psutil, psycopg
+with psycopg.connect(dsn, autocommit=True) as conn:
+    server = psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).parent()
+def server_cpu():  # the server's processes (connections, WAL writer, autovacuum): CPU seconds so far
+    total = 0.0
+    for p in [server, *server.children()]:
+        try:
+            c = p.cpu_times()
+            total += c.user + c.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 times = []
+cpu0 = server_cpu()
 with cpu_window() as w:
     for lo in range(256, 256 * (batches + 1), 256):
         t = time.perf_counter()
         timed.remember_many(rest[lo : lo + 256], "group", group_id="crew")
         times.append(time.perf_counter() - t)
+server_ms = (server_cpu() - cpu0) / batches * 1e3
 timed.close()
-import psycopg
 with psycopg.connect(dsn, autocommit=True) as conn:  # the next worker finds the server as this one did
     conn.execute(f"DROP SCHEMA {schema} CASCADE")
 print(json.dumps({"batch_ms": statistics.median(times) * 1e3, "facts_per_s": 256 / statistics.median(times),
+                  "server_cpu_ms": server_ms, "own_cpu_ms": w.own_cpu / batches * 1e3,
                   "other_cores": w.other_cores}))
 """
 
@@ -97,10 +112,20 @@ def main() -> None:
     print("| --- | --- | --- | --- |")
     print(f"| batch (ms) | {base:.1f} | {now:.1f} | {now / base:.2f} |")
     print(f"| facts/s | {256e3 / base:,.0f} | {256e3 / now:,.0f} | {base / now:.2f} |")
+    for label, key in (
+        ("PostgreSQL's CPU per batch (ms)", "server_cpu_ms"),
+        ("client CPU per batch (ms)", "own_cpu_ms"),
+    ):
+        b, n = (statistics.median(r[key] for r in runs[name]) for name in sources)
+        print(f"| {label} | {b:.1f} | {n:.1f} | {n / b:.2f} |")
+    paired = sorted(n["batch_ms"] / b["batch_ms"] for b, n in zip(runs["baseline"], runs["now"], strict=True))
+    print(f"\nbatch time now / baseline, per round (sorted): {[round(x, 2) for x in paired]}")
     for name in sources:
         batch_ms = [round(r["batch_ms"], 1) for r in runs[name]]
+        server = [round(r["server_cpu_ms"], 1) for r in runs[name]]
         other = [round(r["other_cores"], 2) for r in runs[name]]  # PostgreSQL's own processes count here
-        print(f"\n{name}: batch ms per round {batch_ms}, other processes' cores while timed {other}")
+        print(f"\n{name}: batch ms per round {batch_ms}, server CPU ms per batch {server}, ", end="")
+        print(f"other processes' cores while timed (PostgreSQL's included) {other}")
 
 
 if __name__ == "__main__":
