@@ -256,7 +256,8 @@ def render(res: dict[str, Any]) -> str:
     lines = [
         "| facts | population (facts/s) | search p50 / p95 ms | lexical leg p50 / p95 ms | semantic leg p50 / p95 ms "
         "| remember batches of 250, check off / default (facts/s) | single remember p50 / p95 ms | process RSS MB "
-        "| database MB (facts + audit + terms) | new process: first search s (load) / second ms | other cores |",
+        "| database MB (facts + audit [+ terms before schema 5]) "
+        "| new process: first search s (load) / second ms | other cores |",
         "|---:|---:|---|---|---|---|---|---:|---:|---|---:|",
     ]
     for r in res["sizes"].values():
@@ -268,8 +269,8 @@ def render(res: dict[str, Any]) -> str:
             f"| {r['semantic']['p50_ms']:.2f} / {r['semantic']['p95_ms']:.2f} "
             f"| {r['remember_batched_check_off']:,.0f} / {r['remember_batched_default']:,.0f} "
             f"| {r['remember_single_default']['p50_ms']:.1f} / {r['remember_single_default']['p95_ms']:.1f} "
-            f"| {r['rss_mb']:,.0f} | {sum(db.values()):,.0f} ({db['asm_facts']:,.0f} + {db['asm_audit']:,.0f} "
-            f"+ {db['asm_terms']:,.0f}) | {r['cold_first_semantic_s']:.1f} / {r['cold_second_semantic_ms']:.1f} "
+            f"| {r['rss_mb']:,.0f} | {sum(db.values()):,.0f} ({' + '.join(f'{mb:,.0f}' for mb in db.values())}) "
+            f"| {r['cold_first_semantic_s']:.1f} / {r['cold_second_semantic_ms']:.1f} "
             f"| {max(r['search']['other_cores'], r['semantic']['other_cores']):.2f} |"
         )
     if "hnsw" in res:

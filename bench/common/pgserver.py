@@ -61,12 +61,13 @@ def server_settings(
 def relation_mb(
     dsn: str, schema: str, tables: tuple[str, ...] = ("asm_facts", "asm_audit", "asm_terms")
 ) -> dict[str, float]:
-    """Total size (heap + TOAST + indexes) of each table, in MB."""
+    """Total size (heap + TOAST + indexes) of each table that exists, in MB (``asm_terms`` is gone since
+    schema 5; older revisions have it)."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        return {
-            t: float(conn.execute("SELECT pg_total_relation_size(%s::regclass)", (f"{schema}.{t}",)).fetchone()[0])  # type: ignore[index]
-            / 1e6
+        sizes = {
+            t: conn.execute("SELECT pg_total_relation_size(to_regclass(%s))", (f"{schema}.{t}",)).fetchone()[0]  # type: ignore[index]
             for t in tables
         }
+    return {t: float(size) / 1e6 for t, size in sizes.items() if size is not None}

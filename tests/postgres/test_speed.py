@@ -1,5 +1,5 @@
 """The PostgreSQL backend's speed machinery (issue 18): each process's copy of a scope's vectors refreshed by
-revision, batched writes, the lexical postings budget, statistics without a manual ANALYZE, schema 4."""
+revision, batched writes, the lexical postings budget, statistics without a manual ANALYZE, schemas 4 and 5."""
 
 from __future__ import annotations
 
@@ -19,6 +19,36 @@ from autogen_shared_memory.testing import HashEmbedder
 
 pytestmark = pytest.mark.usefixtures("pg_dsn")
 G = ScopeRef("group", "crew")
+
+# The facts' full text as schemas 1 to 4 kept it (the column and its index), and schema 4's term counts.
+FACTS_TSV = """
+ALTER TABLE asm_facts ADD COLUMN tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED;
+CREATE INDEX asm_facts_tsv ON asm_facts USING gin (tsv);
+"""
+SCHEMA_4_TERMS = """
+CREATE TABLE asm_terms (
+    scope_kind text NOT NULL, owner text NOT NULL, lexeme text NOT NULL, df bigint NOT NULL,
+    PRIMARY KEY (scope_kind, owner, lexeme));
+CREATE FUNCTION asm_terms_added() RETURNS trigger AS $$ BEGIN
+  INSERT INTO asm_terms AS t (scope_kind, owner, lexeme, df)
+  SELECT n.scope_kind, n.owner, l.lexeme, count(*) FROM added n, unnest(tsvector_to_array(n.tsv)) AS l(lexeme)
+  GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+  ON CONFLICT (scope_kind, owner, lexeme) DO UPDATE SET df = t.df + excluded.df;
+  RETURN NULL; END $$ LANGUAGE plpgsql;
+CREATE FUNCTION asm_terms_removed() RETURNS trigger AS $$ BEGIN
+  UPDATE asm_terms AS t SET df = t.df - d.n FROM (
+    SELECT o.scope_kind, o.owner, l.lexeme, count(*) AS n FROM removed o,
+    unnest(tsvector_to_array(o.tsv)) AS l(lexeme) GROUP BY 1, 2, 3) d
+  WHERE t.scope_kind = d.scope_kind AND t.owner = d.owner AND t.lexeme = d.lexeme;
+  RETURN NULL; END $$ LANGUAGE plpgsql;
+CREATE TRIGGER asm_facts_terms_added AFTER INSERT ON asm_facts REFERENCING NEW TABLE AS added
+  FOR EACH STATEMENT EXECUTE FUNCTION asm_terms_added();
+CREATE TRIGGER asm_facts_terms_removed AFTER DELETE ON asm_facts REFERENCING OLD TABLE AS removed
+  FOR EACH STATEMENT EXECUTE FUNCTION asm_terms_removed();
+INSERT INTO asm_terms (scope_kind, owner, lexeme, df)
+SELECT f.scope_kind, f.owner, l.lexeme, count(*)
+FROM asm_facts f, unnest(tsvector_to_array(f.tsv)) AS l(lexeme) GROUP BY 1, 2, 3;
+"""
 
 
 def schema() -> str:
@@ -86,27 +116,6 @@ def test_a_failed_write_leaves_no_trace_in_the_copy(pg_dsn: str) -> None:
     store.close()
 
 
-def test_term_counts_follow_inserts_and_purges(pg_dsn: str) -> None:
-    name = schema()
-    store = open_store(pg_dsn, name)
-    ids = [store.remember(f"kafka consumer lag alert {i}", "group", group_id="crew").id for i in range(3)]
-    store.remember("the kafka brokers were upgraded", "group", group_id="crew")
-
-    def df(lexeme: str) -> int:
-        with psycopg.connect(pg_dsn) as conn:
-            row = conn.execute(
-                f"SELECT df FROM {name}.asm_terms WHERE scope_kind = 'group' AND owner = 'crew' AND lexeme = %s",
-                (lexeme,),
-            ).fetchone()
-        return int(row[0]) if row else 0
-
-    assert (df("kafka"), df("lag"), df("broker")) == (4, 3, 1)
-    store.forget(ids[0], group_id="crew")
-    store.purge(0)
-    assert (df("kafka"), df("lag")) == (3, 2)
-    store.close()
-
-
 def test_the_lexical_leg_scores_a_bounded_set_of_postings(pg_dsn: str) -> None:
     store = open_store(pg_dsn, schema(), near_duplicate_threshold=1.01)
     store.remember_many([f"team note {i}: the team met" for i in range(1500)], "group", group_id="crew")
@@ -154,16 +163,27 @@ def test_hnsw_vector_index_answers_like_the_exact_scan(pg_dsn: str) -> None:
     store.close()
 
 
-def test_schema_3_is_migrated_to_4(pg_dsn: str) -> None:
+def layout(conn: psycopg.Connection[Any], name: str) -> dict[str, list[Any]]:
+    """What a schema holds besides rows: the columns of every table, its indexes, triggers and functions."""
+    queries = {
+        "columns": "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "WHERE table_schema = %s ORDER BY 1, 2",
+        "indexes": "SELECT tablename, indexname FROM pg_indexes WHERE schemaname = %s ORDER BY 1, 2",
+        "triggers": "SELECT event_object_table, trigger_name, event_manipulation FROM information_schema.triggers "
+        "WHERE trigger_schema = %s ORDER BY 1, 2, 3",
+        "functions": "SELECT proname FROM pg_proc WHERE pronamespace = %s::regnamespace ORDER BY 1",
+    }
+    return {what: conn.execute(sql, (name,)).fetchall() for what, sql in queries.items()}
+
+
+def test_schema_3_is_migrated(pg_dsn: str) -> None:
     name = schema()
     store = open_store(pg_dsn, name)
     fact = store.remember("kafka retention is seven days", "group", group_id="crew")
     store.close()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 3, with its HNSW index
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 3, with its HNSW index and tsvector
         conn.execute(f"SET search_path TO {name}, public")
-        conn.execute("DROP TABLE asm_terms")
-        conn.execute("DROP TRIGGER asm_facts_terms_added ON asm_facts")
-        conn.execute("DROP TRIGGER asm_facts_terms_removed ON asm_facts")
+        conn.execute(FACTS_TSV)
         conn.execute("ALTER TABLE asm_facts DROP COLUMN rev")
         conn.execute("ALTER TABLE asm_scopes DROP COLUMN rev, DROP COLUMN epoch")
         conn.execute(
@@ -176,11 +196,49 @@ def test_schema_3_is_migrated_to_4(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"SET search_path TO {name}, public")
         assert conn.execute("SELECT version FROM asm_schema").fetchone() == (SCHEMA_VERSION,)
-        assert conn.execute("SELECT df FROM asm_terms WHERE lexeme = 'kafka'").fetchone() == (1,)
         names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (name,))}
-    assert "asm_facts_hnsw_8" not in names and "asm_facts_rev" in names
+        assert conn.execute("SELECT to_regclass('asm_terms')").fetchone() == (None,)
+    assert "asm_facts_hnsw_8" not in names and "asm_facts_rev" in names and "asm_facts_tsv" not in names
     second = reopened.remember("kafka brokers run version 3.7", "group", group_id="crew")
     assert second.id in semantic_ids(reopened, "kafka brokers run version 3.7")
+    reopened.close()
+
+
+def test_schema_5_drops_the_facts_full_text_and_term_counts_and_keeps_everything_else(pg_dsn: str) -> None:
+    """A version-4 schema (facts with a GIN-indexed tsvector, term counts kept by statement triggers) loses
+    all of it on open and then looks like a new schema; the facts, their recall, and the record tables'
+    full text stay."""
+    name, fresh = schema(), schema()
+    open_store(pg_dsn, fresh).close()
+    store = open_store(pg_dsn, name)
+    kept = store.remember("the heron nests by the old mill", "group", group_id="crew")
+    gone = store.remember("a fact that is forgotten and purged", "group", group_id="crew")
+    store.for_agent("lead").log_conversation("assistant", "the heron flew off")
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 4, its counts taken over the rows
+        conn.execute(f"SET search_path TO {name}, public")
+        conn.execute(FACTS_TSV)
+        conn.execute(SCHEMA_4_TERMS)
+        conn.execute("UPDATE asm_schema SET version = 4")
+        assert conn.execute("SELECT df FROM asm_terms WHERE lexeme = 'heron'").fetchone() == (1,)
+    reopened = open_store(pg_dsn, name)
+    assert [h.fact.id for h in reopened.search("heron mill", "group", group_id="crew")] == [kept.id]
+    reopened.forget(gone.id, group_id="crew")
+    assert reopened.purge(0) == 1  # deletes a row: no trigger is left to count into a dropped table
+    added = reopened.remember("herons return to the mill each spring", "group", group_id="crew")
+    assert {h.fact.id for h in reopened.search("heron mill", "group", group_id="crew")} == {kept.id, added.id}
+    assert [r.content for r in reopened.conversation("lead", query="heron")] == ["the heron flew off"]
+    found = reopened.backend.rows(ScopeRef("agent", "lead"), "conversations", query_terms=["heron"])
+    assert [r["content"] for r in found] == ["the heron flew off"]
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (5,)
+        assert conn.execute(f"SELECT count(*) FROM {name}.asm_facts").fetchone() == (2,)
+        migrated, new = layout(conn, name), layout(conn, fresh)
+    assert migrated == new  # nothing of the facts' full text is left, and nothing else went
+    assert ("asm_facts", "tsv", "tsvector") not in migrated["columns"]
+    assert ("asm_conversations", "tsv", "tsvector") in migrated["columns"]
+    assert ("asm_conversations", "asm_conversations_tsv") in migrated["indexes"]
+    assert not [f for f in migrated["functions"] if "terms" in f[0]]
     reopened.close()
 
 

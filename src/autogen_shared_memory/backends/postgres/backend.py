@@ -23,7 +23,9 @@ Why it is built this way (measured: docs/benchmarks.md, "PostgreSQL at SQLite-cl
   (:mod:`..search.postings`: FTS5's tokens and BM25, the SQLite backend's postings budget), built from the
   facts' text on the scope's first search and extended by the same revision refresh. ``ts_rank`` over the
   budgeted matches read a heap row per posting: 10-13 ms of server time per query at 100k facts, and two
-  round trips. (The ``tsvector`` column and ``asm_terms`` are still kept by the database.)
+  round trips. Schema 5 dropped the facts' ``tsvector`` column, its GIN index and the term counts
+  (``asm_terms``) that ranking used: nothing read them, and every insert paid for them. Record tables keep
+  theirs for ``rows(query_terms=...)``.
 """
 
 from __future__ import annotations
@@ -518,8 +520,9 @@ class PostgresBackend(Backend):
         narrowing filters are checked by the database for the scored facts only.
 
         Measured at 100k facts (docs/benchmarks.md, "PostgreSQL lexical leg in process (issue 18)"): the leg
-        took p50 19.7 / p95 40.8 ms as ``ts_rank`` over the budgeted matches (term counts from ``asm_terms``,
-        two round trips, a heap row per posting), and takes 1.1 / 4.2 ms this way (one round trip).
+        took p50 19.7 / p95 40.8 ms as ``ts_rank`` over the budgeted matches (term counts from a table the
+        database kept, two round trips, a heap row per posting), and takes 1.1 / 4.2 ms this way (one round
+        trip). Schema 5 dropped that table and the facts' ``tsvector``.
         """
         stems = query_stems(terms)
         if not stems:

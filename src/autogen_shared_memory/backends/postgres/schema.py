@@ -14,7 +14,7 @@ from ...core.records import TABLES, TableSpec
 from ...core.types import SharedMemoryError
 from .errors import BackendUnavailableError, redact
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 
 
@@ -54,6 +54,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
             conn.execute(f"CREATE INDEX IF NOT EXISTS asm_facts_id ON {s}.asm_facts (id)")
         if version < 4:
             _migrate_v4(conn, schema)
+        if version < 5:
+            _migrate_v5(conn, schema)
         if row is None:
             conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
         else:
@@ -82,12 +84,11 @@ def _migrate_v1(conn: psycopg.Connection[Any], schema: str) -> None:
             tombstone_by text, tombstone_at double precision, tombstone_reason text,
             reinforcement bigint NOT NULL DEFAULT 1, content_hash text NOT NULL, version bigint NOT NULL DEFAULT 1,
             updated_at double precision, embedding vector NOT NULL,
-            tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', content)) STORED,
             UNIQUE (scope_kind, owner, id))""")
     conn.execute("CREATE INDEX asm_facts_hash ON asm_facts (scope_kind, owner, content_hash, status)")
     conn.execute("CREATE INDEX asm_facts_created ON asm_facts (scope_kind, owner, created_at)")
     conn.execute("CREATE INDEX asm_facts_session ON asm_facts (scope_kind, owner, session_id, seq)")
-    conn.execute("CREATE INDEX asm_facts_tsv ON asm_facts USING gin (tsv)")
+    # (Schemas 1 to 4 also kept a tsvector of each fact here, GIN-indexed: version 5 drops both.)
     conn.execute("""
         CREATE FUNCTION asm_fact_content_immutable() RETURNS trigger AS $$ BEGIN
           IF NEW.content IS DISTINCT FROM OLD.content THEN
@@ -137,14 +138,14 @@ def _migrate_v2(conn: psycopg.Connection[Any], schema: str) -> None:
 
 
 def _migrate_v4(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Revisions and term counts (SQLite's schema has both): the backend keeps each scope's vectors in memory
-    and refreshes them by revision, and the lexical leg picks its terms by document frequency.
+    """Revisions (SQLite's schema has them): the backend keeps each scope's vectors in memory and refreshes
+    them by revision.
 
     * ``asm_facts.rev`` / ``asm_scopes.rev``: every write that changes facts stamps the rows it touched with
       the scope's next revision, so a process refreshes only what changed since it last looked (any host);
       ``asm_scopes.epoch`` moves on when rows disappear or vectors are replaced (everyone reloads).
-    * ``asm_terms``: per scope and lexeme, how many facts contain it, kept by statement-level triggers (one
-      statement per batch, content is immutable so only INSERT and DELETE count).
+    * (Schema 4 also counted, per scope and lexeme, how many facts contain it, in ``asm_terms``, kept by
+      statement-level triggers: version 5 drops them.)
     * ``asm_audit (scope_kind, owner, seq)``: the change feed reads a scope's audit trail after a position.
     * The pgvector HNSW indexes go: nothing queries them any more, and each insert paid ~2.5 ms to keep them
       (measured: 400 inserts/s at 100k rows).
@@ -166,39 +167,24 @@ def _migrate_v4(conn: psycopg.Connection[Any], schema: str) -> None:
         (s,),
     ).fetchall():
         conn.execute(f"DROP INDEX {s}.{name}")
-    conn.execute(f"""
-        CREATE TABLE IF NOT EXISTS {s}.asm_terms (
-            scope_kind text NOT NULL, owner text NOT NULL, lexeme text NOT NULL, df bigint NOT NULL,
-            PRIMARY KEY (scope_kind, owner, lexeme))""")
-    conn.execute(f"""
-        CREATE OR REPLACE FUNCTION {s}.asm_terms_added() RETURNS trigger AS $$ BEGIN
-          INSERT INTO {s}.asm_terms AS t (scope_kind, owner, lexeme, df)
-          SELECT n.scope_kind, n.owner, l.lexeme, count(*) FROM added n, unnest(tsvector_to_array(n.tsv)) AS l(lexeme)
-          GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-          ON CONFLICT (scope_kind, owner, lexeme) DO UPDATE SET df = t.df + excluded.df;
-          RETURN NULL; END $$ LANGUAGE plpgsql""")
-    conn.execute(f"""
-        CREATE OR REPLACE FUNCTION {s}.asm_terms_removed() RETURNS trigger AS $$ BEGIN
-          UPDATE {s}.asm_terms AS t SET df = t.df - d.n FROM (
-            SELECT o.scope_kind, o.owner, l.lexeme, count(*) AS n FROM removed o,
-            unnest(tsvector_to_array(o.tsv)) AS l(lexeme) GROUP BY 1, 2, 3) d
-          WHERE t.scope_kind = d.scope_kind AND t.owner = d.owner AND t.lexeme = d.lexeme;
-          RETURN NULL; END $$ LANGUAGE plpgsql""")
+
+
+def _migrate_v5(conn: psycopg.Connection[Any], schema: str) -> None:
+    """The facts' full-text machinery goes: the ``tsv`` column and its GIN index, and ``asm_terms`` with the
+    triggers and functions that kept it. Search ranks keywords from each process's postings
+    (:mod:`~autogen_shared_memory.search.postings`) and nothing read them, yet every insert paid for the
+    tsvector, its GIN entries and the term counts. Record tables keep their ``tsv``: ``rows(query_terms=...)``
+    searches them. ``DROP COLUMN`` only marks the column dropped (no table rewrite); its bytes in existing rows
+    go as the rows are rewritten or by ``VACUUM FULL``. The version keeps releases that searched through these
+    from opening the schema and finding them gone."""
+    s = schema
     conn.execute(f"DROP TRIGGER IF EXISTS asm_facts_terms_added ON {s}.asm_facts")
     conn.execute(f"DROP TRIGGER IF EXISTS asm_facts_terms_removed ON {s}.asm_facts")
-    conn.execute(
-        f"CREATE TRIGGER asm_facts_terms_added AFTER INSERT ON {s}.asm_facts REFERENCING NEW TABLE AS added "
-        f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.asm_terms_added()"
-    )
-    conn.execute(
-        f"CREATE TRIGGER asm_facts_terms_removed AFTER DELETE ON {s}.asm_facts REFERENCING OLD TABLE AS removed "
-        f"FOR EACH STATEMENT EXECUTE FUNCTION {s}.asm_terms_removed()"
-    )
-    conn.execute(f"TRUNCATE {s}.asm_terms")  # counted afresh (a migration may run again over its own tables)
-    conn.execute(f"""
-        INSERT INTO {s}.asm_terms (scope_kind, owner, lexeme, df)
-        SELECT f.scope_kind, f.owner, l.lexeme, count(*)
-        FROM {s}.asm_facts f, unnest(tsvector_to_array(f.tsv)) AS l(lexeme) GROUP BY 1, 2, 3""")
+    conn.execute(f"DROP FUNCTION IF EXISTS {s}.asm_terms_added()")
+    conn.execute(f"DROP FUNCTION IF EXISTS {s}.asm_terms_removed()")
+    conn.execute(f"DROP TABLE IF EXISTS {s}.asm_terms")
+    conn.execute(f"DROP INDEX IF EXISTS {s}.asm_facts_tsv")
+    conn.execute(f"ALTER TABLE {s}.asm_facts DROP COLUMN IF EXISTS tsv")
 
 
 def create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:
