@@ -19,13 +19,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from common.pgserver import pg_server
-from common.revisions import REPO, extract
+from common.revisions import REPO, extract, run_worker
 
 BENCH = Path(__file__).resolve().parent
 
@@ -79,16 +78,6 @@ print(json.dumps({"batch_ms": statistics.median(times) * 1e3, "facts_per_s": 256
 """
 
 
-def run(src: Path, dsn: str, fill: int, batches: int) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    cmd = [sys.executable, "-c", WORKER, str(BENCH), dsn, str(fill), str(batches)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(out.stderr)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, help="git revision to compare with")
@@ -103,7 +92,7 @@ def main() -> None:
         for r in range(args.rounds):
             order = list(sources) if r % 2 == 0 else list(reversed(sources))
             for name in order:
-                runs[name].append(run(sources[name], dsn, args.fill, args.batches))
+                runs[name].append(run_worker(WORKER, sources[name], str(BENCH), dsn, str(args.fill), str(args.batches)))
                 print(f"round {r + 1} {name}: {json.dumps(runs[name][-1])}", file=sys.stderr)
     base = statistics.median(r["batch_ms"] for r in runs["baseline"])
     now = statistics.median(r["batch_ms"] for r in runs["now"])

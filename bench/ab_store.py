@@ -12,15 +12,11 @@ search of the process, 200 searches with distinct queries (scope "all"), 100 sin
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from common.revisions import REPO, extract
+from common.revisions import REPO, extract, run_worker
 
 WORKER = r"""
 import json, random, statistics, sys, tempfile, time
@@ -63,15 +59,6 @@ print(json.dumps({"import": imported, "first": first * 1e3, "p50": statistics.me
 """
 
 
-def run(src: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", WORKER], env=env, capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(out.stderr)
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", required=True, help="git revision to compare with")
@@ -82,7 +69,7 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in sources}
         for _ in range(args.rounds):
             for name, src in sources.items():  # A B A B
-                runs[name].append(run(src))
+                runs[name].append(run_worker(WORKER, src))
     rows = [
         ("import the package (s)", "import", "{:.2f}"),
         ("first search of the process, model load included (ms)", "first", "{:.0f}"),

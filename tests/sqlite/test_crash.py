@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,66 +97,65 @@ def test_kill_9_during_writes_loses_no_acknowledged_write(tmp_path: Path) -> Non
     assert sum(stats.counts.values()) == len(facts)
 
 
-@pytest.mark.sqlite_only
-def test_kill_9_during_the_schema_3_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
-    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01, similar_threshold=1.01)
-    store.remember_many([f"fact number {i} of the old store" for i in range(20000)], "global")  # no dedup: fast
+def kill_while_migrating(root: Path, older: Callable[[sqlite3.Connection], int], check: Callable[..., None]) -> None:
+    """20,000 facts, the file taken back by ``older`` (which returns the schema it left), then processes that
+    open the store killed at several points of the migration: after each, ``check(conn, version)`` holds and no
+    fact is lost; a last open finishes the migration."""
+    store = SharedMemoryStore(root, embedder=HashEmbedder(), near_duplicate_threshold=1.01, similar_threshold=1.01)
+    facts = [f"fact number {i} of the old store, word{i % 997} and word{i % 89}" for i in range(20000)]
+    store.remember_many(facts, "global")
     store.close()
-    with sqlite3.connect(tmp_path / "global.db") as conn:  # back to schema 2
-        conn.execute("ALTER TABLE facts DROP COLUMN stated_by")
-        conn.execute("PRAGMA user_version = 2")
+    with sqlite3.connect(root / "global.db") as conn:
+        old = older(conn)
+        conn.execute(f"PRAGMA user_version = {old}")
     opener = (
         "import sys; from autogen_shared_memory import SharedMemoryStore; print('open', flush=True); "
         "SharedMemoryStore(sys.argv[1]).stats()"
     )
     for delay in (0.0, 0.02, 0.05, 0.1):
-        proc = subprocess.Popen([sys.executable, "-c", opener, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-c", opener, str(root)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
         time.sleep(delay)
         proc.kill()
         proc.wait()
-        with sqlite3.connect(tmp_path / "global.db") as conn:
+        with sqlite3.connect(root / "global.db") as conn:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            columns = {r[1] for r in conn.execute("PRAGMA table_info(facts)")}
-            assert (version, "stated_by" in columns) in ((2, False), (SCHEMA_VERSION, True))  # all or nothing
+            assert version in (old, SCHEMA_VERSION)
+            check(conn, version == old)  # all or nothing
             assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 20000
-    reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    reopened = SharedMemoryStore(root, embedder=HashEmbedder())
     assert reopened.stats()[0].counts["active"] == 20000 and reopened.stats()[0].schema_version == SCHEMA_VERSION
+    assert len(reopened.search("word7 word11", "global", top_k=3)) == 3
+
+
+@pytest.mark.sqlite_only
+def test_kill_9_during_the_schema_3_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    def older(conn: sqlite3.Connection) -> int:
+        conn.execute("ALTER TABLE facts DROP COLUMN stated_by")
+        return 2
+
+    def check(conn: sqlite3.Connection, old: bool) -> None:
+        assert ("stated_by" in {r[1] for r in conn.execute("PRAGMA table_info(facts)")}) is not old
+
+    kill_while_migrating(tmp_path, older, check)
 
 
 @pytest.mark.sqlite_only
 def test_kill_9_during_the_schema_5_migration_leaves_the_file_as_it_was(tmp_path: Path) -> None:
     """Dropping a big FTS5 index takes a while: a process killed part-way leaves the file at schema 4 with
-    its index and triggers whole, or at schema 5 without them, never between; the facts are untouched."""
-    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01, similar_threshold=1.01)
-    store.remember_many(
-        [f"fact number {i} of the old store, word{i % 997} and word{i % 89}" for i in range(20000)], "global"
-    )
-    store.close()
-    with sqlite3.connect(tmp_path / "global.db") as conn:  # back to schema 4, its index built over the rows
+    its index and triggers whole, or at schema 5 without them, never between."""
+
+    def older(conn: sqlite3.Connection) -> int:
         conn.executescript(SCHEMA_4_FACTS_FTS)
-        conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('rebuild')")
-        conn.execute("PRAGMA user_version = 4")
-    opener = (
-        "import sys; from autogen_shared_memory import SharedMemoryStore; print('open', flush=True); "
-        "SharedMemoryStore(sys.argv[1]).stats()"
-    )
-    for delay in (0.0, 0.02, 0.05, 0.1):
-        proc = subprocess.Popen([sys.executable, "-c", opener, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "open"
-        time.sleep(delay)
-        proc.kill()
-        proc.wait()
-        with sqlite3.connect(tmp_path / "global.db") as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            left = len(conn.execute(FACTS_FTS).fetchall())
-            assert (version, left) in ((4, 8), (SCHEMA_VERSION, 0)), (version, left)  # all or nothing
-            if version == 4:
-                conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('integrity-check')")  # raises if damaged
-            assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 20000
-    reopened = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    assert reopened.stats()[0].counts["active"] == 20000 and reopened.stats()[0].schema_version == SCHEMA_VERSION
-    assert len(reopened.search("word7 word11", "global", top_k=3)) == 3
+        conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('rebuild')")  # the index, built over the rows
+        return 4
+
+    def check(conn: sqlite3.Connection, old: bool) -> None:
+        assert len(conn.execute(FACTS_FTS).fetchall()) == (8 if old else 0)
+        if old:
+            conn.execute("INSERT INTO facts_fts (facts_fts) VALUES ('integrity-check')")  # raises if damaged
+
+    kill_while_migrating(tmp_path, older, check)
 
 
 @pytest.mark.sqlite_only
