@@ -135,8 +135,14 @@ def test_watch_follows_another_process_until_ctrl_c(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     store.remember("before watching", "global")
     env = {**os.environ, "AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
+    # Ctrl-C as a terminal sends it: SIGINT handled even when this test runs as a background job, whose
+    # children inherit SIGINT ignored (and a watch started with nohup or & rightly keeps ignoring it).
+    ctrl_c = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'autogen-shared-memory'; runpy.run_module('autogen_shared_memory', run_name='__main__')"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autogen_shared_memory", "--root", str(tmp_path), "watch", "--json"],
+        [sys.executable, "-c", ctrl_c, "--root", str(tmp_path), "watch", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
