@@ -33,7 +33,7 @@ def _modules_after(code: str) -> list[str]:
         "assert s.search('deploys')\n"
         "s.changes()\n"
         "print(' '.join(sorted(m for m in ('autogen', 'autogen_agentchat', 'autogen_core', 'agent_framework',"
-        " 'torch') if m in sys.modules)))\n"
+        " 'torch', 'autogen_core._component_config') if m in sys.modules)))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     return out.split()
@@ -42,10 +42,11 @@ def _modules_after(code: str) -> list[str]:
 def test_the_core_imports_no_framework() -> None:
     # Storing and searching must not import an agent framework (nor torch): a worker of one framework never
     # pays for the others. The store and its embedders are AutoGen components (declarative configs), so
-    # autogen_core (the component base) is loaded, but never agentchat, AG2 or Microsoft Agent Framework.
+    # autogen_core's component module is loaded, alone (autogen_shared_memory.component): not the rest of
+    # autogen_core, nor agentchat, AG2 or Microsoft Agent Framework.
     for code in (
         "from autogen_shared_memory.facts import FactStore\ns = FactStore(tempfile.mkdtemp(), embedder=HashEmbedder())",
         "from autogen_shared_memory import SharedMemoryStore\n"
         "s = SharedMemoryStore(tempfile.mkdtemp(), embedder=HashEmbedder())",
     ):
-        assert _modules_after(code) == ["autogen_core"]
+        assert _modules_after(code) == ["autogen_core._component_config"]

@@ -17,10 +17,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
-from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from .component import Component, ComponentBase
 from .core.types import EmbeddingModelError
 
 Vectors = npt.NDArray[np.float32]

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from .component import Component, ComponentBase
 from .core.types import EmbeddingModelError
 from .embedding import LocalModelEmbedder, Vectors
 

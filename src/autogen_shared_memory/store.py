@@ -10,10 +10,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from autogen_core import Component, ComponentBase, ComponentLoader, ComponentModel
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
+from .component import Component, ComponentBase, ComponentLoader, ComponentModel
 from .core.types import DEFAULT_MAX_FACT_BYTES, ScopeRef
 from .embedding import Embedder
 from .facts import DEFAULT_ROOT, ENV_DSN, ENV_ROOT, FactStore, _off_loop, default_root

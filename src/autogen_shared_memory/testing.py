@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
 from typing_extensions import Self
 
+from .component import Component, ComponentBase
 from .core.types import Fact, ScopeRef
 from .embedding import Vectors, normalize
 from .search.text import fold, query_terms, stem

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-
-import sqlite_utils
+from collections.abc import Collection, Mapping
 
 from ...core import lifecycle
 from ...core.records import TABLES, TableSpec
@@ -18,9 +17,45 @@ SCHEMA_VERSION = 5
 FACT_COLUMNS = ", ".join(FACT_COLUMN_NAMES)  # the order of base.fact_from_row
 
 
+_SQL_TYPES = {int: "INTEGER", str: "TEXT", float: "REAL", bytes: "BLOB"}
+
+
+def _sql_literal(value: object) -> str:
+    return "'" + value.replace("'", "''") + "'" if isinstance(value, str) else repr(value)
+
+
+def _create_table(
+    conn: sqlite3.Connection,
+    name: str,
+    columns: Mapping[str, type],
+    pk: str,
+    not_null: Collection[str] = (),
+    defaults: Mapping[str, object] | None = None,
+) -> None:
+    """``CREATE TABLE`` from Python types, in the layout sqlite-utils wrote for schemas 1 to 5."""
+    lines = []
+    for column, kind in columns.items():
+        line = f'   "{column}" {_SQL_TYPES[kind]}'
+        if column == pk:
+            line += " PRIMARY KEY"
+        elif column in not_null:
+            line += " NOT NULL"
+        if defaults and column in defaults:
+            line += f" DEFAULT {_sql_literal(defaults[column])}"
+        lines.append(line)
+    conn.execute(f'CREATE TABLE "{name}" (\n' + ",\n".join(lines) + "\n)")
+
+
+def _create_index(conn: sqlite3.Connection, table: str, columns: Collection[str], unique: bool = False) -> None:
+    name = f"idx_{table}_{'_'.join(columns)}"
+    quoted = ", ".join(f'"{column}"' for column in columns)
+    conn.execute(f'CREATE {"UNIQUE " if unique else ""}INDEX "{name}"\n    ON "{table}" ({quoted})')
+
+
 def _migrate_v1(conn: sqlite3.Connection) -> None:
-    db = sqlite_utils.Database(conn, recursive_triggers=False)
-    db["facts"].create(  # type: ignore[union-attr]
+    _create_table(
+        conn,
+        "facts",
         {
             "seq": int,
             "id": str,
@@ -57,23 +92,19 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
             "version": 1,
         },
     )
-    facts = db.table("facts")
-    facts.create_index(["id"], unique=True)
-    facts.create_index(["content_hash", "status"])
-    facts.create_index(["rev"])
-    facts.create_index(["created_at"])
-    facts.create_index(["created_by"])
-    facts.create_index(["session_id", "seq"])
-    db["audit"].create(  # type: ignore[union-attr]
+    _create_index(conn, "facts", ["id"], unique=True)
+    for columns in (["content_hash", "status"], ["rev"], ["created_at"], ["created_by"], ["session_id", "seq"]):
+        _create_index(conn, "facts", columns)
+    _create_table(
+        conn,
+        "audit",
         {"seq": int, "fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
         pk="seq",
         not_null={"fact_id", "event", "actor", "at"},
     )
-    db.table("audit").create_index(["fact_id"])
-    db["meta"].create({"key": str, "value": str}, pk="key")  # type: ignore[union-attr]
-    db["state"].create(  # type: ignore[union-attr]
-        {"id": int, "rev": int, "epoch": int, "n_facts": int, "last_write": float}, pk="id"
-    )
+    _create_index(conn, "audit", ["fact_id"])
+    _create_table(conn, "meta", {"key": str, "value": str}, pk="key")
+    _create_table(conn, "state", {"id": int, "rev": int, "epoch": int, "n_facts": int, "last_write": float}, pk="id")
     conn.execute("INSERT INTO state (id, rev, epoch, n_facts, last_write) VALUES (1, 0, 0, 0, NULL)")
     # (Schemas 1 to 4 also indexed the facts with FTS5 here, through triggers: version 5 drops that index.)
     conn.execute(
@@ -84,14 +115,10 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
 
 
 def create_record_table(conn: sqlite3.Connection, spec: TableSpec) -> None:
-    db = sqlite_utils.Database(conn, recursive_triggers=False)
-    db[spec.name].create(  # type: ignore[union-attr]
-        {"seq": int, **spec.columns}, pk="seq", not_null=set(spec.not_null)
-    )
-    table = db.table(spec.name)
-    table.create_index(list(spec.key), unique=True)
+    _create_table(conn, spec.name, {"seq": int, **spec.columns}, pk="seq", not_null=spec.not_null)
+    _create_index(conn, spec.name, spec.key, unique=True)
     for columns in spec.indexes:
-        table.create_index(list(columns))
+        _create_index(conn, spec.name, columns)
     if spec.fts:
         conn.execute(
             f"CREATE VIRTUAL TABLE {spec.name}_fts USING fts5({spec.fts}, content='{spec.name}', "
