@@ -5,6 +5,10 @@ here from the packaged ``model.safetensors`` (no exporter, so no torch even at b
 pooling and L2 normalisation inside, and gives the vectors of :class:`~.embedding.SentenceTransformerEmbedder`
 to float rounding, so scopes written by either embedder are interchangeable.
 
+The word-embedding table (47 MB of the 90 MB of weights, read a few rows per text) stays out of the graph: it
+is memory-mapped from ``model.safetensors`` and its rows are gathered with numpy, so a process never parses or
+copies it, and reads only the pages of the tokens it meets.
+
 The built graph is cached on disk, named by the SHA-256 of the weights, the config and :data:`BUILDER_VERSION`;
 the weights' hash is memoised by (path, size, mtime) so a warm start reads no 90 MB file twice.
 """
@@ -15,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import struct
 import tempfile
 import threading
 import time
@@ -34,11 +39,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from tokenizers import Tokenizer
 
 # Bump whenever the graph build changes: it is part of the cache key, so stale graphs are never reused.
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 CACHE_DIR_ENV = "AUTOGEN_SHARED_MEMORY_CACHE_DIR"
 OPSET = 17
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+# word_embeddings: float32 [batch, seq, hidden], the rows of the token ids (see word_embedding_table); the
+# others int64 [batch, seq].
+INPUT_NAMES = ("word_embeddings", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "sentence_embedding"
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 
 # Threads: one session, intra_op_num_threads = the available cores (capped at 4), spinning off. Measured
 # on the 2-core dev machine with OnnxEmbedder itself, 5 interleaved rounds, medians; single = uncached
@@ -46,7 +54,7 @@ OUTPUT_NAME = "sentence_embedding"
 #   1 thread:              single p50 6.1 ms, batch 123 texts/s
 #   2 threads, no spin:    single p50 4.1 ms, batch 246 texts/s
 #   2 threads, spinning:   single p50 3.7 ms, batch 249 texts/s
-# Two threads win both, so a second one-thread session for queries would only double the 90 MB of
+# Two threads win both, so a second one-thread session for queries would only double the 43 MB of
 # weights. Spinning buys 0.4 ms per query but burns a core after every call, and with another busy
 # process on the box (a benchmark running beside it) it was ruinous: single p50 15.5 ms vs 7.8 ms without
 # spinning and 7.4 ms with one thread. The cap of 4 is a guess: short queries have too little work for more.
@@ -76,7 +84,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     """The BERT encoder of ``model_dir`` + mean pooling + L2 norm as an opset-17 ONNX graph (standard ops only).
 
-    Read from ``config.json`` and ``model.safetensors`` with numpy; inputs ``input_ids``, ``attention_mask``,
+    Read from ``config.json`` and ``model.safetensors`` with numpy; inputs ``word_embeddings`` (float32,
+    [batch, seq, hidden]: the token ids' rows of :func:`word_embedding_table`), ``attention_mask`` and
     ``token_type_ids`` (int64, [batch, seq]), output ``sentence_embedding`` (float32, [batch, hidden]).
     """
     from onnx import TensorProto, helper, numpy_helper
@@ -103,7 +112,8 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
         weights = load_file(str(folder / "model.safetensors"))
     except Exception as exc:
         raise EmbeddingModelError(f"cannot read {folder / 'model.safetensors'}: {exc}") from exc
-    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in weights else ""
+    prefix = "bert." if f"bert.{WORD_EMBEDDINGS}" in weights else ""
+    weights.pop(prefix + WORD_EMBEDDINGS, None)  # an input of the graph, not a weight in it
 
     nodes: list[onnx.NodeProto] = []
     inits: list[onnx.TensorProto] = []
@@ -156,13 +166,12 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     const("hidden_i", [hidden], np.int64)
 
     # Embeddings: word + position + token type, then LayerNorm.
-    shape = node("Shape", ["input_ids"], "emb/shape")
+    shape = node("Shape", ["attention_mask"], "emb/shape")
     seq_len = node("Gather", [shape, "one_i"], "emb/seq_len", axis=0)
     positions = node("Range", ["zero_i", seq_len, "one_i"], "emb/positions")
-    words = node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "emb/words")
     pos = node("Gather", [weight("embeddings.position_embeddings.weight"), positions], "emb/pos")
     types = node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "emb/types")
-    x = node("Add", [node("Add", [words, types], "emb/words_types"), pos], "emb/sum")
+    x = node("Add", [node("Add", ["word_embeddings", types], "emb/words_types"), pos], "emb/sum")
     x = layer_norm(x, "embeddings.LayerNorm", "emb/ln")
     # The encoder works on [batch * seq, hidden]: each linear is one Gemm with its bias, and the three
     # attention projections are one Gemm on the concatenated weights (fewer, larger kernels per query).
@@ -215,7 +224,8 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
         "bert_mean_pooled",
-        [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"]) for name in INPUT_NAMES],
+        [helper.make_tensor_value_info(INPUT_NAMES[0], TensorProto.FLOAT, ["batch", "seq", hidden])]
+        + [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"]) for name in INPUT_NAMES[1:]],
         [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", hidden])],
         inits,
     )
@@ -227,6 +237,33 @@ def build_minilm_graph(model_dir: str | os.PathLike[str]) -> onnx.ModelProto:
     )
     model.ir_version = 8  # opset 17's IR: loadable by any onnxruntime since 1.13
     return model
+
+
+def word_embedding_table(model_dir: str | os.PathLike[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """The word-embedding table of ``model_dir`` ([vocab, hidden] float32): a read-only memory map of
+    ``model.safetensors`` when stored there as float32 (so only the rows of the tokens met are ever read),
+    else a float32 copy."""
+    path = Path(model_dir) / "model.safetensors"
+    try:
+        with path.open("rb") as file:
+            (size,) = struct.unpack("<Q", file.read(8))
+            if size > 100_000_000:  # the format's own limit
+                raise ValueError(f"a header of {size} bytes")
+            header = json.loads(file.read(size))
+        key = next(k for k in (f"bert.{WORD_EMBEDDINGS}", WORD_EMBEDDINGS) if k in header)
+        entry = header[key]
+        rows, width = (int(n) for n in entry["shape"])
+        begin, end = (int(n) for n in entry["data_offsets"])
+    except StopIteration:
+        raise EmbeddingModelError(f"{path} has no tensor {WORD_EMBEDDINGS!r}") from None
+    except Exception as exc:
+        raise EmbeddingModelError(f"cannot read {path}: {exc}") from exc
+    if entry.get("dtype") == "F32" and end - begin == rows * width * 4:
+        mapped = np.memmap(path, dtype="<f4", mode="r", offset=8 + size + begin, shape=(rows, width))
+        return np.asarray(mapped)  # a plain array on the mapping (rows taken from it are plain arrays too)
+    from safetensors.numpy import load_file
+
+    return np.asarray(load_file(str(path))[key], dtype=np.float32)
 
 
 # ------------------------------------------------------------------------------------------ the cache
@@ -264,7 +301,7 @@ def _write_atomic(path: Path, data: bytes) -> bool:
 
 
 def _remove_stale_temps(folder: Path, max_age_s: float = 600.0) -> None:
-    """Drop temp files that a process killed mid-write left behind (each can be 90 MB)."""
+    """Drop temp files that a process killed mid-write left behind (each can be 43 MB)."""
     now = time.time()
     with contextlib.suppress(OSError):
         for tmp in folder.glob(".*.tmp"):
@@ -387,6 +424,7 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
         self._cache_root = Path(cache_dir) if cache_dir is not None else None
         self._session: Any = None
         self._tokenizer: Tokenizer | None = None
+        self._words: np.ndarray[Any, np.dtype[np.float32]] | None = None
         self._lowercase = False
         self._graph_path: Path | None = None
         self._lock = threading.Lock()
@@ -415,13 +453,18 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
                     raise EmbeddingModelError(f"embedding model folder {self._dir} does not exist")
                 self._check_pooling()
                 tokenizer = self._load_tokenizer()
+                words = word_embedding_table(self._dir)
                 session, path = self._open_session()
                 width = session.get_outputs()[0].shape[-1]
                 if isinstance(width, int) and width != self.dimension:
                     raise EmbeddingModelError(
                         f"model at {self._dir} produces {width}-d vectors, its config says {self.dimension}"
                     )
-                self._tokenizer, self._graph_path = tokenizer, path
+                if words.shape[1] != self.dimension:
+                    raise EmbeddingModelError(
+                        f"model at {self._dir} has {words.shape[1]}-d word embeddings, its config says {self.dimension}"
+                    )
+                self._tokenizer, self._words, self._graph_path = tokenizer, words, path
                 self._session = session
         return self._session
 
@@ -469,7 +512,7 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
             raise EmbeddingModelError(f"cannot build the ONNX graph of the model at {self._dir}: {exc}") from exc
         written = _write_atomic(path, data)
         source: str | bytes = str(path) if written else data
-        del data  # with the graph on disk, its 90 MB of bytes go before onnxruntime reads its own copy
+        del data  # with the graph on disk, its 43 MB of bytes go before onnxruntime reads its own copy
         try:
             return self._session_on(ort, source), (path if written else None)
         except Exception as exc:
@@ -499,8 +542,8 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
 
     def _encode(self, session: Any, texts: list[str]) -> Vectors:
         """Tokenise, run length-sorted batches (less padding, as sentence-transformers does), restore the order."""
-        tokenizer = self._tokenizer
-        assert tokenizer is not None
+        tokenizer, words = self._tokenizer, self._words
+        assert tokenizer is not None and words is not None
         if self._lowercase:
             texts = [t.lower() for t in texts]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
@@ -522,7 +565,11 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
                     n = int(lengths[i])
                     ids[r, :n] = encodings[i].ids
                     mask[r, :n] = 1
-                feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+                feeds = {
+                    "word_embeddings": np.take(words, ids, axis=0),
+                    "attention_mask": mask,
+                    "token_type_ids": np.zeros_like(ids),
+                }
                 out[begin + rows] = session.run([OUTPUT_NAME], feeds)[0]
         return out
 

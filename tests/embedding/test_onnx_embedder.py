@@ -389,3 +389,37 @@ def test_build_reads_config_and_rejects_other_architectures(tmp_path: Path) -> N
     layer_norms = [n for n in graph.node if n.op_type == "LayerNormalization"]
     assert len(layer_norms) == 1 + 2 * 2
     assert all(abs(a.f - 1e-7) < 1e-12 for n in layer_norms for a in n.attribute if a.name == "epsilon")
+
+
+def test_word_embeddings_are_memory_mapped_not_in_the_graph(onnx_minilm: OnnxEmbedder) -> None:
+    # The 47 MB table is the graph's input, gathered from a memory map of the weights: no process parses or
+    # copies it (start-up, memory), and the rows are exactly the stored ones.
+    import onnx
+    from safetensors.numpy import load_file
+
+    onnx_minilm.load()
+    assert onnx_minilm.graph_path is not None
+    graph = onnx.load(str(onnx_minilm.graph_path)).graph
+    assert oe.WORD_EMBEDDINGS not in {init.name for init in graph.initializer}
+    assert [i.name for i in graph.input] == list(oe.INPUT_NAMES)
+    table = onnx_minilm._words
+    assert table is not None and not table.flags.owndata and not table.flags.writeable
+    assert isinstance(table.base, np.memmap)
+    stored = load_file(str(onnx_minilm.model_dir / "model.safetensors"))
+    key = next(k for k in stored if k.endswith(oe.WORD_EMBEDDINGS))
+    assert np.array_equal(table, stored[key])
+
+
+def test_word_embedding_table_of_other_dtypes_and_bad_files(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    half = np.random.default_rng(0).standard_normal((50, 8)).astype(np.float16)
+    save_file({f"bert.{oe.WORD_EMBEDDINGS}": half}, str(tmp_path / "model.safetensors"))
+    table = oe.word_embedding_table(tmp_path)  # float16 is copied as float32 (no memory map)
+    assert table.dtype == np.float32 and table.flags.owndata and np.array_equal(table, half.astype(np.float32))
+    save_file({"embeddings.other.weight": half}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(EmbeddingModelError, match="has no tensor"):
+        oe.word_embedding_table(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"\xff" * 64)
+    with pytest.raises(EmbeddingModelError, match="cannot read"):
+        oe.word_embedding_table(tmp_path)
