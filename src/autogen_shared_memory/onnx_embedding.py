@@ -310,6 +310,17 @@ def _remove_stale_temps(folder: Path, max_age_s: float = 600.0) -> None:
                     tmp.unlink()
 
 
+def _remove_older_builds(folder: Path) -> None:
+    """Drop graphs of older builder versions: this release never reads them again (a release that still does
+    builds its own once more). Called after a build only, so at most once per machine and version."""
+    with contextlib.suppress(OSError):
+        for graph in folder.glob("bert-*-b*.onnx"):
+            version = graph.stem.rpartition("-b")[2]
+            if version.isdigit() and int(version) < BUILDER_VERSION:
+                with contextlib.suppress(OSError):
+                    graph.unlink()
+
+
 def weights_sha256(weights: Path, cache_dir: Path | None) -> str:
     """SHA-256 of ``weights``, memoised in ``cache_dir/hashes`` by (path, size, mtime_ns, inode).
 
@@ -511,6 +522,8 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
         except Exception as exc:
             raise EmbeddingModelError(f"cannot build the ONNX graph of the model at {self._dir}: {exc}") from exc
         written = _write_atomic(path, data)
+        if written:
+            _remove_older_builds(folder)
         source: str | bytes = str(path) if written else data
         del data  # with the graph on disk, its 43 MB of bytes go before onnxruntime reads its own copy
         try:

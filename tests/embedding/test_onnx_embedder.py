@@ -290,6 +290,20 @@ def test_damaged_or_missing_graph_is_rebuilt(
     assert not stale.exists() and fresh.exists()  # an old temp file is swept, a live one is left alone
 
 
+def test_a_build_removes_the_graphs_of_older_builders(built_cache: Path, tmp_path: Path) -> None:
+    root = copy_cache(built_cache, tmp_path / "cache")
+    (graph,) = graph_files(root)
+    older = [root / "onnx" / f"bert-{'a' * 40}-b{v}.onnx" for v in range(1, oe.BUILDER_VERSION)]
+    kept = [root / "onnx" / f"bert-{'b' * 40}-b{oe.BUILDER_VERSION + 1}.onnx", root / "onnx" / "notes.onnx"]
+    for path in older + kept:
+        path.write_bytes(b"a graph")
+    OnnxEmbedder(cache_dir=root).load()  # read from the cache: nothing is removed
+    assert all(path.exists() for path in older + kept)
+    graph.unlink()
+    OnnxEmbedder(cache_dir=root).load()  # built: the older builders' graphs go, newer and foreign files stay
+    assert graph.exists() and not any(path.exists() for path in older) and all(path.exists() for path in kept)
+
+
 def test_a_graph_that_still_fails_after_the_rebuild_raises(
     built_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
