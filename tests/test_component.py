@@ -72,3 +72,28 @@ def test_autogen_core_imported_first_gives_the_same_classes() -> None:
 def test_without_the_module_alone_the_whole_package_is_imported(break_it: str) -> None:
     out = run(break_it + "import autogen_shared_memory\nprint('autogen_core' in sys.modules)\n" + ROUND_TRIP)
     assert out.splitlines() == ["True", "ok"]
+
+
+def test_a_thread_importing_autogen_core_meanwhile_waits_for_the_module() -> None:
+    # The module is loaded under the import system's per-module lock: another thread that imports autogen_core
+    # while it runs waits for it, instead of taking names from a half-made module (an ImportError).
+    out = run(
+        "import importlib.machinery as m, threading, time\n"
+        "real, errors = m.SourceFileLoader.exec_module, []\n"
+        "def import_autogen_core():\n"
+        "    try:\n"
+        "        import autogen_core\n"
+        "    except Exception as exc:\n"
+        "        errors.append(repr(exc))\n"
+        "def meanwhile(self, module):\n"
+        "    if module.__name__ == 'autogen_core._component_config' and not hasattr(m, 'other'):\n"
+        "        m.other = threading.Thread(target=import_autogen_core)\n"
+        "        m.other.start()\n"
+        "        time.sleep(0.5)  # the other thread reaches the module while it is being made\n"
+        "    return real(self, module)\n"
+        "m.SourceFileLoader.exec_module = meanwhile\n"
+        "import autogen_shared_memory\n"
+        "m.other.join()\n"
+        "print(errors)\n" + ROUND_TRIP
+    )
+    assert out.splitlines() == ["[]", "ok"]

@@ -13,6 +13,7 @@ on its own, the whole package is imported as before.
 from __future__ import annotations
 
 import importlib
+import importlib._bootstrap
 import importlib.util
 import sys
 from pathlib import Path
@@ -31,14 +32,20 @@ def _load_alone() -> ModuleType | None:
     spec = importlib.util.spec_from_file_location(_MODULE, path)
     if spec is None or spec.loader is None or not path.is_file():
         return None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[_MODULE] = module
+    # importlib's own loader (in every CPython since 3.4) runs the module under its per-module import lock:
+    # another thread importing autogen_core meanwhile waits for it instead of seeing it half-initialised.
+    load = getattr(importlib._bootstrap, "_load", None)
     try:
+        if load is not None:
+            module: ModuleType = load(spec)
+            return module
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_MODULE] = module
         spec.loader.exec_module(module)
+        return module
     except Exception:
         sys.modules.pop(_MODULE, None)
         return None
-    return module
 
 
 def component_module() -> ModuleType:
