@@ -258,12 +258,15 @@ def word_embedding_table(model_dir: str | os.PathLike[str]) -> np.ndarray[Any, n
         raise EmbeddingModelError(f"{path} has no tensor {WORD_EMBEDDINGS!r}") from None
     except Exception as exc:
         raise EmbeddingModelError(f"cannot read {path}: {exc}") from exc
-    if entry.get("dtype") == "F32" and end - begin == rows * width * 4:
-        mapped = np.memmap(path, dtype="<f4", mode="r", offset=8 + size + begin, shape=(rows, width))
-        return np.asarray(mapped)  # a plain array on the mapping (rows taken from it are plain arrays too)
-    from safetensors.numpy import load_file
+    try:
+        if entry.get("dtype") == "F32" and end - begin == rows * width * 4:
+            mapped = np.memmap(path, dtype="<f4", mode="r", offset=8 + size + begin, shape=(rows, width))
+            return np.asarray(mapped)  # a plain array on the mapping (rows taken from it are plain arrays too)
+        from safetensors.numpy import load_file
 
-    return np.asarray(load_file(str(path))[key], dtype=np.float32)
+        return np.asarray(load_file(str(path))[key], dtype=np.float32)
+    except Exception as exc:  # a truncated file, offsets past its end, a dtype numpy cannot read
+        raise EmbeddingModelError(f"cannot read {key} from {path}: {exc}") from exc
 
 
 # ------------------------------------------------------------------------------------------ the cache

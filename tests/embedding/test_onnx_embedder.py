@@ -437,3 +437,10 @@ def test_word_embedding_table_of_other_dtypes_and_bad_files(tmp_path: Path) -> N
     (tmp_path / "model.safetensors").write_bytes(b"\xff" * 64)
     with pytest.raises(EmbeddingModelError, match="cannot read"):
         oe.word_embedding_table(tmp_path)
+    table32 = np.ones((50, 8), dtype=np.float32)
+    save_file({oe.WORD_EMBEDDINGS: table32}, str(tmp_path / "model.safetensors"))
+    assert np.array_equal(oe.word_embedding_table(tmp_path), table32)  # no "bert." prefix: found as well
+    whole = (tmp_path / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(whole[: len(whole) - 100])  # the table's end cut off
+    with pytest.raises(EmbeddingModelError, match="cannot read"):
+        oe.word_embedding_table(tmp_path)
