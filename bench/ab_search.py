@@ -11,6 +11,12 @@ embedder of its own tree. Before each worker it waits for other processes to lea
 a disturbed worker (``common.measure.Quiet``). Medians of the rounds::
 
     python bench/ab_search.py --baseline 08e1076 --rounds 4 --stores ~/.cache/asm-bench-stores
+
+``--vector-index hnsw`` runs the current tree with ``vector_index="hnsw"`` (each scope's graph built before
+the timing) against the baseline's exact scan, and reports how often the two give the same top 5: the data
+for choosing between exactness and speed at this size::
+
+    python bench/ab_search.py --baseline HEAD --vector-index hnsw --rounds 2 --stores ~/.cache/asm-bench-stores
 """
 
 from __future__ import annotations
@@ -65,18 +71,23 @@ from common.corpus import make_queries
 from common.measure import Monitor
 from autogen_shared_memory.onnx_embedding import OnnxEmbedder
 from autogen_shared_memory.store import SharedMemoryStore
-root, n = Path(sys.argv[1]), int(sys.argv[2])
+root, n, vector_index = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[5]
 embedder = OnnxEmbedder(cache_size=0)
 embedder.embed(["warm up the model", "and once more"])
 queries = make_queries(2 * (2 * n + 5) + 10, 1235)
 out, pos = {}, 0
 for layout, scope in (("single", "group"), ("all", "all")):
-    store = SharedMemoryStore(root / f"search-{layout}", embedder=embedder)
+    store = SharedMemoryStore(root / f"search-{layout}", embedder=embedder, vector_index=vector_index)
+    if vector_index == "hnsw":
+        for ref in store.backend.scopes():
+            store.backend.build_ann(ref)
     take = queries[pos : pos + 2 * n + 5]
     pos += 2 * n + 5
     r = run_searches(store, take[5 : 5 + n], take[:5], take[5 + n :], scope, int(sys.argv[3]), layout, 1, "ab",
                      Monitor(0, 9.0, False))
-    out[scope] = {"p50": r.latency["p50_ms"], "embed": r.paired_embed["p50_ms"], "phases": r.phases_p50_ms}
+    top5 = [[h.fact.id for h in store.search(q, scope, agent_id="a1", group_id="g1")] for q in take[5 : 5 + n]]
+    out[scope] = {"p50": r.latency["p50_ms"], "embed": r.paired_embed["p50_ms"], "phases": r.phases_p50_ms,
+                  "top5": top5}
     store.close()
 print(json.dumps(out))
 """
@@ -99,6 +110,7 @@ def main() -> None:
     p.add_argument("--wait-quiet", type=float, default=60.0, help="wait up to this many s for quiet per worker")
     p.add_argument("--wait-budget", type=float, default=1800.0)
     p.add_argument("--retries", type=int, default=2, help="re-run a worker disturbed by >= 0.3 other cores")
+    p.add_argument("--vector-index", choices=("exact", "hnsw"), default="exact", help="the current tree's vector index")
     args = p.parse_args()
     stores = args.stores.expanduser()
     with tempfile.TemporaryDirectory(prefix="ab-search-") as tmp:
@@ -119,8 +131,11 @@ def main() -> None:
             for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
 
                 def one(_mon: Any, name: str = name) -> tuple[dict[str, Any], float]:
+                    index = args.vector_index if name == "now" else "exact"
                     with cpu_window() as w:
-                        out = run(WORKER, trees[name], str(copies[name]), str(args.queries), str(SIZE), str(HERE))
+                        out = run(
+                            WORKER, trees[name], str(copies[name]), str(args.queries), str(SIZE), str(HERE), index
+                        )
                     return json.loads(out.strip().splitlines()[-1]), w.other_cores
 
                 res = quiet.measure(f"round {r + 1} {name}", one)
@@ -137,7 +152,10 @@ def main() -> None:
         "lexical phase p50 ms": lambda v: v["phases"]["lexical"],
         "semantic phase p50 ms": lambda v: v["phases"]["semantic"],
     }
-    print(f"{args.rounds} rounds, {args.queries} searches per store and worker, medians; baseline {args.baseline}\n")
+    print(
+        f"{args.rounds} rounds, {args.queries} searches per store and worker, medians; baseline {args.baseline}"
+        f" (exact), now ({args.vector_index})\n"
+    )
     print("| scope | measure | baseline | now | now / baseline | per round, baseline | per round, now |")
     print("|---|---|---:|---:|---:|---|---|")
     for scope in ("group", "all"):
@@ -148,6 +166,14 @@ def main() -> None:
             print(f"| `{scope}` | {label} | {b:.2f} | {n:.2f} | {n / b:.2f} | {rounds['baseline']} | {rounds['now']} |")
     worst = max(x["other_cores"] for rows in results.values() for x in rows)
     print(f"\nOther processes used at most {worst:.2f} cores during a kept worker.")
+    for scope in ("group", "all"):
+        pairs = list(zip(results["baseline"][0][scope]["top5"], results["now"][0][scope]["top5"], strict=True))
+        same = sum(a == b for a, b in pairs)
+        shared = sum(len(set(a) & set(b)) for a, b in pairs) / max(1, sum(len(a) for a, _ in pairs))
+        print(
+            f"`{scope}`: the same top 5 (ids in order) for {same} of {len(pairs)} searches; "
+            f"{shared:.3f} of the baseline's top-5 facts in now's."
+        )
 
 
 if __name__ == "__main__":
