@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -964,12 +965,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--markdown", type=Path, help="write the tables here")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    methods = ["hybrid", "lexical", "semantic", "recommended", "context", "chromadb", "listmemory"]
     parser.add_argument(
         "--methods",
         nargs="+",
-        default=["hybrid", "lexical", "semantic", "recommended", "context", "chromadb", "listmemory"],
-        choices=["hybrid", "lexical", "semantic", "recommended", "context", "chromadb", "listmemory"],
-        help="methods of the main tables",
+        choices=methods,
+        help="methods of the main tables (default: all; chromadb only when it is installed)",
     )
     parser.add_argument("--text", default=MAIN_TEXT, help=f"indexed text of the main table (default {MAIN_TEXT})")
     parser.add_argument(
@@ -977,6 +978,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--no-experiments", action="store_true", help="main tables only")
     args = parser.parse_args(argv)
+    has_chromadb = importlib.util.find_spec("chromadb") is not None
+    if args.methods is None:
+        args.methods = [m for m in methods if m != "chromadb" or has_chromadb]
+        if not has_chromadb:
+            print("chromadb is not installed: its comparison is left out (pip install chromadb)", file=sys.stderr)
+    elif "chromadb" in args.methods and not has_chromadb:
+        parser.error("--methods chromadb needs chromadb: pip install chromadb, or leave it out")
     wall = time.perf_counter()
 
     conversations = load(args.data, args.conversations)
