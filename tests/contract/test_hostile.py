@@ -222,14 +222,43 @@ def test_tool_calls_never_raise_whatever_the_model_sends(
         (search, {"query": query, "scope": scope, "top_k": top_k}),
         (forget, {"fact_id": fact_id, "reason": reason}),
     ]
+
+    def memory() -> list[str]:  # the tool-call log (record_calls) records refused calls too, by design
+        return [line for line in everything(s) if '"table": "tool_calls"' not in line]
+
     for tool, args in calls:
-        try:
-            text = asyncio.run(tool.run_json(args, token))
-        except Exception as exc:  # pydantic refuses argument shapes before the tool runs: that is fine
-            assert type(exc).__name__ == "ValidationError", exc
-            continue
+        before = memory()
+        text = asyncio.run(tool.run_json(args, token))  # AutoGen's entry point: it must not raise either
         assert isinstance(text, str) and text.encode("utf-8")
         assert text.startswith(("created", "reinforced", "held", "[memory", "forgot", "ERROR:", "DENIED")), text
+        if text.startswith(("ERROR:", "DENIED")):
+            assert memory() == before, text
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "field"),
+    [
+        (0, {"query": "x", "top_k": -1}, "top_k"),
+        (0, {"query": ["x"]}, "query"),
+        (0, {}, "query"),
+        (0, {"query": "x", "max_capsule_bytes": 10**12}, "max_capsule_bytes"),
+        (1, {"fact": "x", "scope": "group", "confidence": 1.5}, "confidence"),
+        (1, {"fact": "x", "scope": "group", "ttl_days": -3}, "ttl_days"),
+        (1, {"fact": "x", "scope": "group", "tags": "a,b"}, "tags"),
+        (1, {"fact": "x", "scope": "nowhere"}, "scope"),
+        (2, {"fact_id": 5}, "fact_id"),
+    ],
+)
+def test_arguments_that_fail_validation_answer_an_error_naming_the_field(
+    make_store: StoreFactory, tool: int, args: dict[str, Any], field: str
+) -> None:
+    s = make_store()
+    s.add_group_member("crew", "alice")
+    s.remember("Deploys happen on Tuesdays", "group", agent_id="alice", group_id="crew")
+    before = everything(s)
+    text = asyncio.run(memory_tools(s, "alice", "crew")[tool].run_json(args, CancellationToken()))
+    assert text.startswith(f"ERROR: invalid arguments ({field}") and text.endswith("Nothing was changed."), text
+    assert "\n" not in text and everything(s) == before
 
 
 def test_a_write_budget_bounds_how_fast_an_agent_fills_a_scope(make_store: StoreFactory) -> None:

@@ -98,7 +98,8 @@ DESCRIPTIONS = {
 }
 
 
-def _invalid(exc: ValidationError) -> str:
+def invalid_arguments(exc: ValidationError) -> str:
+    """The answer to arguments that fail validation: each problem by field, on one line."""
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
     return f"ERROR: invalid arguments ({problems}). Nothing was changed."
 
@@ -132,7 +133,7 @@ class BoundTools:
                 raise TypeError(f"the arguments must be an object, not {type(arguments).__name__}")
             args = ARGS[name].model_validate(dict(arguments))
         except ValidationError as exc:
-            return _invalid(exc)
+            return invalid_arguments(exc)
         except (TypeError, ValueError) as exc:
             return f"ERROR: {exc}. Nothing was changed."
         return await self.run(name, args, started)

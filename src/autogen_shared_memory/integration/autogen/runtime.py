@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
 from ...core.types import validate_owner_id
 from ...views.agents import upsert_agent
-from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs
+from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, invalid_arguments
 from .tools import memory_tools
 
 if TYPE_CHECKING:
@@ -323,7 +323,9 @@ class MemoryServiceAgent(RoutedAgent):
         try:
             args = make_args()
             tool = memory_tools(self.store, agent_id_of(ctx.sender), request.group_id)[tool_index]
-        except (ValidationError, ValueError, TypeError) as exc:
+        except ValidationError as exc:
+            return MemoryReply(invalid_arguments(exc), False)
+        except (ValueError, TypeError) as exc:
             return MemoryReply(f"ERROR: invalid request: {exc}", False)
         text = await tool.run(args, ctx.cancellation_token)
         return MemoryReply(str(text), not str(text).startswith(FAILURE_PREFIXES))

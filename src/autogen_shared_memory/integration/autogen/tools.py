@@ -8,11 +8,12 @@ raising. The tools are AutoGen components, so an agent or team that holds them d
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from autogen_core import CancellationToken, Component, ComponentBase, ComponentLoader, ComponentModel
 from autogen_core.tools import BaseTool
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
 from ...core.types import validate_owner_id
@@ -27,6 +28,7 @@ from ..toolkit import (
     ForgetArgs,
     RememberArgs,
     SearchArgs,
+    invalid_arguments,
 )
 
 __all__ = [
@@ -104,6 +106,18 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
             config.group_id,
             record_calls=config.record_calls,
         )
+
+    async def run_json(
+        self, args: Mapping[str, Any], cancellation_token: CancellationToken, call_id: str | None = None
+    ) -> Any:
+        """AutoGen's entry point for a model's call. Arguments that fail validation (a negative ``top_k``, a
+        list for ``query``, a missing field) answer ``ERROR: invalid arguments (...)`` text, as every other
+        refusal does, instead of raising: the model reads what to fix and nothing was changed."""
+        try:
+            self._args_type.model_validate(args)
+        except ValidationError as exc:
+            return invalid_arguments(exc)
+        return await super().run_json(args, cancellation_token, call_id)
 
     async def run(self, args: BaseModel, cancellation_token: CancellationToken) -> Any:
         bound = BoundTools(self.store, self.agent_id, self.group_id, record_calls=self.record_calls)
