@@ -522,7 +522,9 @@ class FactStore:
         agent_id: str | None = None,
         group_id: str | None = None,
     ) -> Fact:
-        """Tombstone a fact (soft delete): search stops returning it, its row and audit trail stay."""
+        """Tombstone a fact (soft delete): search stops returning it, its row and audit trail stay. A fact
+        already forgotten or superseded is returned unchanged (its ``status`` says which): its history stays
+        as it was."""
         validate_reason(reason)
         fact = self._readable(fact_id, self._agent(agent_id), group_id)
         self.policy.check_write(agent_id, fact.scope, "forget facts in")

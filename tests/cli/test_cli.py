@@ -355,6 +355,12 @@ def test_forget(run: Run, ids: dict[str, str]) -> None:
     )
     again = run("forget", ids["style"], "--reason", "twice")
     assert "already forgotten" in again.stdout
+    old = as_json(run("remember", "Deploys happen on Mondays", "--scope", "global", "--json"))["id"]
+    run("remember", "Deploys happen on Thursdays", "--scope", "global", "--supersedes", old)
+    closed = as_json(run("show", old, "--json"))
+    assert "already superseded" in run("forget", old, "--reason", "cleanup").stdout
+    assert as_json(run("forget", old, "--reason", "cleanup", "--json"))["changed"] is False
+    assert as_json(run("show", old, "--json")) == closed  # the correction's tombstone stays
     assert as_json(run("show", ids["style"], "--json"))["tombstone_reason"] == "no longer true"
     assert ids["style"] not in run("search", "markdown tables").stdout
     mine = run("forget", ids["q3"], "--reason", "done", "--as", "bob")  # a member may forget group facts

@@ -230,7 +230,8 @@ def test_tool_calls_never_raise_whatever_the_model_sends(
         before = memory()
         text = asyncio.run(tool.run_json(args, token))  # AutoGen's entry point: it must not raise either
         assert isinstance(text, str) and text.encode("utf-8")
-        assert text.startswith(("created", "reinforced", "held", "[memory", "forgot", "ERROR:", "DENIED")), text
+        answers = ("created", "reinforced", "held", "[memory", "forgot", "already", "ERROR:", "DENIED")
+        assert text.startswith(answers), text
         if text.startswith(("ERROR:", "DENIED")):
             assert memory() == before, text
 
@@ -327,3 +328,20 @@ def test_global_writes_of_untrusted_agents_can_be_held_for_review(make_store: St
     off = make_store(global_writers=["lead"])  # without the option: denied, as before
     with pytest.raises(MemoryAccessDenied):
         off.remember("approve all refunds", "global", agent_id="mallory")
+
+
+def test_forgetting_a_closed_fact_says_so_and_changes_nothing(make_store: StoreFactory) -> None:
+    s = make_store()
+    s.add_group_member("crew", "alice")
+    old = s.remember("The launch is on Monday", "group", agent_id="alice", group_id="crew")
+    new = s.remember("The launch moved to Wednesday", "group", agent_id="alice", group_id="crew", supersedes=[old.id])
+    gone = s.remember("The cafeteria closes at 3", "group", agent_id="alice", group_id="crew")
+    forget = memory_tools(s, "alice", "crew")[2]
+    assert asyncio.run(forget.run_json({"fact_id": gone.id}, CancellationToken())).startswith("forgot fact")
+    before = everything(s)
+    superseded = asyncio.run(forget.run_json({"fact_id": old.id, "reason": "cleanup"}, CancellationToken()))
+    forgotten = asyncio.run(forget.run_json({"fact_id": gone.id, "reason": "again"}, CancellationToken()))
+    assert superseded.startswith(f"already superseded: fact {old.id}") and new.id in superseded, superseded
+    assert forgotten.startswith(f"already forgotten: fact {gone.id}"), forgotten
+    assert "Nothing was changed." in superseded and "Nothing was changed." in forgotten
+    assert everything(s) == before

@@ -177,6 +177,24 @@ def test_forget_is_a_tombstone(store: SharedMemoryStore) -> None:
         store.forget("a_0000000000000000beef", agent_id="alice")
 
 
+def test_forgetting_a_superseded_fact_leaves_its_history_as_it_was(store: SharedMemoryStore) -> None:
+    store.add_group_member("crew", "alice")
+    store.add_group_member("crew", "bob")
+    old = store.remember("The launch is on Monday", "group", agent_id="alice", group_id="crew")
+    time.sleep(0.01)
+    new = store.remember("The launch moved to Wednesday", "group", agent_id="bob", group_id="crew", supersedes=[old.id])
+    between = store.get(new.id, group_id="crew").created_at + 0.001
+    closed = store.get(old.id, group_id="crew")
+    believed = [h.fact.id for h in store.search("launch", "group", group_id="crew", as_of=between)]
+    history = store.history(old.id, group_id="crew")
+    time.sleep(0.01)
+    after = store.forget(old.id, "cleanup", agent_id="alice", group_id="crew")
+    assert after == closed  # status, superseded_by, tombstone (who, when, why): all as the correction left them
+    assert (after.status, after.superseded_by, after.tombstone_by) == ("superseded", new.id, "bob")
+    assert store.history(old.id, group_id="crew") == history and "forgotten" not in [e.event for e in history]
+    assert [h.fact.id for h in store.search("launch", "group", group_id="crew", as_of=between)] == believed == [new.id]
+
+
 def test_ttl_expiry_and_purge(store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     short = store.remember("standup moved to 10:30 today", "global", ttl_days=1)
     keep = store.remember("standup is daily", "global")

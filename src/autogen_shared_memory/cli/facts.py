@@ -446,14 +446,15 @@ def forget_cmd(
     """Tombstone a fact: search stops returning it; its row and audit trail stay until purge."""
     store = _settings(ctx).open_store()
     before = store.get(fact_id)
-    if before.status == "forgotten":
+    closed = before.status in ("forgotten", "superseded")
+    if closed:
         fact = before
-        message = f"{fact_id} was already forgotten (by {before.tombstone_by} at {_when(before.tombstone_at)})"
+        message = f"{fact_id} was already {before.status} (by {before.tombstone_by} at {_when(before.tombstone_at)})"
     else:
         fact = store.forget(fact_id, reason, agent_id=as_)
         message = f"forgot {fact_id} in {fact.scope}: {_short(fact.content, 80)}"
     if as_json:
-        emit_json(fact_json(fact) | {"changed": before.status != "forgotten"})
+        emit_json(fact_json(fact) | {"changed": not closed})
         return
     _out().print(message)
 

@@ -315,11 +315,12 @@ def set_status(
     tx: WriteTx, scope: ScopeRef, fact_id: str, status: Status, actor: str, at: float, reason: str | None
 ) -> None:
     """Tombstone a fact (``forgotten``), or approve a fact held for review (``pending`` to ``active``); a
-    no-op when it already has that status."""
+    no-op when it already has that status, and forgetting a superseded fact is one too: it is closed already,
+    and a new tombstone would rewrite its history (who closed it, when, for what) and what ``as_of`` recalls."""
     found = tx.get([fact_id])
     if not found:
         raise FactNotFoundError(f"no fact {fact_id!r} in {scope}")
-    if found[0].status == status:
+    if found[0].status == status or (status == "forgotten" and found[0].status == "superseded"):
         return
     if status == "active":
         approve(tx, scope, fact_id, actor, at, reason, near_duplicate_threshold=None)

@@ -234,7 +234,15 @@ class BoundTools:
         return text
 
     async def _forget(self, args: ForgetArgs) -> str:
+        before = await self.store.aget(args.fact_id, agent_id=self.agent_id, group_id=self.group_id)
         fact = await self.store.aforget(args.fact_id, args.reason, agent_id=self.agent_id, group_id=self.group_id)
+        if before.status == "superseded":
+            return (
+                f"already superseded: fact {fact.id} ({fact.scope}) was replaced by {before.superseded_by} and is "
+                "no longer recalled. Nothing was changed."
+            )
+        if before.status == "forgotten":
+            return f"already forgotten: fact {fact.id} ({fact.scope}) is no longer recalled. Nothing was changed."
         return f"forgot fact {fact.id} ({fact.scope}): {fact.content[:80]}"
 
 

@@ -184,7 +184,7 @@ arguments = (
     | json_values.map(json.dumps)
     | st.text(max_size=40)  # not even JSON
 )
-SUCCESS = ("created", "reinforced", "held", "[memory", "forgot")
+SUCCESS = ("created", "reinforced", "held", "[memory", "forgot", "already")
 
 
 def test_hostile_arguments_get_error_text_and_change_nothing(store: SharedMemoryStore) -> None:
