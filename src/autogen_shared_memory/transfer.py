@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import numpy as np
+
 from .core.lifecycle import content_hash
 from .core.records import TABLES
-from .core.types import SCOPE_KINDS, ScopeRef, SharedMemoryError
+from .core.types import SCOPE_KINDS, STATUSES, ScopeRef, SharedMemoryError, kind_of_fact_id, validate_content
 
 if TYPE_CHECKING:
     from .facts import FactStore
@@ -188,9 +190,36 @@ def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dic
     missing = [c for c in required if decoded.get(c) is None]
     if missing:
         raise ImportFormatError(f"line {number}: {table} row lacks {missing}")
-    if table == "facts" and isinstance(decoded["content"], str):  # exports before the hash's NFKC/punctuation rule
-        decoded["content_hash"] = content_hash(decoded["content"])
+    if table == "facts":
+        try:
+            _check_fact(ref, decoded)
+        except (ValueError, TypeError) as exc:
+            raise ImportFormatError(f"line {number}: {exc}") from exc
+        decoded["content_hash"] = content_hash(decoded["content"])  # exports before the hash's current rule
     return ref, table, decoded
+
+
+def _check_fact(ref: ScopeRef, row: dict[str, Any]) -> None:
+    """What a write would refuse, refused in an import too: an id that is not one of this scope's kind (the
+    fact could never be found by id, so never forgotten or corrected), text ``remember`` refuses (empty, NUL,
+    a lone surrogate; the size limit is the writers' and is not applied), an unknown status."""
+    if kind_of_fact_id(row["id"]) != ref.kind:
+        raise ValueError(f"fact id {row['id']!r} is not the id of a {ref.kind} fact")
+    validate_content(row["content"], max_bytes=2**62)
+    if row.get("status", "active") not in STATUSES:
+        raise ValueError(f"unknown fact status {row.get('status')!r}")
+    if not isinstance(row["embedding"], bytes):
+        raise TypeError("a fact's embedding must be bytes ($b64)")
+
+
+def _check_vector(number: int, row: dict[str, Any], header: dict[str, Any]) -> None:
+    """A vector of the export's dimension, every component finite (one bad row would stop its scope's index
+    from loading, or poison every search)."""
+    dimension = header.get("dimension")
+    if not isinstance(dimension, int) or len(row["embedding"]) != 4 * dimension:
+        raise ImportFormatError(f"line {number}: the embedding is not a {dimension}-d float32 vector")
+    if not np.isfinite(np.frombuffer(row["embedding"], dtype=np.float32)).all():
+        raise ImportFormatError(f"line {number}: the embedding has a NaN or infinite component")
 
 
 def import_jsonl(
@@ -214,6 +243,11 @@ def import_jsonl(
             continue
         try:
             parsed = _parse(number, text)
+            if not isinstance(parsed, dict):
+                if header is None:  # an export writes it first: rows are checked against it
+                    raise ImportFormatError(f"line {number}: missing the export header (the first line)")
+                if parsed[1] == "facts":
+                    _check_vector(number, parsed[2], header)
         except ImportFormatError as exc:
             if not skip_bad:
                 raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import multiprocessing as mp
@@ -471,6 +472,49 @@ def test_bad_import_file_writes_nothing(store: SharedMemoryStore, tmp_path: Path
     ]:
         with pytest.raises(ImportFormatError, match=message):
             target.import_(io.StringIO(text))
+
+
+def _b64(value: dict[str, str]) -> bytes:
+    return base64.b64decode(value["$b64"])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda row, scope: {**row, "id": "w_" + row["id"][2:]} if scope["kind"] != "global" else row, "not the id"),
+        (lambda row, scope: {**row, "content": "a NUL \x00 inside"}, "NUL"),
+        (lambda row, scope: {**row, "content": "   "}, "empty"),
+        (lambda row, scope: {**row, "status": "deleted"}, "unknown fact status"),
+        (lambda row, scope: {**row, "embedding": {"$b64": base64.b64encode(b"\0" * 12).decode()}}, "float32 vector"),
+        (
+            lambda row, scope: {
+                **row,
+                "embedding": {"$b64": base64.b64encode(b"\x00\x00\xc0\x7f" + _b64(row["embedding"])[4:]).decode()},
+            },
+            "NaN or infinite",
+        ),
+    ],
+)
+def test_an_import_refuses_a_fact_a_write_would_refuse(
+    store: SharedMemoryStore, tmp_path: Path, change: Any, message: str
+) -> None:
+    store.add_group_member("crew", "alice")
+    store.remember("Deploys happen on Tuesdays", "group", agent_id="alice", group_id="crew")
+    good = tmp_path / "good.jsonl"
+    store.export(good)
+    lines = [json.loads(line) for line in good.read_text().splitlines()]
+    n = next(i for i, item in enumerate(lines) if item.get("table") == "facts" and item["scope"]["kind"] == "group")
+    lines[n] = {**lines[n], "row": change(lines[n]["row"], lines[n]["scope"])}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(item) for item in lines) + "\n")
+    target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
+    with pytest.raises(ImportFormatError, match=f"line {n + 1}: .*{message}"):
+        target.import_(bad)
+    assert not list((tmp_path / "copy").glob("*.db"))  # nothing written
+    rows_first = tmp_path / "rows_first.jsonl"
+    rows_first.write_text("\n".join(json.dumps(item) for item in [*lines[1:], lines[0]]) + "\n")
+    with pytest.raises(ImportFormatError, match="line 1: missing the export header"):
+        target.import_(rows_first)
 
 
 # ------------------------------------------------------------------------------------------ automatic
