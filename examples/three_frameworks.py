@@ -383,7 +383,7 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
         wanted = [
             (team.member, team.group_fact, "group", f"created fact g_\\S+ in scope group:{GROUP}"),
             (team.member, team.private_note, "agent", f"created fact a_\\S+ in scope agent:{team.member}"),
-            (team.member, team.denied_global, "global", "DENIED by the memory policy"),
+            (team.member, team.denied_global, "global", "DENIED:"),
             (team.lead, team.global_rule, "global", "created fact \\S+ in scope global"),
         ]
         for agent, fact, scope, result in wanted:

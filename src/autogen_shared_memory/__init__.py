@@ -1,7 +1,7 @@
 """autogen-shared-memory: one persistent, shared, scoped long-term memory for AutoGen multi-agent systems.
 
 Facts live in three scopes — ``agent`` (private to one agent), ``group`` (one team) and ``global`` (the
-deployment) — as SQLite files under one root, recalled by hybrid FTS5 + embedding search fused with
+deployment) — as SQLite files under one root, recalled by hybrid BM25 + embedding search fused with
 Reciprocal Rank Fusion and returned as small byte-bounded capsules.
 """
 

@@ -689,7 +689,7 @@ class FactStore:
         scope_weights: Mapping[str, float] | None = None,
         context_weights: tuple[float, float] | None = None,
     ) -> list[Hit]:
-        """Hybrid recall: FTS5 BM25 and embedding cosine candidates fused by Reciprocal Rank Fusion.
+        """Hybrid recall: BM25 keyword and embedding cosine candidates fused by Reciprocal Rank Fusion.
 
         ``scope="all"`` fuses the caller's agent scope (if ``agent_id``), its group (if ``group_id``) and
         global. ``scope="agent"`` with ``other_agent`` is an explicit cross-agent read. Forgotten,

@@ -72,6 +72,11 @@ def test_exact_duplicates_after_normalisation(a: str, b: str) -> None:
         ("Churn fell by 15%.", "Churn fell by 15."),  # percent sign
         ("The service handles hundreds of requests.", "The service handles thousands of requests."),
         ("Ship it 🚀", "Ship it 🐛"),  # emoji
+        ("The regex is a*", "The regex is a"),  # a lone star
+        ("Grade: A-", "Grade: A"),  # a trailing minus
+        ("The password is hunter2?", "The password is hunter2"),  # a question mark
+        ("The answer is yes!", "The answer is yes?"),  # a statement and a question
+        ("Vitamin A dose is 5 mg.", "Vitamin dose is 5 mg."),  # a capital A after the first word is a name
     ],
 )
 def test_a_different_word_keeps_facts_apart(a: str, b: str) -> None:
@@ -332,3 +337,18 @@ def test_export_of_an_older_store_is_rehashed_on_import(tmp_path: Path) -> None:
 
 def fact_content(store: SharedMemoryStore, fact_id: str) -> str:
     return store.get(fact_id).content
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("Reply with :)", "Reply with :(", False),  # an emoticon's bracket has no partner: it is what was said
+        ("Reply with :(", "Reply with", False),
+        ("(Use UTC in all log timestamps.)", "Use UTC in all log timestamps", True),  # brackets around it all
+        ('- "Dana owns the billing service!"', "dana owns the billing service", True),  # bullet, quotes, "!"
+        ("Sprint planning is on Monday mornings…", "Sprint planning is on Monday mornings.", True),
+        ("-5 is the offset", "5 is the offset", False),  # a minus sign, not a bullet
+    ],
+)
+def test_only_the_sentence_s_frame_is_left_out_of_an_exact_duplicate(a: str, b: str, same: bool) -> None:
+    assert (normalise(a) == normalise(b)) is same

@@ -45,6 +45,26 @@ def test_every_one_detail_different_pair_is_kept(real: SharedMemoryStore) -> Non
     assert len(unnamed) <= len(CORPUS["distinct"]) // 10, unnamed
 
 
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("The regex is a*", "The regex is a"),
+        ("Grade: A-", "Grade: A"),
+        ("Reply with :)", "Reply with :("),
+        ("The password is hunter2?", "The password is hunter2"),
+        ("The answer is yes!", "The answer is yes?"),
+        ("Vitamin A dose is 5 mg.", "Vitamin dose is 5 mg."),
+    ],
+)
+def test_a_mark_that_is_part_of_what_was_said_keeps_facts_apart(
+    real: SharedMemoryStore, first: str, second: str
+) -> None:
+    kept = real.remember(first, "global")
+    other = real.remember(second, "global")
+    assert other.status == "created" and other.id != kept.id
+    assert {f.content for f in real.backend.get(kept.scope, [kept.id, other.id])} == {first, second}
+
+
 def test_every_correction_wins_and_an_undeclared_one_is_kept(real: SharedMemoryStore) -> None:
     for pair in CORPUS["corrections"]:
         old = real.remember(pair["old"], "global")

@@ -132,7 +132,7 @@ def search_cmd(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Hybrid search (FTS5 + embeddings, fused by RRF); hits as a table."""
+    """Hybrid search (BM25 keywords + embeddings, fused by RRF); hits as a table."""
     if scope == "agent" and agent is None:
         raise typer.BadParameter("--scope agent needs --agent ID", param_hint="--scope")
     if scope == "group" and group is None:

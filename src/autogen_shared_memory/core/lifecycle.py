@@ -5,9 +5,10 @@ handful of primitive reads and writes (find by hash, nearest vectors, insert, up
 decision is taken here, in Python, the same way for SQLite, PostgreSQL and any third backend:
 
 * **Reinforce only what says the same thing.** A draft reinforces a live fact when the two texts are equal
-  after :func:`normalise` (NFKC, case, whitespace, surrounding punctuation), or when their cosine reaches
-  the near-duplicate threshold *and* they have the same :func:`wording` (the same words in the same order,
-  up to punctuation, case, contractions, digit grouping and articles): a number, date, name, unit,
+  after :func:`normalise` (NFKC, case, whitespace, the sentence's frame: bullet, quotes, final stop), or
+  when their cosine reaches the near-duplicate threshold *and* they have the same :func:`wording` (the same
+  words in the same order, up to the sentence's punctuation, case, contractions, digit grouping and
+  articles): a number, date, name, unit,
   negation, antonym or role that differs keeps them apart. Cosine alone never merges: "due on October 14"
   and "due on October 21" embed at 0.97 with MiniLM. (A rule that compared only details such as numbers
   and names still merged 152 of 420 adversarial pairs: antonyms, roles, comparatives, "if"/"unless".)
@@ -34,7 +35,6 @@ from typing import Any, Protocol
 from .types import Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
 
 # ------------------------------------------------------------------------------------ normalisation
-_KEPT_PUNCTUATION = frozenset("%#&")  # punctuation that carries meaning (15% is not 15)
 # NFKC folds superscripts and subscripts into plain digits (2³² would read 232): they are spelled out first.
 _SCRIPTS = str.maketrans(
     {
@@ -51,23 +51,44 @@ def nfkc(text: str) -> str:
     return unicodedata.normalize("NFKC", text.translate(_SCRIPTS))
 
 
-def _edge(ch: str) -> bool:
-    return ch.isspace() or (unicodedata.category(ch).startswith("P") and ch not in _KEPT_PUNCTUATION)
+# Punctuation that frames or ends a sentence without changing what it says: stops, commas, colons, "!",
+# ellipses, quotes and brackets. Any other mark is part of what was said: "?" (a question), "*" (a regex,
+# a footnote), "-" ("grade A-"), "/", "_", "@", emoticons' brackets without a partner.
+_SOFT = frozenset(".,;:!…\"'")
+_OPENERS = frozenset("([{")
+_BULLETS = frozenset("-*•–—")
+
+
+def _soft(ch: str) -> bool:
+    """A mark that frames or ends a sentence (see ``_SOFT``): quotes and brackets of every script too."""
+    return ch in _SOFT or unicodedata.category(ch) in ("Ps", "Pe", "Pi", "Pf")
+
+
+def _closes(ch: str, opened: bool) -> bool:
+    """Whether ``ch`` at a text's end is part of its frame: a stop, ``!``, an ellipsis, a closing quote, or a
+    closing bracket when the text opened with one (``":)"`` alone is an emoticon)."""
+    category = unicodedata.category(ch)
+    return ch.isspace() or ch in ".,;:!…\"'" or category == "Pf" or (category == "Pe" and opened)
 
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def normalise(text: str) -> str:
     """The form in which two texts count as exact duplicates: Unicode NFKC, case-folded, whitespace runs
-    collapsed, punctuation at either end stripped (``"Answers are formatted as markdown tables."`` and
-    ``"answers are formatted as Markdown tables"`` are one fact; symbols such as ``$``, ``%`` or emoji
-    stay: ``"Churn fell by 15%"`` is not ``"Churn fell by 15"``)."""
+    collapsed, and the sentence's frame stripped: a list bullet, opening quotes or brackets in front, and
+    stops, ``!``, ellipses and closing quotes at the end (closing brackets only when one opened the text).
+    ``"Answers are formatted as markdown tables."``, ``answers are formatted as Markdown tables`` and
+    ``- "Answers are formatted as markdown tables!"`` are one fact. Marks that are part of what was said
+    stay: ``"The answer is yes?"`` is not ``"The answer is yes"``, nor ``"The regex is a*"`` ``"... is a"``, nor
+    ``"Reply with :)"`` ``"Reply with :("``; symbols such as ``$``, ``%`` or emoji stay too."""
     folded = " ".join(unicodedata.normalize("NFKC", nfkc(text).casefold()).split())  # NFKC again: idempotent
     start, end = 0, len(folded)
-    while (
-        start < end and _edge(folded[start]) and not (folded[start] == "-" and folded[start + 1 : start + 2].isdigit())
-    ):
-        start += 1  # (a minus sign stays: "-5 is the offset" is not "5 is the offset")
-    while end > start and _edge(folded[end - 1]):
+    if end - start > 2 and folded[start] in _BULLETS and folded[start + 1] == " ":
+        start += 2  # "- fact", "* fact", "• fact" (a minus before a digit has no space: "-5 is the offset")
+    opened = False
+    while start < end and (folded[start].isspace() or (_soft(folded[start]) and folded[start] not in ".,;:!…")):
+        opened = opened or folded[start] in _OPENERS or unicodedata.category(folded[start]) == "Ps"
+        start += 1
+    while end > start and _closes(folded[end - 1], opened):
         end -= 1
     return folded[start:end] or folded  # a text of punctuation only keeps its own form
 
@@ -91,18 +112,27 @@ IGNORED_WORDS = frozenset({"a", "an", "the", "please"})
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def wording(text: str) -> tuple[str, ...]:
-    """The words of ``text`` that a near duplicate must repeat, in order: case-folded (NFKC), punctuation
-    dropped, contractions spelled out (``don't`` = ``do not``), digit groups joined (``10,000`` =
-    ``10000``), articles and "please" left out. Every other word counts: numbers, dates, names, units,
-    negations, antonyms, roles, comparatives, pronouns, and the order that tells who did what to whom."""
+    """The words of ``text`` that a near duplicate must repeat, in order: case-folded (NFKC), the sentence's
+    punctuation dropped (stops, commas, colons, ``!``, quotes, brackets, markdown's paired ``*``; other
+    marks count: ``?``, a lone ``*``, ``-``, symbols), contractions spelled out (``don't`` = ``do not``),
+    digit groups joined (``10,000`` = ``10000``), articles and "please" left out (a capital ``A`` after the
+    first word is a name: "vitamin A"). Every other word counts: numbers, dates, names, units, negations,
+    antonyms, roles, comparatives, pronouns, and the order that tells who did what to whom."""
     out: list[str] = []
-    for token in _TOKEN.findall(nfkc(text).replace("’", "'")):
+    tokens = _TOKEN.findall(nfkc(text).replace("’", "'"))
+    emphasis = tokens.count("*") % 2 == 0  # stars in pairs are markdown's emphasis (**tables**), not a regex (a*)
+    for token in tokens:
+        if token == "*" and emphasis:
+            continue
         if token in ("!=", "<=", ">=", "=="):
             out.append(token)
             continue
         if len(token) == 1 and not (token.isalnum() or token == "_"):
-            if unicodedata.category(token).startswith("S") or token in _KEPT_PUNCTUATION:
+            if not _soft(token):  # "?", "*", "-", symbols ($, %, emoji): part of what was said
                 out.append(token)
+            continue
+        if token == "A" and out:  # "Vitamin A", "plan A": a name, not the article (which leads a sentence)
+            out.append("a")
             continue
         low = token.casefold().strip("_'")
         if _DIGIT_GROUPS.match(low):

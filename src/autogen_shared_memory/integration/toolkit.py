@@ -151,7 +151,7 @@ class BoundTools:
             else:
                 raise TypeError(f"no memory tool takes {type(args).__name__}")
         except MemoryAccessDenied as exc:
-            text = f"DENIED by the memory policy: {exc}. Nothing was changed."
+            text = f"DENIED: {exc}. Nothing was changed."
         except FactNotFoundError as exc:
             text = f"ERROR: {exc}. Search memory to find the right id."
         except (ValueError, TypeError) as exc:

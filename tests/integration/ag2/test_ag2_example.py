@@ -31,7 +31,7 @@ def test_ag2_group_chat_example(tmp_path: Path) -> None:
     assert re.search(r"\[researcher\] memory_remember\(.*March 3.*\)  \(run by writer\)", out)
     assert re.search(r"\[writer\] memory_search\(.*\)  \(run by reviewer\)\n    -> \[memory: 2 of 2 facts\]", out)
     assert "by researcher" in out and "by reviewer" in out
-    assert "[reviewer] memory_remember" in out and "DENIED by the memory policy: agent 'reviewer'" in out
+    assert "[reviewer] memory_remember" in out and "DENIED: agent 'reviewer'" in out
     assert (tmp_path / "agent_researcher.db").exists() and len(list(tmp_path.glob("group_groupchat-*.db"))) == 1
 
 
@@ -43,5 +43,5 @@ def test_ag2_pattern_chat_example(tmp_path: Path) -> None:
     assert re.search(r"\[researcher\] memory_remember\(.*March 3.*\)" + run_by, out)
     assert re.search(r"\[writer\] memory_search\(.*\)" + run_by + r"\n    -> \[memory: 1 of 1 facts\]", out)
     assert "by researcher" in out and "by reviewer" in out
-    assert "DENIED by the memory policy: agent 'reviewer'" in out
+    assert "DENIED: agent 'reviewer'" in out
     assert (tmp_path / "agent_researcher.db").exists() and len(list(tmp_path.glob("group_defaultpattern-*.db"))) == 1
