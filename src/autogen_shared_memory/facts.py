@@ -478,7 +478,14 @@ class FactStore:
         self._agent(agent_id)
         now = time.time()
         base = {"scope": scope, **defaults}
-        planned = [self._draft(item, base, agent_id, now) for item in facts]
+        planned = []
+        for i, item in enumerate(facts):
+            try:
+                planned.append(self._draft(item, base, agent_id, now))
+            except (ValueError, TypeError) as exc:
+                if len(facts) == 1 or type(exc) not in (ValueError, TypeError):
+                    raise
+                raise type(exc)(f"item {i} of {len(facts)}: {exc}") from None  # which one of the batch
         refs = [self.scope_ref(kind, agent_id=agent_id, group_id=group_id) for kind, _ in planned]
         held = {ref for ref in refs if self._held(agent_id, ref)}
         for ref in dict.fromkeys(refs):

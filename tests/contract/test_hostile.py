@@ -139,6 +139,14 @@ def test_a_batch_is_validated_whole_before_any_scope_is_written(make_store: Stor
     with pytest.raises(ValueError, match="superseded twice"):
         s.remember_many(twice, "group", agent_id="alice", group_id="crew")
     assert s.get(old.id).status == "active"
+    before = everything(s)
+    for bad, error, message in [
+        ("   ", ValueError, "item 2 of 3: fact content must not be empty"),
+        ({"content": "z", "tags": "a,b"}, TypeError, "item 2 of 3: tags must be a list"),
+    ]:
+        with pytest.raises(error, match=message):  # the error names the item of the batch
+            s.remember_many(["one", "two", bad], "group", agent_id="alice", group_id="crew")
+    assert everything(s) == before
 
 
 def test_the_operator_id_is_not_an_agent_id(make_store: StoreFactory) -> None:
