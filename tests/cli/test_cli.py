@@ -369,6 +369,23 @@ def test_forget(run: Run, ids: dict[str, str]) -> None:
 
 
 # --------------------------------------------------------------------------------------------- records
+def test_members(run: Run, ids: dict[str, str]) -> None:
+    assert run("members", "crew").stdout.strip() == "group crew: alice, bob, lead"
+    one_line_error(
+        run("remember", "Standup moved to 9:30", "--scope", "group", "--group", "crew", "--as", "carol", code=1)
+    )
+    changed = as_json(run("members", "crew", "--add", "carol", "--remove", "bob", "--json"))
+    assert changed == {"group": "crew", "members": ["alice", "carol", "lead"]}
+    assert (
+        "created"
+        in run("remember", "Standup moved to 9:30", "--scope", "group", "--group", "crew", "--as", "carol").stdout
+    )
+    one_line_error(run("members", "crew", "--add", "dave", "--add", "bad/../id", code=1), "path separator")
+    assert "dave" not in run("members", "crew").stdout  # every id is checked before any change
+    run("members", "crew", "--remove", "carol")
+    one_line_error(run("search", "standup", "--agent", "carol", "--group", "crew", code=1), "not a member")
+
+
 def test_agents(run: Run, ids: dict[str, str]) -> None:
     agents = as_json(run("agents", "--json"))
     assert [a["agent_id"] for a in agents] == ["alice", "bob"]

@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from ..backends.sqlite.files import scope_file_candidates
-from ..core.types import Change, Fact, Position, ScopeRef
+from ..core.types import Change, Fact, Position, ScopeRef, validate_owner_id
 from .app import (
     _STALE,
     JsonOpt,
@@ -498,3 +498,32 @@ def approve_cmd(
         _out().print(f"approved {fact_id} as a restatement of {fact.id} in {fact.scope}, which it reinforced")
         return
     _out().print(f"approved {fact.id} in {fact.scope}: {_short(fact.content, 80)}")
+
+
+@command("members")
+def members_cmd(
+    ctx: typer.Context,
+    group: Annotated[str, typer.Argument(help="The group id.", callback=_owner("group id"))],
+    add: Annotated[
+        list[str] | None,
+        typer.Option("--add", metavar="AGENT", help="Let this agent read and write the group (repeatable)."),
+    ] = None,
+    remove: Annotated[
+        list[str] | None,
+        typer.Option("--remove", metavar="AGENT", help="Take this agent out of the group (repeatable)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A group's members, the agents that may read and write its scope (--add / --remove change them)."""
+    for agent in [*(add or ()), *(remove or ())]:  # every id checked before any change
+        validate_owner_id(agent, "agent id")
+    store = _settings(ctx).open_store()
+    for agent in add or ():
+        store.add_group_member(group, agent)
+    for agent in remove or ():
+        store.remove_group_member(group, agent)
+    members = sorted(store.group_members(group))
+    if as_json:
+        emit_json({"group": group, "members": members})
+        return
+    _out().print(f"group {group}: {', '.join(members) if members else 'no members'}")
