@@ -394,8 +394,8 @@ class FactStore:
         written = len(self.backend.select_ids(ref, recent, self.write_budget + 1))
         if written + adding > self.write_budget:
             raise MemoryAccessDenied(
-                f"agent {agent_id!r} has written {written} facts to {ref} in the last 24 hours; its write budget "
-                f"is {self.write_budget} (write_budget): nothing was written"
+                f"agent {agent_id!r} has written {written} fact{'' if written == 1 else 's'} to {ref} in the last "
+                f"24 hours and its write budget is {self.write_budget} (write_budget)"
             )
 
     def _check_supersedes(self, refs: Sequence[ScopeRef], drafts: Sequence[Draft]) -> None:
