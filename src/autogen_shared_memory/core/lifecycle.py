@@ -64,11 +64,16 @@ def _soft(ch: str) -> bool:
     return ch in _SOFT or unicodedata.category(ch) in ("Ps", "Pe", "Pi", "Pf")
 
 
+def _leads(ch: str) -> bool:
+    """Whether ``ch`` at a text's start is part of its frame: an opening (or any) quote or bracket."""
+    return ch in "\"'" or unicodedata.category(ch) in ("Ps", "Pe", "Pi", "Pf")
+
+
 def _closes(ch: str, opened: bool) -> bool:
     """Whether ``ch`` at a text's end is part of its frame: a stop, ``!``, an ellipsis, a closing quote, or a
     closing bracket when the text opened with one (``":)"`` alone is an emoticon)."""
     category = unicodedata.category(ch)
-    return ch.isspace() or ch in ".,;:!…\"'" or category == "Pf" or (category == "Pe" and opened)
+    return ch.isspace() or ch in _SOFT or category == "Pf" or (category == "Pe" and opened)
 
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
@@ -85,7 +90,7 @@ def normalise(text: str) -> str:
     if end - start > 2 and folded[start] in _BULLETS and folded[start + 1] == " ":
         start += 2  # "- fact", "* fact", "• fact" (a minus before a digit has no space: "-5 is the offset")
     opened = False
-    while start < end and (folded[start].isspace() or (_soft(folded[start]) and folded[start] not in ".,;:!…")):
+    while start < end and (folded[start].isspace() or _leads(folded[start])):
         opened = opened or folded[start] in _OPENERS or unicodedata.category(folded[start]) == "Ps"
         start += 1
     while end > start and _closes(folded[end - 1], opened):
