@@ -6,11 +6,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
-from autogen_shared_memory.core.types import Filters
+from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
 
 pytest.importorskip("hnswlib")
@@ -126,3 +128,34 @@ def test_near_duplicates_are_found_through_the_graph(tmp_path: Path) -> None:
         ("reinforced", receipts[321].id),
     ]
     assert store.remember("a brand new fact about quartz", "global").status == "created"
+
+
+def test_each_scope_graph_is_asked_and_rows_added_after_the_view_are_left_out(tmp_path: Path) -> None:
+    """Graphs are asked after the scopes' locks are released (side by side): a row the graph gained since
+    the view was taken is not in that view's rows, and must not come back as a candidate."""
+    from autogen_shared_memory.search.index import rank_across
+
+    store = open_store(tmp_path)
+    store.add_group_member("g", "a")
+    store.remember_many([f"{fact(i)} global" for i in range(300)], "global")
+    store.remember_many([f"{fact(i)} group" for i in range(300)], "group", agent_id="a", group_id="g")
+    backend = store.backend
+    assert isinstance(backend, SQLiteBackend)
+    refs = [store.scope_ref("global"), store.scope_ref("group", group_id="g")]
+    for ref in refs:
+        assert backend.build_ann(ref)
+    q = store.embedder.embed([f"{fact(42)} group"])[0]
+    views = [backend._semantic_view(ref, q, 10, Filters(), time.time()) for ref in refs]
+    assert all(v is not None and v.graph is not None for v in views)
+    late = store.remember(f"{fact(42)} group late", "group", agent_id="a", group_id="g")  # among the nearest
+    assert late.status == "created"
+    backend._refresh(backend._conn(refs[1], create=False), backend._index(refs[1]))
+    backend._index(refs[1]).graph("hnsw", 100, 128)  # the graph now holds the late row
+    ranked = rank_across([v for v in views if v], q, 10, lambda view, seqs: backend._exact(view.source, seqs, q))
+    assert late.id not in [fid for _, fid, _ in ranked]
+    assert {ref for ref, _, _ in ranked} == set(refs)  # both graphs answered
+    assert late.id in semantic_ids_of(store, refs, q)  # a new view sees it
+
+
+def semantic_ids_of(store: SharedMemoryStore, refs: list[ScopeRef], q: npt.NDArray[np.float32]) -> list[str]:
+    return [fid for _, fid, _ in store.backend.semantic(refs, q, 10, Filters())]

@@ -4,6 +4,7 @@ text of facts to index are callbacks."""
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -15,6 +16,7 @@ import numpy.typing as npt
 
 from ..core.types import EmbeddingModelMismatchError, Filters, ScopeRef
 from ..embedding import Vectors
+from .engine import side_by_side
 from .int8 import (
     ROUNDING,
     SKETCH_FROM,
@@ -29,6 +31,7 @@ from .int8 import (
     pairs,
     quantize,
     scan_many,
+    scan_pool,
     shortlist,
     sketch,
 )
@@ -217,8 +220,9 @@ class VectorIndex:
         view = ScopeView(
             scope, self.codes.rows(n), self.ids, self.seq[:n], self.live_mask(now, everything), source=source
         )
-        if not filters.narrows:
-            view.found = self.graph_candidates(q, limit, view.mask, *graph)
+        ann = None if filters.narrows else self.graph(*graph)
+        if ann is not None:
+            view.graph = functools.partial(self._graph_candidates, ann, q, limit, view.mask, graph[2])
         return view
 
     def graph(self, kind: VectorIndexKind, min_facts: int, ef: int) -> Ann | None:
@@ -250,22 +254,15 @@ class VectorIndex:
             threading.Thread(target=build, name="asm-hnsw-build", daemon=True).start()
         return None
 
-    def graph_candidates(
-        self,
-        q: npt.NDArray[np.float32],
-        limit: int,
-        live: npt.NDArray[np.bool_],
-        kind: VectorIndexKind,
-        min_facts: int,
-        ef: int,
+    def _graph_candidates(
+        self, ann: Ann, q: npt.NDArray[np.float32], limit: int, live: npt.NDArray[np.bool_], ef: int
     ) -> npt.NDArray[np.int64] | None:
-        """The live rows the graph proposes for ``q`` (over-fetched, so that inactive rows among them still
-        leave ``limit``), or None when the exact scan must answer: no graph yet, or too many inactive
-        neighbours. Caller holds ``self.lock``."""
-        ann = self.graph(kind, min_facts, ef)
-        if ann is None:
-            return None
-        found, _ = ann.query(q, 2 * limit, ef)
+        """The live rows (of the first ``len(live)``) the graph proposes for ``q``, over-fetched so that
+        inactive rows among them still leave ``limit``; None when the exact scan must answer (too many
+        inactive neighbours). Takes the lock: rows appended since the view may be in the graph."""
+        with self.lock:
+            found, _ = ann.query(q, 2 * limit, ef)
+        found = found[found < len(live)]
         keep = live[found]
         return found[keep] if keep.sum() >= min(limit, int(live.sum())) else None
 
@@ -576,6 +573,7 @@ class ScopeView:
     mask: npt.NDArray[np.bool_]
     found: npt.NDArray[np.int64] | None = None
     source: Any = None  # what the backend needs to re-score this scope's rows exactly (a connection, say)
+    graph: Callable[[], npt.NDArray[np.int64] | None] | None = None  # asks the HNSW graph (sets found)
 
 
 def rank_across(
@@ -586,11 +584,16 @@ def rank_across(
 ) -> list[tuple[ScopeRef, str, float]]:
     """The ``limit`` rows of all ``views`` nearest to ``q``, ranked by float32 cosine, best first.
 
-    The coarse int8 scans of every scope without HNSW candidates run at once and shortlist the rows that can
-    make each scope's top; their rebuilt cosines (with a bound per row) pick the rows that can make the
-    overall top ``limit``, and only those whose order is still in doubt (their intervals overlap) are
-    re-scored by ``exact(view, seqs)`` from the stored float32 vectors (``-inf`` for a row gone meanwhile).
+    The scopes' HNSW graphs are asked side by side (a scope whose graph cannot answer is scanned); the coarse
+    int8 scans of every other scope run at once and shortlist the rows that can make each scope's top; their
+    rebuilt cosines (with a bound per row) pick the rows that can make the overall top ``limit``, and only those
+    whose order is still in doubt (their intervals overlap) are re-scored by ``exact(view, seqs)`` from the
+    stored float32 vectors (``-inf`` for a row gone meanwhile).
     """
+    asked = [v for v in views if v.graph is not None]  # each scope's graph on its own core (lock)
+    answers = side_by_side([v.graph for v in asked if v.graph], os.cpu_count() or 1, scan_pool())
+    for view, rows in zip(asked, answers, strict=True):
+        view.found = rows
     to_scan = [v for v in views if v.found is None]
     scans = int8_bounds([v.codes for v in to_scan], q, [v.mask for v in to_scan], limit)
     for view, bounds in zip(to_scan, scans, strict=True):
