@@ -77,6 +77,16 @@ def test_exact_duplicates_after_normalisation(a: str, b: str) -> None:
         ("The password is hunter2?", "The password is hunter2"),  # a question mark
         ("The answer is yes!", "The answer is yes?"),  # a statement and a question
         ("Vitamin A dose is 5 mg.", "Vitamin dose is 5 mg."),  # a capital A after the first word is a name
+        ("The guard is: if (!user.isAdmin) return 403.", "The guard is: if (user.isAdmin) return 403."),
+        ("Deploy only if !is_locked.", "Deploy only if is_locked."),  # "!" that does not end a word
+        ("The valid range is [0, 10).", "The valid range is [0, 10]."),  # brackets inside the text
+        ("Ship date window: (2024-05-01, 2024-05-31]", "Ship date window: [2024-05-01, 2024-05-31]"),
+        ("The shelf is 6' long.", 'The shelf is 6" long.'),  # feet and inches
+        ("Net income in Q3 was (500) USD.", "Net income in Q3 was 500 USD."),  # an accounting negative
+        ("Delete *.tmp and *.bak files nightly.", "Delete .tmp and .bak files nightly."),  # stars, not emphasis
+        ("Run make clean && make . in the repo root", "Run make clean && make in the repo root"),  # "make ."
+        ("for f in files:\n    compile(f)\n    upload(f)", "for f in files:\n    compile(f)\nupload(f)"),
+        ("Config:\nretries: 3\nbackoff:\n  max: 10", "Config:\nretries: 3\nbackoff:\nmax: 10"),  # YAML nesting
     ],
 )
 def test_a_different_word_keeps_facts_apart(a: str, b: str) -> None:
@@ -123,7 +133,9 @@ def test_wording_of_a_text() -> None:
         "team",
         "owns",
         "us-east-1",
+        "(",
         "v2.3.1",
+        ")",
         "at",
         "10:30",
         "a@b.io",
@@ -269,6 +281,31 @@ def test_reinforcement_never_edits_another_authors_fact(make_store: StoreFactory
     assert own.expires_at is None and own.tags == ("ops", "deploys") and own.confidence == 0.9
 
 
+def test_a_restatement_keeps_what_it_carried(make_store: StoreFactory) -> None:
+    """Category, metadata and session of a restatement are never dropped: the author's fact takes the ones it
+    lacked (values already there stay), and every restatement's are in its audit event."""
+    s = make_store(global_writers=["*"])
+    first = s.remember("The VPN rotates keys monthly.", "global", agent_id="bob", metadata={"source": "wiki"})
+    again = s.remember(
+        "the VPN rotates keys monthly",
+        "global",
+        agent_id="bob",
+        category="infra",
+        metadata={"source": "runbook-42", "ticket": "OPS-7"},
+        session_id="sess-2",
+    )
+    assert again.status == "reinforced" and again.duplicate_of == first.id
+    fact = s.get(first.id)
+    assert fact.category == "infra" and fact.metadata == {"source": "wiki", "ticket": "OPS-7"}
+    assert [h.id for h in s.search("VPN keys", "global", category="infra")] == [first.id]
+    event = s.history(first.id)[-1]
+    assert event.detail["category"] == "infra" and event.detail["session_id"] == "sess-2"
+    assert event.detail["metadata"] == {"source": "runbook-42", "ticket": "OPS-7"}
+    other = s.remember("The VPN rotates keys monthly", "global", agent_id="alice", category="security")
+    assert other.status == "reinforced" and s.get(first.id).category == "infra"  # another author's: audit only
+    assert s.history(first.id)[-1].detail["category"] == "security"
+
+
 def test_the_capsule_counts_distinct_agents_not_calls(make_store: StoreFactory) -> None:
     s = make_store(global_writers=["*"])
     for _ in range(20):
@@ -348,6 +385,14 @@ def fact_content(store: SharedMemoryStore, fact_id: str) -> str:
         ('- "Dana owns the billing service!"', "dana owns the billing service", True),  # bullet, quotes, "!"
         ("Sprint planning is on Monday mornings…", "Sprint planning is on Monday mornings.", True),
         ("-5 is the offset", "5 is the offset", False),  # a minus sign, not a bullet
+        ("Before committing always run git add .", "Before committing always run git add", False),  # an argument
+        ("Install it with pip install -e .", "Install it with pip install -e", False),
+        ("The algorithm runs in O(2ⁿ) time.", "The algorithm runs in O(2n) time.", False),  # a superscript letter
+        ("The algorithm runs in O(2ⁿ) time.", "The algorithm runs in O(2^n) time.", True),
+        ("Water is H₂O.", "Water is H2O.", False),
+        ("for f in files:\n    compile(f)\n    upload(f)", "for f in files:\n    compile(f)\nupload(f)", False),
+        ("The nightly job\nprocesses 40 shards.", "The nightly job processes 40 shards.", True),  # wrapped text
+        ("  Redis runs on port 6379.  \n", "Redis runs on port 6379", True),
     ],
 )
 def test_only_the_sentence_s_frame_is_left_out_of_an_exact_duplicate(a: str, b: str, same: bool) -> None:

@@ -26,42 +26,55 @@ decision is taken here, in Python, the same way for SQLite, PostgreSQL and any t
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from .types import Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
+from .types import MAX_METADATA_BYTES, Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
+
 
 # ------------------------------------------------------------------------------------ normalisation
-# NFKC folds superscripts and subscripts into plain digits (2³² would read 232): they are spelled out first.
-_SCRIPTS = str.maketrans(
-    {
-        **{sup: f"^{d}" for d, sup in enumerate("⁰¹²³⁴⁵⁶⁷⁸⁹")},
-        **{sub: f"_{d}" for d, sub in enumerate("₀₁₂₃₄₅₆₇₈₉")},
-        "⁺": "^+",
-        "⁻": "^-",
-    }
-)
-
-
 def nfkc(text: str) -> str:
-    """Unicode NFKC (full-width, ligatures, compatibility forms), with super- and subscripts kept apart."""
-    return unicodedata.normalize("NFKC", text.translate(_SCRIPTS))
+    """Unicode NFKC (full-width, ligatures, compatibility forms), with super- and subscripts kept apart: NFKC
+    folds them into plain characters (``2³²`` would read ``232``, ``O(2ⁿ)`` ``O(2n)``), so they are spelled
+    out first (``2^32``, ``O(2^n)``, ``H_2O``)."""
+    if not text.isascii():
+        text = "".join(_script(ch) if ord(ch) > 0x7F else ch for ch in text)
+    return unicodedata.normalize("NFKC", text)
+
+
+@lru_cache(maxsize=1024)
+def _script(ch: str) -> str:
+    form = unicodedata.decomposition(ch)
+    if form.startswith(("<super>", "<sub>")):
+        return ("^" if form.startswith("<super>") else "_") + unicodedata.normalize("NFKC", ch)
+    return ch
+
+
+def _layout(text: str) -> str:
+    """Whitespace runs as one space, blank lines dropped; a line indented under the first keeps its line
+    break and indentation, which say what belongs to what in code and YAML (``upload(f)`` inside the loop or
+    after it). A line that is not indented is only wrapped text: it joins the one before with a space."""
+    out: list[str] = []
+    for line in text.splitlines():
+        body = " ".join(line.split())
+        if not body:
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        out.append(("\n" + indent if out and indent else " " if out else "") + body)
+    return "".join(out)
 
 
 # Punctuation that frames or ends a sentence without changing what it says: stops, commas, colons, "!",
-# ellipses, quotes and brackets. Any other mark is part of what was said: "?" (a question), "*" (a regex,
-# a footnote), "-" ("grade A-"), "/", "_", "@", emoticons' brackets without a partner.
+# ellipses, quotes and brackets around the whole text. Any other mark is part of what was said: "?" (a
+# question), "*" (a regex, a footnote), "-" ("grade A-"), "/", "_", "@", emoticons' brackets without a partner.
 _SOFT = frozenset(".,;:!…\"'")
+_STOPS = frozenset(".,;:!…")  # end a sentence or a clause where they follow a word
 _OPENERS = frozenset("([{")
 _BULLETS = frozenset("-*•–—")
-
-
-def _soft(ch: str) -> bool:
-    """A mark that frames or ends a sentence (see ``_SOFT``): quotes and brackets of every script too."""
-    return ch in _SOFT or unicodedata.category(ch) in ("Ps", "Pe", "Pi", "Pf")
 
 
 def _leads(ch: str) -> bool:
@@ -76,25 +89,36 @@ def _closes(ch: str, opened: bool) -> bool:
     return ch.isspace() or ch in _SOFT or category == "Pf" or (category == "Pe" and opened)
 
 
+def _frame(text: str) -> tuple[int, int]:
+    """Where a text's sentence starts and ends inside its frame: a list bullet, opening quotes or brackets in
+    front; stops, ``!``, ellipses and closing quotes at the end (closing brackets only when one opened the
+    text). A stop that stands apart from the last word is what was said: ``git add .``, ``pip install -e .``."""
+    start, end = 0, len(text)
+    if end - start > 2 and text[start] in _BULLETS and text[start + 1] == " ":
+        start += 2  # "- fact", "* fact", "• fact" (a minus before a digit has no space: "-5 is the offset")
+    opened = False
+    while start < end and (text[start].isspace() or _leads(text[start])):
+        opened = opened or text[start] in _OPENERS or unicodedata.category(text[start]) == "Ps"
+        start += 1
+    cut = end
+    while cut > start and _closes(text[cut - 1], opened):
+        cut -= 1
+    tail = text[cut:end]
+    if tail[:1].isspace() and tail.strip()[:1] in _STOPS and tail.strip():
+        cut += len(tail.rstrip())
+    return start, cut
+
+
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def normalise(text: str) -> str:
-    """The form in which two texts count as exact duplicates: Unicode NFKC, case-folded, whitespace runs
-    collapsed, and the sentence's frame stripped: a list bullet, opening quotes or brackets in front, and
-    stops, ``!``, ellipses and closing quotes at the end (closing brackets only when one opened the text).
+    """The form in which two texts count as exact duplicates: Unicode NFKC, case-folded, whitespace as
+    :func:`_layout` keeps it, and the sentence's frame (:func:`_frame`) stripped.
     ``"Answers are formatted as markdown tables."``, ``answers are formatted as Markdown tables`` and
     ``- "Answers are formatted as markdown tables!"`` are one fact. Marks that are part of what was said
     stay: ``"The answer is yes?"`` is not ``"The answer is yes"``, nor ``"The regex is a*"`` ``"... is a"``, nor
     ``"Reply with :)"`` ``"Reply with :("``; symbols such as ``$``, ``%`` or emoji stay too."""
-    folded = " ".join(unicodedata.normalize("NFKC", nfkc(text).casefold()).split())  # NFKC again: idempotent
-    start, end = 0, len(folded)
-    if end - start > 2 and folded[start] in _BULLETS and folded[start + 1] == " ":
-        start += 2  # "- fact", "* fact", "• fact" (a minus before a digit has no space: "-5 is the offset")
-    opened = False
-    while start < end and (folded[start].isspace() or _leads(folded[start])):
-        opened = opened or folded[start] in _OPENERS or unicodedata.category(folded[start]) == "Ps"
-        start += 1
-    while end > start and _closes(folded[end - 1], opened):
-        end -= 1
+    folded = _layout(unicodedata.normalize("NFKC", nfkc(text).casefold()))  # NFKC again: idempotent
+    start, end = _frame(folded)
     return folded[start:end] or folded  # a text of punctuation only keeps its own form
 
 
@@ -115,43 +139,53 @@ _IRREGULAR = {"can't": ("can", "not"), "won't": ("will", "not"), "cannot": ("can
 IGNORED_WORDS = frozenset({"a", "an", "the", "please"})
 
 
+_EMPHASIS = re.compile(r"(?<![\w*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s*])\1(?![\w*])")  # **tables**, not *.tmp
+
+
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def wording(text: str) -> tuple[str, ...]:
-    """The words of ``text`` that a near duplicate must repeat, in order: case-folded (NFKC), the sentence's
-    punctuation dropped (stops, commas, colons, ``!``, quotes, brackets, markdown's paired ``*``; other
-    marks count: ``?``, a lone ``*``, ``-``, symbols), contractions spelled out (``don't`` = ``do not``),
-    digit groups joined (``10,000`` = ``10000``), articles and "please" left out (a capital ``A`` after the
-    first word is a name: "vitamin A"). Every other word counts: numbers, dates, names, units, negations,
-    antonyms, roles, comparatives, pronouns, and the order that tells who did what to whom."""
+    """The words of ``text`` that a near duplicate must repeat, in order: case-folded (NFKC), without its
+    frame (:func:`_frame`), markdown's emphasis (``**tables**``) or the stops, commas, colons and ``!`` that
+    end a word's sentence or clause; contractions spelled out (``don't`` = ``do not``), digit groups joined
+    (``10,000`` = ``10000``), articles and "please" left out (a capital ``A`` after the first word is a name:
+    "vitamin A"). Every other word and mark counts: numbers, dates, names, units, negations, antonyms, roles,
+    comparatives, pronouns, the order that tells who did what to whom, ``?``, a lone ``*``, ``-``, symbols,
+    quotes and brackets inside the text (``[0, 10)`` is not ``[0, 10]``, ``6'`` not ``6"``), a ``!`` or a
+    stop that does not end a word (``if (!admin)``, ``make .``), and the indentation of a text's lines."""
     out: list[str] = []
-    tokens = _TOKEN.findall(nfkc(text).replace("’", "'"))
-    emphasis = tokens.count("*") % 2 == 0  # stars in pairs are markdown's emphasis (**tables**), not a regex (a*)
-    for token in tokens:
-        if token == "*" and emphasis:
-            continue
-        if token in ("!=", "<=", ">=", "=="):
-            out.append(token)
-            continue
-        if len(token) == 1 and not (token.isalnum() or token == "_"):
-            if not _soft(token):  # "?", "*", "-", symbols ($, %, emoji): part of what was said
+    plain = _layout(_EMPHASIS.sub(r"\2", nfkc(text).replace("’", "'")))
+    start, end = _frame(plain)
+    for n, line in enumerate(plain[start:end].split("\n")):
+        if n:
+            out.append("\n" + line[: len(line) - len(line.lstrip())])  # an indented line: it belongs above
+        for match in _TOKEN.finditer(line):
+            token = match.group()
+            if token in ("!=", "<=", ">=", "=="):
                 out.append(token)
-            continue
-        if token == "A" and out:  # "Vitamin A", "plan A": a name, not the article (which leads a sentence)
-            out.append("a")
-            continue
-        low = token.casefold().strip("_'")
-        if _DIGIT_GROUPS.match(low):
-            low = low.replace(",", "")
-        if low in _IRREGULAR:
-            out += _IRREGULAR[low]
-            continue
-        suffix = next((s for s in _CONTRACTIONS if low.endswith(s) and len(low) > len(s)), None)
-        if suffix is not None:
-            out += [low[: -len(suffix)], _CONTRACTIONS[suffix]]
-        elif low.endswith("'s"):  # possessive or "is": the word itself is what must match
-            out.append(low[:-2])
-        elif low and low not in IGNORED_WORDS:
-            out.append(low)
+                continue
+            if len(token) == 1 and not (token.isalnum() or token == "_"):
+                at = match.start()
+                after = line[at + 1 : at + 2]
+                ends_a_word = at > 0 and not line[at - 1].isspace() and (not after or after.isspace() or after in _SOFT)
+                if not (token in _STOPS and ends_a_word):
+                    out.append(token)
+                continue
+            if token == "A" and out:  # "Vitamin A", "plan A": a name, not the article (which leads a sentence)
+                out.append("a")
+                continue
+            low = token.casefold().strip("_'")
+            if _DIGIT_GROUPS.match(low):
+                low = low.replace(",", "")
+            if low in _IRREGULAR:
+                out += _IRREGULAR[low]
+                continue
+            suffix = next((s for s in _CONTRACTIONS if low.endswith(s) and len(low) > len(s)), None)
+            if suffix is not None:
+                out += [low[: -len(suffix)], _CONTRACTIONS[suffix]]
+            elif low.endswith("'s"):  # possessive or "is": the word itself is what must match
+                out.append(low[:-2])
+            elif low and low not in IGNORED_WORDS:
+                out.append(low)
     return tuple(out)
 
 
@@ -202,9 +236,10 @@ class WriteTx(Protocol):
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
         """Set columns of a fact (``status``, ``superseded_by``, ``tombstone_by``, ``tombstone_at``,
-        ``tombstone_reason``, ``reinforcement``, ``stated_by``, ``confidence``, ``tags``, ``expires_at``)
-        and bump its ``version`` (+1) and set ``updated_at`` to ``now``. Tuples are stored as JSON lists;
-        ``None`` sets NULL."""
+        ``tombstone_reason``, ``reinforcement``, ``stated_by``, ``confidence``, ``tags``, ``expires_at``,
+        ``category``, ``metadata``) and bump its ``version`` (+1) and set ``updated_at`` to ``now``. Tuples are
+        stored as JSON lists; ``metadata`` comes as JSON text (as :func:`~autogen_shared_memory.backends.base.
+        draft_values` gives it); ``None`` sets NULL."""
 
     def purgeable(self) -> list[Fact]:
         """Every fact whose stored status is not ``active`` or that has an expiry (the candidates of
@@ -295,6 +330,9 @@ def _may_reinforce(fact: Fact, draft: Draft) -> bool:
 
 
 def _reinforce(tx: WriteTx, scope: ScopeRef, fact: Fact, cosine: float | None, draft: Draft) -> Receipt:
+    """The fact said again: counted, and what the restatement adds is kept. The author's own fact takes its
+    tags, confidence, expiry, a category it lacked and metadata keys it lacked (values already there stay);
+    everything the restatement carried is in the audit trail, so another author's words are never lost."""
     changes: dict[str, Any] = {"reinforcement": fact.reinforcement + 1}
     if draft.created_by not in fact.stated_by:
         changes["stated_by"] = (*fact.stated_by, draft.created_by)
@@ -303,12 +341,23 @@ def _reinforce(tx: WriteTx, scope: ScopeRef, fact: Fact, cosine: float | None, d
         changes["tags"] = fact.tags + tuple(t for t in draft.tags if t not in fact.tags)
         if fact.expires_at is not None:
             changes["expires_at"] = None if draft.expires_at is None else max(fact.expires_at, draft.expires_at)
+        if fact.category is None and draft.category is not None:
+            changes["category"] = draft.category
+        merged = {**draft.metadata, **fact.metadata}
+        if len(merged) > len(fact.metadata) and len(json.dumps(merged).encode()) <= MAX_METADATA_BYTES:
+            changes["metadata"] = json.dumps(merged)
     tx.update(fact.id, changes)
     detail: dict[str, Any] = {"confidence": draft.confidence}
     if draft.tags:
         detail["tags"] = list(draft.tags)
     if draft.expires_at is not None:
         detail["expires_at"] = draft.expires_at
+    if draft.category is not None:
+        detail["category"] = draft.category
+    if draft.metadata:
+        detail["metadata"] = draft.metadata
+    if draft.session_id is not None and draft.session_id != fact.session_id:
+        detail["session_id"] = draft.session_id
     if cosine is not None:
         detail.update(similarity=round(cosine, 4), content=draft.content)
     tx.audit(fact.id, "reinforced", draft.created_by, detail)
