@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .core.lifecycle import content_hash
-from .core.records import TABLES
+from .core.records import TABLES, storable, storable_text
 from .core.types import SCOPE_KINDS, STATUSES, ScopeRef, SharedMemoryError, kind_of_fact_id, validate_content
 
 if TYPE_CHECKING:
@@ -196,7 +196,23 @@ def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dic
         except (ValueError, TypeError) as exc:
             raise ImportFormatError(f"line {number}: {exc}") from exc
         decoded["content_hash"] = content_hash(decoded["content"])  # exports before the hash's current rule
+    elif table in TABLES:
+        decoded = _storable_record(TABLES[table].json_columns, decoded)
     return ref, table, decoded
+
+
+def _storable_record(json_columns: Iterable[str], row: dict[str, Any]) -> dict[str, Any]:
+    """A record row as ``log_records`` stores it (:func:`~autogen_shared_memory.core.records.storable`): an
+    export of a file written before, or by SQLite, can hold a NUL or a lone surrogate, which PostgreSQL's
+    ``jsonb`` refuses, with the whole import."""
+    row = {k: storable_text(v) if isinstance(v, str) and k not in json_columns else v for k, v in row.items()}
+    for column in json_columns:
+        if isinstance(row.get(column), str):
+            try:
+                row[column] = json.dumps(storable(json.loads(row[column])), ensure_ascii=False)
+            except (ValueError, RecursionError):
+                row[column] = storable_text(row[column])  # not JSON after all: kept as text
+    return row
 
 
 def _check_fact(ref: ScopeRef, row: dict[str, Any]) -> None:

@@ -542,3 +542,38 @@ async def test_automatic_recording_through_a_team_run(store: SharedMemoryStore) 
     assert said[0].content == "draft ready" and said[0].task_id == "k_launch"
     assert said[0].session_id == recorder.session_id
     recorder.close()
+
+
+def test_records_with_text_no_backend_stores_alike_are_kept_with_escapes(make_store: Any, tmp_path: Path) -> None:
+    """A NUL, a lone surrogate or NaN in a tool call's arguments or a message's context (a model's broken
+    JSON) is kept, shown as an escape, on every backend: PostgreSQL's jsonb refused them, and with them the
+    whole batch. An export written before (its JSON still carrying them) imports the same way."""
+    from autogen_shared_memory.core.records import ConversationRecord, ToolCallRecord
+
+    s = make_store()
+    s.log_records(
+        [
+            ConversationRecord(agent_id="alice", content="hello there", context={"note": "x\ud83d", "k\x00": 1}),
+            ToolCallRecord(
+                agent_id="alice", tool_name="memory_search", tool_args={"query": "a\x00b", "n": float("nan")}
+            ),
+        ]
+    )
+    (call,) = s.tool_history("alice")
+    assert call.tool_args == {"query": "a\\x00b", "n": "nan"}
+    (said,) = s.conversation("alice")
+    assert said.context == {"note": "x\\ud83d", "k\\x00": 1}
+    path = tmp_path / "old.jsonl"
+    s.export(path)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    for item in lines:  # as an older release (or SQLite) wrote it: the JSON escapes themselves
+        if item.get("table") == "tool_calls":
+            item["row"]["tool_args"] = '{"query": "a\\u0000b", "lone": "\\ud83d"}'
+    path.write_text("".join(json.dumps(item) + "\n" for item in lines))
+    target = make_store()
+    target.import_(path)
+    (imported,) = target.tool_history("alice")
+    assert imported.tool_args == {"query": "a\\x00b", "lone": "\\ud83d"}
+    with pytest.raises(ValueError, match="NUL"):  # a value set on purpose is refused, as a fact would be
+        s.for_agent("alice").update_user_profile("k", {"v": "a\x00b"})
+    assert s.for_agent("alice").get_user_profile() == {}

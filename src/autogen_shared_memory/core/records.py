@@ -7,6 +7,7 @@ there for audit, debugging and full-text search of what happened.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
@@ -33,20 +34,53 @@ def record_id(prefix: str) -> str:
     return f"{prefix}_{time.time_ns() // 1_000_000:012x}{secrets.token_hex(4)}"
 
 
+def storable(value: Any) -> Any:
+    """A record's JSON value as every backend can store it: each string (keys too) through
+    :func:`storable_text`, and NaN or infinity as text ("nan", "inf"). PostgreSQL's ``jsonb`` refuses the
+    ``\\u0000`` and lone-surrogate escapes JSON would otherwise carry, and NaN, and with them the whole batch
+    of records; SQLite would keep the NUL itself."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {storable_text(str(k)): storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(v) for v in value]
+    return value
+
+
+def _clean(value: Any) -> bool:
+    """Whether every string in ``value`` (keys too) is stored as it is (:func:`storable_text` keeps it)."""
+    stack = [value]
+    while stack:  # iterative: json.dumps has already bounded the depth
+        item = stack.pop()
+        if isinstance(item, str):
+            if storable_text(item) != item:
+                return False
+        elif isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            stack += item
+    return True
+
+
 def _json(value: Any, what: str) -> str:
     try:
-        return json.dumps(value, default=str, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
+        return json.dumps(storable(value), default=lambda v: storable_text(str(v)), ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
 
 
 def strict_json(value: Any, what: str, limit: int = MAX_RECORD_BYTES) -> str:
-    """``value`` as JSON text: a TypeError for anything JSON cannot hold (never pickle), a ValueError
-    beyond ``limit`` UTF-8 bytes."""
+    """``value`` as JSON text: a TypeError for anything JSON cannot hold (never pickle), a ValueError for
+    text no backend stores alike (NUL, a lone surrogate) and beyond ``limit`` UTF-8 bytes."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+    if not _clean(value):
+        raise ValueError(f"{what} holds a NUL character or text that is not valid Unicode; not allowed")
     size = len(text.encode("utf-8"))
     if size > limit:
         raise ValueError(f"{what} is {size} bytes; the limit is {limit}")
