@@ -38,6 +38,8 @@ from autogen_shared_memory.integration import (
     SearchRequest,
     derive_group_id,
 )
+from autogen_shared_memory.integration.autogen.tools import memory_tools
+from autogen_shared_memory.testing import HashEmbedder
 
 TOOLS = ModelInfo(vision=False, function_calling=True, json_output=False, family="unknown", structured_output=False)
 NO_TOOLS = ModelInfo(vision=False, function_calling=False, json_output=False, family="unknown", structured_output=False)
@@ -452,3 +454,34 @@ asyncio.run(main())
     out = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "returned None" not in out.stderr
+
+
+async def test_a_long_or_broken_user_message_never_ends_the_turn(store: SharedMemoryStore) -> None:
+    """Recall searches a long message by its start and broken Unicode with escapes: a recall agent's run
+    went on to raise "query is 4832 characters" or "not valid Unicode text"."""
+    store.add_group_member("desk", "support")
+    store.remember("The document summary style is three bullets", "group", group_id="desk")
+    view = store.memory_for("support", "desk")
+    for text in ("Please summarise this document summary: " + "lorem ipsum " * 400, "document summary \ud83d"):
+        context = UnboundedChatCompletionContext()
+        await context.add_message(UserMessage(content=text, source="user"))
+        updated = await view.update_context(context)
+        assert [m.content for m in updated.memories.results][:1] == ["The document summary style is three bullets"]
+
+
+async def test_a_tool_call_the_store_cannot_serve_answers_error(store: SharedMemoryStore, make_store: Any) -> None:
+    """Another embedding model's scope, or a store that fails, is an ERROR answer, never an exception."""
+    store.remember("first fact", "agent", agent_id="alice")
+    other = make_store(same_as=store, embedder=HashEmbedder(model_id="other-model"))
+    search, remember, _ = memory_tools(other, "alice")
+    for tool, args in ((remember, {"fact": "second", "scope": "agent"}), (search, {"query": "fact", "scope": "agent"})):
+        answer = await tool.run_json(args, CancellationToken())
+        assert isinstance(answer, str) and answer.startswith("ERROR: ") and "other-model" in answer, answer
+
+    async def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("connection lost")
+
+    search, _, _ = memory_tools(store, "alice")
+    store.asearch = broken  # type: ignore[method-assign]
+    answer = await search.run_json({"query": "fact"}, CancellationToken())
+    assert answer == "ERROR: the shared memory store failed (RuntimeError). Nothing was changed."

@@ -24,8 +24,9 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from ..core.capsule import MIN_CAPSULE_BYTES
-from ..core.types import FactNotFoundError, Hit, MemoryAccessDenied, ScopeName, validate_owner_id
-from ..facts import FactStore
+from ..core.records import storable_text
+from ..core.types import FactNotFoundError, Hit, MemoryAccessDenied, ScopeName, SharedMemoryError, validate_owner_id
+from ..facts import MAX_QUERY_CHARS, FactStore
 from ..views.agents import upsert_agent
 
 logger = logging.getLogger("autogen_shared_memory")
@@ -98,6 +99,13 @@ DESCRIPTIONS = {
 }
 
 
+def _failed(name: str, agent_id: str, exc: Exception) -> str:
+    """The answer to a call the store failed on (a lost database connection, a bug): logged with its
+    traceback, answered in one line, so a tool call never raises. The write's transaction was rolled back."""
+    logger.error("memory tool %s of %s failed", name, agent_id, exc_info=exc)
+    return f"ERROR: the shared memory store failed ({type(exc).__name__}). Nothing was changed."
+
+
 def invalid_arguments(exc: ValidationError) -> str:
     """The answer to arguments that fail validation: each problem by field, on one line."""
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
@@ -136,6 +144,8 @@ class BoundTools:
             return invalid_arguments(exc)
         except (TypeError, ValueError) as exc:
             return f"ERROR: {exc}. Nothing was changed."
+        except Exception as exc:  # arguments that break while read (a Mapping that raises): still an answer
+            return _failed(name, self.agent_id, exc)
         return await self.run(name, args, started)
 
     async def run(self, name: str, args: BaseModel, started: float | None = None) -> str:
@@ -156,6 +166,10 @@ class BoundTools:
             text = f"ERROR: {exc}. Search memory to find the right id."
         except (ValueError, TypeError) as exc:
             text = f"ERROR: {exc}. Nothing was changed."
+        except SharedMemoryError as exc:  # the store cannot serve this call (another embedding model, say)
+            text = f"ERROR: {exc}. Nothing was changed."
+        except Exception as exc:  # a failing store must not end the run: the model gets the error as text
+            text = _failed(name, self.agent_id, exc)
         if self.record_calls:
             failed = text.startswith(FAILURE_PREFIXES)
             try:
@@ -269,7 +283,10 @@ class Recall:
             raise ValueError(f"max_bytes must be at least {MIN_CAPSULE_BYTES}")
 
     async def hits(self, query: str, top_k: int | None = None) -> list[Hit]:
-        """The facts recalled for ``query`` (none for a blank query or a refused recall)."""
+        """The facts recalled for ``query`` (none for a blank query or a refused or failed recall): a long
+        message is searched by its first ``MAX_QUERY_CHARS`` characters (the model reads fewer), text that is
+        not valid Unicode with escapes, so a user's message never ends the turn."""
+        query = storable_text(query[:MAX_QUERY_CHARS])
         if not query.strip():
             return []
         try:
@@ -280,6 +297,9 @@ class Recall:
             if not self._denied_logged:
                 logger.warning("shared memory recall skipped for %s: %s", self.agent_id, exc)
                 self._denied_logged = True
+            return []
+        except Exception:  # memory is context, not the task: the turn goes on without a capsule
+            logger.warning("shared memory recall failed for %s; no capsule this turn", self.agent_id, exc_info=True)
             return []
 
     def text(self, hits: list[Hit]) -> str:

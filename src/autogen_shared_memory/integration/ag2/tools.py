@@ -75,14 +75,6 @@ def tool_schema(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "description": DESCRIPTIONS[name], "parameters": parameters}}
 
 
-async def _guarded(tools: BoundTools, name: str, arguments: Mapping[str, Any]) -> str:
-    try:
-        return await tools.call(name, arguments)
-    except Exception as exc:  # a failing store must not end the chat: the model gets the error as text
-        logger.exception("memory tool %s of %s failed", name, tools.agent_id)
-        return f"ERROR: the shared memory store failed ({type(exc).__name__}). Nothing was changed."
-
-
 def tool_function(name: str) -> Callable[..., str | Coroutine[Any, Any, str]]:
     """The function-map entry of one memory tool: runs the call for the agent that asked, or refuses."""
 
@@ -95,7 +87,7 @@ def tool_function(name: str) -> Callable[..., str | Coroutine[Any, Any, str]]:
         if INVALID_ARGUMENTS in arguments:
             got = arguments[INVALID_ARGUMENTS]
             return f"ERROR: the arguments of {name} must be a JSON object, got {got}. Nothing was changed."
-        return _guarded(caller.tools, name, arguments)
+        return caller.tools.call(name, arguments)  # answers text, never raises
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = DESCRIPTIONS[name]
