@@ -40,6 +40,7 @@ class ImportFormatError(SharedMemoryError, ValueError):
 class ImportReport:
     lines: int = 0
     inserted: int = 0
+    closed: int = 0  # facts open here that the export had forgotten or superseded, closed as it says
     skipped_bad: list[str] = field(default_factory=list)
     scopes: set[ScopeRef] = field(default_factory=set)
 
@@ -293,7 +294,9 @@ def import_jsonl(
                         + ": import with a store using the same model, then reembed() if needed"
                     )
     for ref, items in per_scope.items():
-        report.inserted += store.backend.import_scope(ref, items)
+        inserted, closed = store.backend.import_scope(ref, items)
+        report.inserted += inserted
+        report.closed += closed
         report.scopes.add(ref)
         if progress is not None:
             progress(len(items))

@@ -577,3 +577,33 @@ def test_records_with_text_no_backend_stores_alike_are_kept_with_escapes(make_st
     with pytest.raises(ValueError, match="NUL"):  # a value set on purpose is refused, as a fact would be
         s.for_agent("alice").update_user_profile("k", {"v": "a\x00b"})
     assert s.for_agent("alice").get_user_profile() == {}
+
+
+def test_a_later_export_closes_what_it_forgot_or_superseded(make_store: Any, tmp_path: Path) -> None:
+    """Importing an export taken later applies the forgets and corrections made since: the fact it forgot
+    and the one it superseded were recalled again here, next to their correction."""
+    a, b = make_store(global_writers=["*"]), make_store(global_writers=["*"])
+    forgotten = a.remember("The VPN password rotates monthly.", "global")
+    old = a.remember("The office closes at 18:00.", "global")
+    kept = a.remember("Badges are blue.", "global")
+    a.export(tmp_path / "first.jsonl")
+    b.import_(tmp_path / "first.jsonl")
+    a.forget(forgotten.id, reason="wrong")
+    new = a.remember("The office closes at 19:00.", "global", supersedes=[old.id])
+    a.export(tmp_path / "later.jsonl")
+    report = b.import_(tmp_path / "later.jsonl")
+    assert report.closed == 2
+    assert [b.get(f.id).status for f in (forgotten, old, kept, new)] == ["forgotten", "superseded", "active", "active"]
+    assert b.get(old.id).superseded_by == new.id
+    assert [h.id for h in b.search("office closes", "global")] == [new.id]
+    assert forgotten.id not in [h.id for h in b.search("VPN password", "global")]
+    b.import_(tmp_path / "first.jsonl")  # an older export never reopens a closed fact
+    assert b.get(forgotten.id).status == "forgotten" and b.get(old.id).status == "superseded"
+    lines = [json.loads(line) for line in (tmp_path / "later.jsonl").read_text().splitlines()]
+    for item in lines:  # another history of the same fact never rewrites its tombstone
+        if item.get("table") == "facts" and item["row"]["id"] == forgotten.id:
+            item["row"].update(tombstone_reason="another story", tombstone_by="mallory")
+    (tmp_path / "other.jsonl").write_text("".join(json.dumps(item) + "\n" for item in lines))
+    assert b.import_(tmp_path / "other.jsonl").closed == 0
+    assert b.history(forgotten.id)[-1].detail == {"reason": "wrong"}
+    assert (b.get(forgotten.id).tombstone_reason, b.get(forgotten.id).tombstone_by) == ("wrong", "system")

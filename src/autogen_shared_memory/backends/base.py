@@ -516,14 +516,16 @@ class Backend(ABC):
                     break
                 last = batch[-1]["seq"]
 
-    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int]:
         """Insert exported rows in one transaction, skipping rows whose key already exists (so an import
-        can be repeated; an audit event is skipped when the same event exists); returns how many rows
-        were inserted. A scope's own identity (``scope_kind``/``scope_owner``) is never imported, and a
-        recorded embedding model that differs from the import's is refused."""
+        can be repeated; an audit event is skipped when the same event exists), except that a fact the
+        export has closed (forgotten or superseded) while it is open here is closed as the export says (an
+        export taken later carries the forgets and corrections made since); returns how many rows were
+        inserted and how many facts closed. A scope's own identity (``scope_kind``/``scope_owner``) is never
+        imported, and a recorded embedding model that differs from the import's is refused."""
 
-        def run(tx: ScopeTx) -> int:
-            inserted = 0
+        def run(tx: ScopeTx) -> tuple[int, int]:
+            inserted = closed = 0
             for table, row in items:
                 if table == "meta":
                     if row["key"] in ("scope_kind", "scope_owner"):
@@ -541,14 +543,30 @@ class Backend(ABC):
                     same = {c: row[c] for c in ("fact_id", "event", "actor", "at")}
                     if not tx.rows("audit", same):
                         inserted += len(tx.add_rows("audit", [{**same, "detail": row.get("detail")}]))
+                elif table == "facts":
+                    added = len(tx.add_rows(table, [row], on_conflict="skip"))
+                    inserted += added
+                    closed += not added and close_as_exported(tx, row)
                 else:
-                    if table != "facts":
-                        spec = table_spec(table)
-                        row = {c: v for c, v in row.items() if c in spec.columns}
+                    spec = table_spec(table)
+                    row = {c: v for c, v in row.items() if c in spec.columns}
                     inserted += len(tx.add_rows(table, [row], on_conflict="skip"))
-            return inserted
+            return inserted, closed
 
         return self.transact(scope, run, "import")
+
+
+def close_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
+    """Close the fact ``row`` names as the export row says, if the row is closed and the fact here is not
+    (a closed fact is never reopened, and its tombstone never rewritten); whether it was."""
+    if row.get("status") not in ("forgotten", "superseded"):
+        return False
+    found = tx.get([str(row["id"])])
+    if not found or found[0].status not in ("active", "expired", "pending"):
+        return False
+    columns = ("status", "superseded_by", "tombstone_by", "tombstone_at", "tombstone_reason")
+    tx.update(found[0].id, {c: row.get(c) for c in columns})
+    return True
 
 
 def model_rows(model: ModelInfo) -> list[dict[str, Any]]:

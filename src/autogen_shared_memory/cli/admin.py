@@ -126,12 +126,15 @@ def import_cmd(
                 "file": str(file),
                 "lines": report.lines,
                 "inserted": report.inserted,
+                "closed": report.closed,
                 "skipped_bad": report.skipped_bad,
                 "scopes": sorted(str(r) for r in report.scopes),
             }
         )
         return
     line = f"imported {_n(report.inserted, 'new row')} into {_n(len(report.scopes), 'scope')} from {file}"
+    if report.closed:
+        line += f"; closed {_n(report.closed, 'fact')} the export had forgotten or superseded"
     skipped = f", {_n(len(report.skipped_bad), 'bad line')} skipped" if report.skipped_bad else ""
     line += f" ({_n(report.lines, 'line')}{skipped})"
     _out().print(line)
