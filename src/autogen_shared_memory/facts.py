@@ -55,6 +55,7 @@ from .core.types import (
     kind_of_fact_id,
     new_fact_id,
     require_utf8,
+    shown,
     validate_confidence,
     validate_content,
     validate_label,
@@ -320,7 +321,7 @@ class FactStore:
         supersedes = tuple(dict.fromkeys(raw))
         for old in supersedes:
             if kind_of_fact_id(old) != kind:
-                raise ValueError(f"a {kind} fact can only supersede facts of the same scope, not {old!r}")
+                raise ValueError(f"a {kind} fact can only supersede facts of the same scope, not {shown(old)}")
         session_id = validate_session_id(spec.get("session_id")) or self.session_id
         return kind, Draft(
             id=new_fact_id(kind),
@@ -406,15 +407,15 @@ class FactStore:
         for ref, draft in zip(refs, drafts, strict=True):
             for old in draft.supersedes:
                 if old in wanted.get(ref, []):
-                    raise ValueError(f"{old!r} is superseded twice in one batch")
+                    raise ValueError(f"{shown(old)} is superseded twice in one batch")
                 wanted.setdefault(ref, []).append(old)
         for ref, ids in wanted.items():
             found = {f.id: f for f in self.backend.get(ref, ids)}
             for old in ids:
                 if old not in found:
-                    raise FactNotFoundError(f"cannot supersede {old!r}: no such fact in {ref}")
+                    raise FactNotFoundError(f"cannot supersede {shown(old)}: no such fact in {ref}")
                 if found[old].status != "active":
-                    raise ValueError(f"cannot supersede {old!r}: it is already {found[old].status}")
+                    raise ValueError(f"cannot supersede {shown(old)}: it is already {found[old].status}")
 
     # ------------------------------------------------------------------ writing
     def remember(
@@ -565,7 +566,7 @@ class FactStore:
     def _purge_before(older_than: float | timedelta) -> float:
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
         if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
-            raise ValueError(f"older_than must be a non-negative number of days, got {older_than!r}")
+            raise ValueError(f"older_than must be a non-negative number of days, got {shown(older_than)}")
         return time.time() - float(days) * 86400
 
     def purge(self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None) -> int:
@@ -625,7 +626,7 @@ class FactStore:
         found = self.backend.get(ScopeRef(kind, hint), [fact_id]) if hint is not None else []
         fact = found[0] if found else self.backend.find(fact_id)
         if fact is None:
-            raise FactNotFoundError(f"no fact with id {fact_id!r}")
+            raise FactNotFoundError(f"no fact with id {shown(fact_id)}")
         return fact
 
     def _readable(self, fact_id: str, agent_id: str | None, group_id: str | None) -> Fact:
@@ -635,7 +636,7 @@ class FactStore:
         try:
             self.policy.check_read(agent_id, fact.scope)
         except MemoryAccessDenied:
-            raise FactNotFoundError(f"no fact with id {fact_id!r}") from None
+            raise FactNotFoundError(f"no fact with id {shown(fact_id)}") from None
         return fact
 
     def get(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> Fact:
@@ -902,7 +903,7 @@ class FactStore:
         ``tasks``, ``saved_conversations``). The case log is only purged when ``include_case_log``."""
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
         if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
-            raise ValueError(f"older_than must be a non-negative number of days, got {older_than!r}")
+            raise ValueError(f"older_than must be a non-negative number of days, got {shown(older_than)}")
         allowed = {"conversations", "tool_calls", "tasks", "saved_conversations"}
         unknown = set(kinds) - allowed
         if unknown:

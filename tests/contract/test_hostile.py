@@ -353,3 +353,26 @@ def test_forgetting_a_closed_fact_says_so_and_changes_nothing(make_store: StoreF
     assert forgotten.startswith(f"already forgotten: fact {gone.id}"), forgotten
     assert "Nothing was changed." in superseded and "Nothing was changed." in forgotten
     assert everything(s) == before
+
+
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        (2, {"fact_id": "g_" + "a" * 100_000}),
+        (2, {"fact_id": "x" * 100_000}),
+        (1, {"fact": "x", "scope": "group", "supersedes": ["g_" + "a" * 100_000]}),
+        (1, {"fact": "x", "scope": "group", "tags": ["t" * 60_000]}),
+        (1, {"fact": "x", "scope": "group", "tags": ["\x00" * 60_000]}),
+        (1, {"fact": "x", "scope": "group", "ttl_days": 10**5000}),
+    ],
+)
+def test_a_refusal_names_a_huge_argument_without_echoing_it(
+    make_store: StoreFactory, tool: int, args: dict[str, Any]
+) -> None:
+    """The model's context is not flooded with its own 100k-character argument."""
+    s = make_store()
+    s.add_group_member("crew", "alice")
+    before = everything(s)
+    text = asyncio.run(memory_tools(s, "alice", "crew")[tool].run_json(args, CancellationToken()))
+    assert text.startswith("ERROR:") and len(text) < 400, text[:500]
+    assert everything(s) == before

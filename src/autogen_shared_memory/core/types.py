@@ -81,13 +81,13 @@ def validate_owner_id(value: object, what: str = "id") -> str:
     if len(value) > MAX_ID_CHARS:
         raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_CHARS}")
     if _CONTROL.search(value) or any(_layout_char(ch) for ch in value):
-        raise ValueError(f"{what} {value!r} contains a control character (NUL, newline, a format or line-break "
+        raise ValueError(f"{what} {shown(value)} contains a control character (NUL, newline, a format or line-break "
                          "character); not allowed")  # fmt: skip
     require_utf8(value, what)
     if "/" in value or "\\" in value:
-        raise ValueError(f"{what} {value!r} contains a path separator ('/' or '\\'); not allowed")
+        raise ValueError(f"{what} {shown(value)} contains a path separator ('/' or '\\'); not allowed")
     if value in (".", ".."):
-        raise ValueError(f"{what} {value!r} is a relative path component; not allowed")
+        raise ValueError(f"{what} {shown(value)} is a relative path component; not allowed")
     return value
 
 
@@ -166,7 +166,7 @@ def kind_of_fact_id(fact_id: str) -> ScopeKind:
     if not isinstance(fact_id, str):
         raise TypeError(f"fact id must be a str, got {type(fact_id).__name__}")
     if not re.fullmatch(r"[agw]_[0-9a-f]{20}", fact_id):
-        raise ValueError(f"{fact_id!r} is not a fact id (expected e.g. 'g_0193a1b2c3d4e5f60718')")
+        raise ValueError(f"{shown(fact_id)} is not a fact id (expected e.g. 'g_0193a1b2c3d4e5f60718')")
     return _PREFIX_KIND[fact_id[0]]
 
 
@@ -203,7 +203,7 @@ def finite_number(value: object, what: str) -> float:
     except OverflowError:
         raise ValueError(f"{what} is too large: {str(value)[:20]}...") from None
     if not math.isfinite(number):
-        raise ValueError(f"{what} must be a finite number, got {value!r}")
+        raise ValueError(f"{what} must be a finite number, got {shown(value)}")
     return number
 
 
@@ -213,7 +213,7 @@ def validate_confidence(value: object, what: str = "confidence") -> float:
     except ValueError:
         raise ValueError(f"{what} must be in [0, 1], got {str(value)[:20]}") from None
     if not 0.0 <= number <= 1.0:
-        raise ValueError(f"{what} must be in [0, 1], got {value!r}")
+        raise ValueError(f"{what} must be in [0, 1], got {shown(value)}")
     return number
 
 
@@ -225,7 +225,7 @@ def expiry_from_ttl(ttl_days: object, now: float) -> float | None:
         return None
     days = finite_number(ttl_days, "ttl_days")
     if not 0 < days <= MAX_TTL_DAYS:
-        raise ValueError(f"ttl_days must be a positive number of days, at most {MAX_TTL_DAYS:g}, got {ttl_days!r}")
+        raise ValueError(f"ttl_days must be a positive number of days, at most {MAX_TTL_DAYS:g}, got {shown(ttl_days)}")
     return now + days * 86400.0
 
 
@@ -246,10 +246,12 @@ def validate_label(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
     if not value.strip() or len(value) > MAX_LABEL_CHARS:
-        raise ValueError(f"{what} must be a non-blank string of at most {MAX_LABEL_CHARS} characters, got {value!r}")
+        raise ValueError(
+            f"{what} must be a non-blank string of at most {MAX_LABEL_CHARS} characters, got {shown(value)}"
+        )
     require_utf8(value, what)
     if any(_layout_char(ch) for ch in value):
-        raise ValueError(f"{what} {value!r} contains a control, format or line-break character; not allowed")
+        raise ValueError(f"{what} {shown(value)} contains a control, format or line-break character; not allowed")
     return value
 
 
@@ -565,7 +567,7 @@ class Position:
         if not isinstance(token, str):
             raise TypeError(f"a position token is a str, got {type(token).__name__}")
         if not token.startswith(_POSITION_PREFIX):
-            raise ValueError(f"{_excerpt(token)} is not a change-feed position (it starts with {_POSITION_PREFIX!r})")
+            raise ValueError(f"{shown(token, 40)} is not a change-feed position (it starts with {_POSITION_PREFIX!r})")
         try:
             packed = base64.urlsafe_b64decode(token[len(_POSITION_PREFIX) :] + "=" * (-len(token) % 4))
             inflate = zlib.decompressobj()
@@ -581,7 +583,7 @@ class Position:
                 seqs[ScopeRef(kind, owner)] = seq
             position = cls(seqs)
         except (ValueError, TypeError, zlib.error) as exc:
-            raise ValueError(f"{_excerpt(token)} is not a valid change-feed position ({exc})") from None
+            raise ValueError(f"{shown(token, 40)} is not a valid change-feed position ({exc})") from None
         position._token = token
         return position
 
@@ -604,8 +606,16 @@ class Position:
         return f"Position({{{shown}}})"
 
 
-def _excerpt(text: str) -> str:
-    return repr(text if len(text) <= 40 else text[:40] + "…")
+def shown(value: object, limit: int = 60) -> str:
+    """``value`` quoted for an error message, cut after ``limit`` characters: a model-chosen argument of 100k
+    characters is named, not echoed back into the model's context."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= limit else value[:limit] + "…")
+    try:
+        text = repr(value)
+    except ValueError:  # an int beyond Python's 4,300-digit limit for str()
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 @dataclass(frozen=True)
