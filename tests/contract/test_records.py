@@ -607,3 +607,29 @@ def test_a_later_export_closes_what_it_forgot_or_superseded(make_store: Any, tmp
     assert b.import_(tmp_path / "other.jsonl").closed == 0
     assert b.history(forgotten.id)[-1].detail == {"reason": "wrong"}
     assert (b.get(forgotten.id).tombstone_reason, b.get(forgotten.id).tombstone_by) == ("wrong", "system")
+
+
+def test_two_first_registrations_of_an_agent_keep_both_fields(make_store: Any) -> None:
+    """A registration is one transaction: a second one that lands between the first's look-up and its insert
+    waits for it, then adds its fields (two transactions let the first overwrite the second's with defaults)."""
+    import threading
+
+    s = make_store()
+    backend = s.backend
+    real = backend.update_record
+    other = threading.Thread(target=lambda: s.for_agent("doc").register(model="gpt-4o"))
+
+    def slow_update(*args: Any, **kwargs: Any) -> Any:  # what a two-step registration would look up first
+        found = real(*args, **kwargs)
+        if not other.is_alive() and other.ident is None:
+            other.start()
+            other.join()
+        return found
+
+    backend.update_record = slow_update  # type: ignore[method-assign]
+    s.for_agent("doc").register(capabilities=["pdf", "ocr"], description="reads documents")
+    if other.ident is None:
+        other.start()
+    other.join()
+    entry = s.for_agent("doc").get_agent("doc")
+    assert (entry.model, entry.capabilities, entry.description) == ("gpt-4o", ("pdf", "ocr"), "reads documents")

@@ -33,6 +33,7 @@ from ..search.text import query_terms
 from .caselog import CaseHit, CaseLog
 
 if TYPE_CHECKING:
+    from ..backends.base import ScopeTx
     from ..facts import FactStore
 
 TaskStatus = Literal["pending", "assigned", "in_progress", "blocked", "completed", "failed", "cancelled"]
@@ -163,29 +164,25 @@ def upsert_agent(
     }
     changes = {k: v for k, v in given.items() if v is not None}
     now = time.time()
-    if (
-        store.backend.update_record(
-            GLOBAL, "agent_directory", {"agent_id": agent_id}, lambda _row: {**changes, "updated_at": now}
-        )
-        is None
-    ):
-        store.backend.upsert_records(
-            GLOBAL,
-            "agent_directory",
-            [
-                {
-                    "agent_id": agent_id,
-                    "display_name": display_name or agent_id,
-                    "description": description,
-                    "capabilities": given["capabilities"] or "[]",
-                    "model": model,
-                    "tools": given["tools"] or "[]",
-                    "status": status or "active",
-                    "last_active_at": last_active_at,
-                    "updated_at": now,
-                }
-            ],
-        )
+    entry = {
+        "agent_id": agent_id,
+        "display_name": display_name or agent_id,
+        "description": description,
+        "capabilities": given["capabilities"] or "[]",
+        "model": model,
+        "tools": given["tools"] or "[]",
+        "status": status or "active",
+        "last_active_at": last_active_at,
+        "updated_at": now,
+    }
+
+    def run(tx: ScopeTx) -> None:  # one transaction: two first registrations never overwrite each other's fields
+        if tx.rows("agent_directory", {"agent_id": agent_id}):
+            tx.update_rows("agent_directory", {"agent_id": agent_id}, {**changes, "updated_at": now})
+        else:
+            tx.add_rows("agent_directory", [entry])
+
+    store.backend.transact(GLOBAL, run, "records:agent_directory")
 
 
 def agent_known(store: FactStore, agent_id: str) -> bool:
