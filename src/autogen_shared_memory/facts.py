@@ -26,7 +26,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from typing_extensions import Self
 
 from . import feed
-from .backends.base import Backend, ModelInfo, StatusChange, reembed_scope
+from .backends.base import Backend, ModelInfo, ScopeTx, StatusChange, reembed_scope
 from .backends.sqlite import SQLiteBackend
 from .core.capsule import capsule as render_capsule
 from .core.lifecycle import content_hash, purge_due
@@ -388,12 +388,31 @@ class FactStore:
         )
 
     def _check_budget(self, agent_id: str | None, ref: ScopeRef, adding: int, now: float) -> None:
-        """Refuse a batch that would take an agent past ``write_budget`` facts in one scope in 24 hours."""
+        """Refuse a batch that would take an agent past ``write_budget`` facts in one scope in 24 hours (before
+        anything is embedded; :meth:`_budget_in_tx` counts again under the write's lock)."""
         if self.write_budget is None or agent_id is None:
             return
         recent = Filters(created_by=(agent_id,), since=now - 86400.0, include_inactive=True)
-        written = len(self.backend.select_ids(ref, recent, self.write_budget + 1))
-        if written + adding > self.write_budget:
+        self._refuse_over_budget(
+            agent_id, ref, len(self.backend.select_ids(ref, recent, self.write_budget + 1)), adding
+        )
+
+    def _budget_in_tx(
+        self, agent_id: str | None, ref: ScopeRef, adding: int, now: float
+    ) -> Callable[[ScopeTx], None] | None:
+        """The budget counted inside the write's transaction, from the audit trail's ``created`` events (purged
+        facts count too), so that writers in several processes cannot pass it together."""
+        if self.write_budget is None or agent_id is None:
+            return None
+
+        def check(tx: ScopeTx) -> None:
+            events = tx.rows("audit", {"actor": agent_id, "event": "created"})
+            self._refuse_over_budget(agent_id, ref, sum(1 for e in events if e["at"] >= now - 86400.0), adding)
+
+        return check
+
+    def _refuse_over_budget(self, agent_id: str, ref: ScopeRef, written: int, adding: int) -> None:
+        if self.write_budget is not None and written + adding > self.write_budget:
             raise MemoryAccessDenied(
                 f"agent {agent_id!r} has written {written} fact{'' if written == 1 else 's'} to {ref} in the last "
                 f"24 hours and its write budget is {self.write_budget} (write_budget)"
@@ -517,6 +536,7 @@ class FactStore:
                 self.model,
                 self.near_duplicate_threshold,
                 self.similar_threshold,
+                self._budget_in_tx(agent_id, ref, len(positions), now),
             )
             for i, receipt in zip(positions, written, strict=True):
                 receipts[i] = receipt

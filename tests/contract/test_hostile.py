@@ -376,3 +376,37 @@ def test_a_refusal_names_a_huge_argument_without_echoing_it(
     text = asyncio.run(memory_tools(s, "alice", "crew")[tool].run_json(args, CancellationToken()))
     assert text.startswith("ERROR:") and len(text) < 400, text[:500]
     assert everything(s) == before
+
+
+def test_writers_at_once_cannot_pass_the_write_budget_together(make_store: StoreFactory) -> None:
+    """The budget is counted again under the write's lock: two writers that both passed the first count (made
+    before embedding) cannot both write when together they would pass it."""
+    import threading
+
+    s = make_store(write_budget=3)
+    s.add_group_member("crew", "mallory")
+    both_counted = threading.Barrier(2, timeout=10)
+    embed = s.embedder.embed
+
+    def slow_embed(texts: Any) -> Any:  # both writers are past the first count before either writes
+        both_counted.wait()
+        return embed(texts)
+
+    s.embedder.embed = slow_embed  # type: ignore[method-assign]
+    answers: list[str] = []
+
+    def write(i: int) -> None:
+        try:
+            s.remember_many([f"fact {i} one", f"fact {i} two"], "group", agent_id="mallory", group_id="crew")
+            answers.append("written")
+        except MemoryAccessDenied as exc:
+            answers.append(f"denied: {exc}")
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(a.split(":")[0] for a in answers) == ["denied", "written"], answers
+    s.embedder.embed = embed  # type: ignore[method-assign]
+    assert len(s.search("fact", "group", agent_id="mallory", group_id="crew", top_k=10)) == 2

@@ -287,13 +287,18 @@ class Backend(ABC):
         model: ModelInfo,
         near_duplicate_threshold: float,
         similar_threshold: float,
+        check: Callable[[ScopeTx], None] | None = None,
     ) -> list[Receipt]:
         """Store ``drafts`` with their ``vectors`` in one transaction and return one receipt per draft: the
         lifecycle decides what is inserted, reinforced and superseded. The scope records ``model`` or
-        refuses another one (:class:`EmbeddingModelMismatchError`). All or nothing."""
+        refuses another one (:class:`EmbeddingModelMismatchError`). ``check(tx)`` runs first, under the
+        transaction's lock (a limit counted there holds against concurrent writers); raising aborts. All or
+        nothing."""
         array = np.asarray(vectors, dtype=np.float32)
 
         def run(tx: ScopeTx) -> list[Receipt]:
+            if check is not None:
+                check(tx)
             claim_model(tx, scope, model)
             tx.vectors = array
             return lifecycle.write(tx, scope, drafts, near_duplicate_threshold, similar_threshold)

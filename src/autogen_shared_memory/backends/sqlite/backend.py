@@ -621,12 +621,13 @@ class SQLiteBackend(Backend):
         model: ModelInfo,
         near_duplicate_threshold: float,
         similar_threshold: float,
+        check: Callable[[ScopeTx], None] | None = None,
     ) -> list[Receipt]:
         conn = self._conn(scope, create=True)
         assert conn is not None
         conn.refuse_writes()  # a read-only scope file says so itself, before the index is touched
         self._ids.add(scope, (d.id for d in drafts))  # before the transaction that stores them
-        receipts = super().write(scope, drafts, vectors, model, near_duplicate_threshold, similar_threshold)
+        receipts = super().write(scope, drafts, vectors, model, near_duplicate_threshold, similar_threshold, check)
         self._ids.discard(scope, {d.id for d in drafts} - {r.id for r in receipts})
         return receipts
 
