@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import re
@@ -17,4 +18,11 @@ assert quickstart is not None, "README.md has no Quickstart python block"
 with tempfile.TemporaryDirectory() as tmp:
     os.chdir(tmp)
     exec(compile(quickstart.group(1), "README.md quickstart", "exec"), {"__name__": "__main__"})
-print("install without torch: quickstart ran, torch not installed")
+for module, extra in (("agent_framework", "agent-framework"), ("ag2", "ag2")):  # extras not installed here
+    try:
+        importlib.import_module(f"autogen_shared_memory.integration.{module}")
+    except ModuleNotFoundError as exc:
+        assert f"autogen-shared-memory[{extra}]" in str(exc), exc
+    else:
+        raise AssertionError(f"the {module} integration imported without its extra")
+print("install without torch: quickstart ran, torch not installed, missing extras named")

@@ -17,6 +17,8 @@ the timing) against the baseline's exact scan, and reports how often the two giv
 for choosing between exactness and speed at this size::
 
     python bench/ab_search.py --baseline HEAD --vector-index hnsw --rounds 2 --stores ~/.cache/asm-bench-stores
+
+``--baseline-vector-index hnsw`` gives the baseline the graphs too (two revisions of the HNSW path).
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ def main() -> None:
     p.add_argument("--wait-budget", type=float, default=1800.0)
     p.add_argument("--retries", type=int, default=2, help="re-run a worker disturbed by >= 0.3 other cores")
     p.add_argument("--vector-index", choices=("exact", "hnsw"), default="exact", help="the current tree's vector index")
+    p.add_argument("--baseline-vector-index", choices=("exact", "hnsw"), default="exact", help="the baseline's")
     args = p.parse_args()
     stores = args.stores.expanduser()
     with tempfile.TemporaryDirectory(prefix="ab-search-") as tmp:
@@ -131,7 +134,7 @@ def main() -> None:
             for name in list(trees) if r % 2 == 0 else list(trees)[::-1]:
 
                 def one(_mon: Any, name: str = name) -> tuple[dict[str, Any], float]:
-                    index = args.vector_index if name == "now" else "exact"
+                    index = args.vector_index if name == "now" else args.baseline_vector_index
                     with cpu_window() as w:
                         out = run(
                             WORKER, trees[name], str(copies[name]), str(args.queries), str(SIZE), str(HERE), index
@@ -154,7 +157,7 @@ def main() -> None:
     }
     print(
         f"{args.rounds} rounds, {args.queries} searches per store and worker, medians; baseline {args.baseline}"
-        f" (exact), now ({args.vector_index})\n"
+        f" ({args.baseline_vector_index}), now ({args.vector_index})\n"
     )
     print("| scope | measure | baseline | now | now / baseline | per round, baseline | per round, now |")
     print("|---|---|---:|---:|---:|---|---|")

@@ -22,7 +22,15 @@ import numpy as np
 
 from .core.lifecycle import content_hash
 from .core.records import TABLES, storable, storable_text
-from .core.types import SCOPE_KINDS, STATUSES, ScopeRef, SharedMemoryError, kind_of_fact_id, validate_content
+from .core.types import (
+    SCOPE_KINDS,
+    STATUSES,
+    EmbeddingModelMismatchError,
+    ScopeRef,
+    SharedMemoryError,
+    kind_of_fact_id,
+    validate_content,
+)
 
 if TYPE_CHECKING:
     from .facts import FactStore
@@ -34,6 +42,10 @@ _TABLES = {"meta", "facts", "audit", *TABLES}
 
 class ImportFormatError(SharedMemoryError, ValueError):
     """A line of an import file is not a valid export line (the message names the line)."""
+
+
+class ImportModelError(ImportFormatError, EmbeddingModelMismatchError):
+    """The export's vectors come from another embedding model than the store's."""
 
 
 @dataclass
@@ -150,6 +162,10 @@ def export_jsonl(
 
     if isinstance(path, (str, Path)):
         path = Path(path)
+        if not path.name or path.is_dir():
+            raise IsADirectoryError(f"cannot export to {str(path)!r}: it is a directory, not a file name")
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"cannot export to {str(path)!r}: no directory {str(path.parent)!r}")
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "w", encoding="utf-8") as out:
@@ -278,7 +294,7 @@ def import_jsonl(
     if header is None:
         raise ImportFormatError("line 1: missing the export header")
     if per_scope and (header.get("model") != store.model.model_id or header.get("dimension") != store.model.dimension):
-        raise ImportFormatError(
+        raise ImportModelError(
             f"the export's vectors come from {header.get('model')!r} ({header.get('dimension')}-d); this store embeds "
             f"with {store.model.model_id!r}: import with a store that uses that model, then reembed() if needed"
         )
@@ -287,7 +303,7 @@ def import_jsonl(
             if table == "meta" and row["key"] == "embedding_model":
                 current = store.backend.get_meta(ref, "embedding_model") if store.backend.exists(ref) else None
                 if row["value"] != store.model.model_id or (current is not None and current != row["value"]):
-                    raise ImportFormatError(
+                    raise ImportModelError(
                         f"{ref} in the export holds vectors of {row['value']!r}; this store embeds with "
                         f"{store.model.model_id!r}"
                         + (f" and {ref} here holds {current!r}" if current else "")

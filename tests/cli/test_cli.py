@@ -380,10 +380,22 @@ def test_members(run: Run, ids: dict[str, str]) -> None:
         "created"
         in run("remember", "Standup moved to 9:30", "--scope", "group", "--group", "crew", "--as", "carol").stdout
     )
-    one_line_error(run("members", "crew", "--add", "dave", "--add", "bad/../id", code=1), "path separator")
+    assert "path separator" in run("members", "crew", "--add", "dave", "--add", "bad/../id", code=2).stderr
     assert "dave" not in run("members", "crew").stdout  # every id is checked before any change
     run("members", "crew", "--remove", "carol")
     one_line_error(run("search", "standup", "--agent", "carol", "--group", "crew", code=1), "not a member")
+
+
+def test_export_to_a_place_that_cannot_hold_it_says_why(run: Run, ids: dict[str, str], tmp_path: Path) -> None:
+    one_line_error(run("export", str(tmp_path / "missing" / "x.jsonl"), code=1), "no directory", "missing")
+    (tmp_path / "adir").mkdir()
+    one_line_error(run("export", "--force", str(tmp_path / "adir"), code=1), "is a directory")
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+
+def test_a_bad_pg_schema_is_a_usage_error() -> None:
+    result = invoke(["--dsn", "postgresql://nowhere/x", "--pg-schema", "x; drop table y", "scopes"], code=2)
+    assert "schema must be a simple identifier" in result.stderr and result.stdout == ""
 
 
 def test_agents(run: Run, ids: dict[str, str]) -> None:
@@ -410,6 +422,7 @@ def test_conversations_and_tools(run: Run, ids: dict[str, str]) -> None:
     assert "OCR failed" in run("tools", "alice").stdout
     assert as_json(run("tools", "alice", "--tool", "nope", "--json")) == []
     assert "no messages" in run("conversations", "bob").stdout  # known (directory), nothing recorded
+    assert run("conversations", "bob", "--search", "NEAR(").stdout.strip() == "no messages of bob match 'NEAR('"
     for command in ("conversations", "tools"):
         one_line_error(run(command, "ghost", code=1), "unknown agent 'ghost'")
 
@@ -616,6 +629,11 @@ def test_doctor_model_mismatch_and_missing_root(
     mismatches = [c for c in report["checks"] if c["name"] == "model match"]
     assert len(mismatches) == 3 and all("reembed" in c["fix"] for c in mismatches)
     assert [c["status"] for c in report["checks"] if c["name"] == "embedding model"] == ["skip"]
+    (tmp_path / "notamodel").mkdir()
+    unreadable = as_json(run("--model", str(tmp_path / "notamodel"), "doctor", "--no-model", "--json", code=1))
+    named = {c["name"]: c for c in unreadable["checks"]}
+    assert named["embedding model"]["status"] == "fail" and "notamodel" in named["embedding model"]["fix"]
+    assert named["model match"]["status"] == "skip"  # nothing to compare the files with: not an "ok"
     missing = as_json(invoke(["--root", str(tmp_path / "none"), "doctor", "--no-model", "--json"], code=1))
     assert "--create doctor" in next(c for c in missing["checks"] if c["status"] == "fail")["fix"]
     assert not (tmp_path / "none").exists()
@@ -765,6 +783,7 @@ def test_search_as_of_recalls_what_was_believed_then(run: Run, ids: dict[str, st
     )["id"]
     assert found() == [second]
     assert found("--as-of", then) == [first]
+    assert "[superseded since] The launch date is March 3" in run("search", "launch date", "--as-of", then).stdout
     assert found("--as-of", "2000-01-01") == []  # nothing was written yet
     old = as_json(run("show", first, "--json"))
     assert old["valid_to"] == as_json(run("show", second, "--json"))["created_at"]
@@ -794,6 +813,9 @@ def test_pending_and_approve_release_a_held_global_fact(run: Run, root: Path, id
     assert held.id not in [h["fact"]["id"] for h in as_json(run("search", "refunds approval", "--json"))]
     one_line_error(run("approve", held.id, "--as", "alice", code=1), "may not approve")
     assert run("approve", held.id).stdout.startswith(f"approved {held.id}")
+    again = run("approve", held.id)  # approving twice changes nothing, and says so
+    assert again.stdout.strip() == f"{held.id} is not held for review (it is active): nothing to approve"
+    assert as_json(run("approve", held.id, "--json"))["changed"] is False
     assert run("pending").stdout.strip() == "no facts held for review"
     assert held.id in [h["fact"]["id"] for h in as_json(run("search", "refunds approval", "--json"))]
 

@@ -50,6 +50,7 @@ def everything(store: SharedMemoryStore) -> list[str]:
         ({"metadata": {1: "non-string key"}}, "metadata"),
         ({"metadata": {"k": object()}}, "metadata"),
         ({"metadata": {"k": 10**40}}, "metadata"),
+        ({"metadata": {"k": 2**63}}, "metadata"),
         ({"confidence": 10**400}, "confidence"),
         ({"confidence": math.nan}, "confidence"),
         ({"ttl_days": 10**400}, "ttl_days"),
@@ -69,6 +70,12 @@ def test_bad_fields_are_refused_by_name_and_change_nothing(
     with pytest.raises((ValueError, TypeError), match=field):
         s.remember(args.pop("content"), "global", **args)
     assert everything(s) == before
+
+
+def test_every_64_bit_integer_is_metadata(make_store: StoreFactory) -> None:
+    s = make_store()
+    fact = s.remember("limits", "agent", agent_id="a", metadata={"low": -(2**63), "high": 2**63 - 1})
+    assert s.get(fact.id).metadata == {"low": -(2**63), "high": 2**63 - 1}
 
 
 def test_deep_metadata_is_a_clear_error_not_a_recursion_error(make_store: StoreFactory) -> None:
@@ -253,6 +260,8 @@ def test_tool_calls_never_raise_whatever_the_model_sends(
         (0, {"query": "x", "max_capsule_bytes": 10**12}, "max_capsule_bytes"),
         (1, {"fact": "x", "scope": "group", "confidence": 1.5}, "confidence"),
         (1, {"fact": "x", "scope": "group", "ttl_days": -3}, "ttl_days"),
+        (1, {"fact": "x", "scope": "group", "confidence": float("nan")}, "confidence: Input should be a finite"),
+        (1, {"fact": "x", "scope": "group", "ttl_days": float("inf")}, "ttl_days: Input should be a finite"),
         (1, {"fact": "x", "scope": "group", "tags": "a,b"}, "tags"),
         (1, {"fact": "x", "scope": "nowhere"}, "scope"),
         (2, {"fact_id": 5}, "fact_id"),

@@ -50,6 +50,7 @@ from ..core.types import (
     SharedMemoryError,
     kind_of_fact_id,
     validate_owner_id,
+    validate_schema_name,
 )
 from ..embedding import Embedder, SentenceTransformerEmbedder
 from ..onnx_embedding import OnnxEmbedder
@@ -319,13 +320,27 @@ def _progress(label: str, total: float | None, enabled: bool) -> Iterator[Callab
 
 # ------------------------------------------------------------------------------------ parameters
 def _owner(what: str) -> Callable[[str | None], str | None]:
+    return _checked(lambda value: validate_owner_id(value, what))
+
+
+def _checked(validate: Callable[[str], str]) -> Callable[[str | None], str | None]:
+    """An option's callback: ``validate``'s ValueError as a usage error (exit 2)."""
+
     def check(value: str | None) -> str | None:
-        if value is None:
-            return None
         try:
-            return validate_owner_id(value, what)
+            return None if value is None else validate(value)
         except (TypeError, ValueError) as exc:
             raise typer.BadParameter(str(exc)) from exc
+
+    return check
+
+
+def _owners(what: str) -> Callable[[list[str] | None], list[str] | None]:
+    """:func:`_owner` for a repeatable option: every id checked before the command runs (a usage error)."""
+    one = _owner(what)
+
+    def check(values: list[str] | None) -> list[str] | None:
+        return None if values is None else [v for v in (one(value) for value in values) if v is not None]
 
     return check
 
@@ -490,7 +505,12 @@ def main_options(
     ] = None,
     pg_schema: Annotated[
         str | None,
-        typer.Option("--pg-schema", help="The PostgreSQL schema of the store (with --dsn).", show_default=False),
+        typer.Option(
+            "--pg-schema",
+            help="The PostgreSQL schema of the store (with --dsn).",
+            show_default=False,
+            callback=_checked(validate_schema_name),
+        ),
     ] = None,
     model: Annotated[
         Path | None,

@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from ..backends.sqlite.files import scope_file_candidates
-from ..core.types import Change, Fact, Position, ScopeRef, validate_owner_id
+from ..core.types import Change, Fact, Position, ScopeRef
 from .app import (
     _STALE,
     JsonOpt,
@@ -28,6 +28,7 @@ from .app import (
     _n,
     _out,
     _owner,
+    _owners,
     _positive,
     _settings,
     _short,
@@ -179,6 +180,8 @@ def search_cmd(
             else []
         )
         status = "" if h.fact.status == "active" else f"[{h.fact.status}] "
+        if as_of is not None and status:  # it was believed then: what happened to it since is a later fact
+            status = f"[{h.fact.status} since] "
         table.add(
             str(n),
             h.id,
@@ -490,9 +493,14 @@ def approve_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Release a fact held for review into recall (if a live fact says the same, that one is reinforced)."""
-    fact = _settings(ctx).open_store().approve(fact_id, agent_id=as_)
+    store = _settings(ctx).open_store()
+    before = store.get(fact_id)
+    fact = store.approve(fact_id, agent_id=as_)
     if as_json:
-        emit_json(fact_json(fact))
+        emit_json(fact_json(fact) | {"changed": before.status == "pending"})
+        return
+    if before.status == "active":  # the library's no-op: say so, as forget does for a closed fact
+        _out().print(f"{fact_id} is not held for review (it is active): nothing to approve")
         return
     if fact.id != fact_id:  # said meanwhile by a writer: the held fact joined that one
         _out().print(f"approved {fact_id} as a restatement of {fact.id} in {fact.scope}, which it reinforced")
@@ -506,17 +514,25 @@ def members_cmd(
     group: Annotated[str, typer.Argument(help="The group id.", callback=_owner("group id"))],
     add: Annotated[
         list[str] | None,
-        typer.Option("--add", metavar="AGENT", help="Let this agent read and write the group (repeatable)."),
+        typer.Option(
+            "--add",
+            metavar="AGENT",
+            help="Let this agent read and write the group (repeatable).",
+            callback=_owners("agent id"),
+        ),
     ] = None,
     remove: Annotated[
         list[str] | None,
-        typer.Option("--remove", metavar="AGENT", help="Take this agent out of the group (repeatable)."),
+        typer.Option(
+            "--remove",
+            metavar="AGENT",
+            help="Take this agent out of the group (repeatable).",
+            callback=_owners("agent id"),
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A group's members, the agents that may read and write its scope (--add / --remove change them)."""
-    for agent in [*(add or ()), *(remove or ())]:  # every id checked before any change
-        validate_owner_id(agent, "agent id")
     store = _settings(ctx).open_store()
     for agent in add or ():
         store.add_group_member(group, agent)

@@ -315,7 +315,7 @@ def validate_metadata(value: object) -> dict[str, Any]:
             require_utf8(item, "metadata")
         elif isinstance(item, float) and not math.isfinite(item):
             raise ValueError(f"metadata holds {item!r}; only finite numbers are allowed")
-        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) >= 2**63:
+        elif isinstance(item, int) and not isinstance(item, bool) and not -(2**63) <= item < 2**63:
             raise ValueError("metadata holds an integer beyond 64 bits")
         elif item is not None and not isinstance(item, (bool, int, float)):
             raise TypeError(f"metadata must hold JSON values only, got {type(item).__name__}")
@@ -604,6 +604,13 @@ class Position:
         items = sorted(self.seqs.items())
         shown = ", ".join(f"{s}: {n}" for s, n in items[:5]) + (f", … {len(items) - 5} more" if len(items) > 5 else "")
         return f"Position({{{shown}}})"
+
+
+def validate_schema_name(schema: object) -> str:
+    """A PostgreSQL schema name the backend puts in its SQL unquoted: a simple identifier."""
+    if not isinstance(schema, str) or not schema.replace("_", "").isalnum() or not schema[0].isalpha():
+        raise ValueError(f"schema must be a simple identifier (letters, digits, _), got {shown(schema)}")
+    return schema
 
 
 def shown(value: object, limit: int = 60) -> str:

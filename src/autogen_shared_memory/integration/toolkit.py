@@ -75,8 +75,10 @@ class RememberArgs(BaseModel):
         description="'agent': private notes for yourself; 'group': facts your team needs; "
         "'global': deployment-wide rules and user preferences (may be refused)."
     )
-    confidence: float = Field(1.0, ge=0.0, le=1.0, description="How sure you are, 0..1.")
-    ttl_days: float | None = Field(None, gt=0, description="Days after which the fact expires; none = keep.")
+    confidence: float = Field(1.0, ge=0.0, le=1.0, allow_inf_nan=False, description="How sure you are, 0..1.")
+    ttl_days: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Days after which the fact expires; none = keep."
+    )
     tags: list[str] | None = Field(None, description="Optional short labels.")
     supersedes: list[str] | None = Field(None, description="Ids of facts (same scope) this one corrects or replaces.")
 

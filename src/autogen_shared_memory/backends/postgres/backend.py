@@ -52,6 +52,7 @@ from ...core.types import (
     ScopeRef,
     ScopeStats,
     kind_of_fact_id,
+    validate_schema_name,
 )
 from ...embedding import Vectors
 from ...search.index import (
@@ -191,8 +192,7 @@ class PostgresBackend(Backend):
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
     ) -> None:
-        if not isinstance(schema, str) or not schema.replace("_", "").isalnum() or not schema[0].isalpha():
-            raise ValueError(f"schema must be a simple identifier (letters, digits, _), got {schema!r}")
+        validate_schema_name(schema)
         check_options(
             vector_index, max_lexical_postings=max_lexical_postings, ann_min_facts=ann_min_facts, ann_ef=ann_ef
         )

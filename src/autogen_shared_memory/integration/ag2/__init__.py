@@ -6,6 +6,13 @@
 the agent that executes it).
 """
 
+try:
+    import autogen  # noqa: F401
+except ModuleNotFoundError as exc:  # a bare "No module named 'autogen'" does not say what to install
+    if exc.name != "autogen":
+        raise
+    raise ModuleNotFoundError("AG2 is not installed: pip install 'autogen-shared-memory[ag2]'", name=exc.name) from exc
+
 from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, Attachment
 from .attach import AgentAttachment, Attacher, derive_group_id, iter_agents
 from .tools import asker_of, tool_schema

@@ -2,6 +2,16 @@
 a context provider that gives an agent the memory tools, the scaffolding, recall and records, and the
 attacher behind ``store.attach(agent | [agents] | builder | workflow)``."""
 
+try:
+    import agent_framework  # noqa: F401
+except ModuleNotFoundError as exc:  # a bare "No module named 'agent_framework'" does not say what to install
+    if exc.name != "agent_framework":
+        raise
+    raise ModuleNotFoundError(
+        "Microsoft Agent Framework is not installed: pip install 'autogen-shared-memory[agent-framework]'",
+        name=exc.name,
+    ) from exc
+
 from ..toolkit import Attachment
 from .attach import AgentAttachment, Attacher, derive_group_id, iter_agents
 from .provider import (
