@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from autogen_shared_memory import SharedMemoryStore
@@ -167,3 +168,47 @@ def test_open_files_stay_bounded_when_a_lookup_visits_every_scope(tmp_path: Path
     opened = len(os.listdir("/proc/self/fd")) - before
     assert opened <= 3 * store.backend.MAX_OPEN_SCOPES  # type: ignore[attr-defined]
     assert store.search("fact of group 7", "group", group_id="g7")[0].content == "fact of group 7"
+
+
+def test_a_seq_reused_after_a_purge_never_lends_its_vector_to_the_purged_fact(tmp_path: Path) -> None:
+    """SQLite reuses the seq of a purged newest fact. Another process purges it and writes a new fact right
+    while this one refreshes its index: the purged fact's row must not take the new fact's vector, and a
+    re-score from the file, which reads by seq, must not either (it did: the purged id came back with the new
+    fact's cosine, 1.0)."""
+    from autogen_shared_memory.backends.sqlite import SQLiteBackend
+    from autogen_shared_memory.core.types import Filters
+
+    reader = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    writer = SharedMemoryStore(tmp_path, embedder=HashEmbedder())  # another process, in effect
+    keep = writer.remember("amber birch cobalt", "global")
+    gone = writer.remember("delta ember fjord", "global")
+    ref = reader.scope_ref("global")
+    assert reader.search("delta ember fjord", "global", top_k=1)[0].id == gone.id  # the reader's index is loaded
+    backend = reader.backend
+    assert isinstance(backend, SQLiteBackend)
+    conn = backend._conn(ref, create=False)
+    assert conn is not None
+    index = backend._index(ref)
+    gone_seq = int(index.seq[index.ids.index(gone.id)])
+    real = conn.execute
+    new: list[str] = []
+
+    def execute(sql: str, *args: Any) -> Any:
+        cursor = real(sql, *args)
+        if sql.startswith("SELECT rev, epoch FROM state") and not new:  # the other process, right then
+            writer.forget(gone.id)
+            writer.purge(older_than=0)
+            new.append(writer.remember("garnet harbor indigo", "global").id)
+        return cursor
+
+    conn.execute = execute  # type: ignore[method-assign]
+    vector = reader.embedder.embed(["garnet harbor indigo"])[0]
+    with index.lock:
+        backend._refresh(conn, index)
+        rows = [p for p in range(index.n) if index.ids[p] == gone.id]
+        assert all(float(index.codes.rebuild(np.array(rows))[k] @ vector) < 0.5 for k in range(len(rows)))
+    conn.execute = real  # type: ignore[method-assign]
+    assert real("SELECT id FROM facts WHERE seq = ?", (gone_seq,)).fetchone() == (new[0],)  # the seq was reused
+    assert backend._exact(conn, np.array([gone_seq]), vector, [gone.id])[0] == -np.inf
+    assert backend._exact(conn, np.array([gone_seq]), vector, [new[0]])[0] > 0.99
+    assert {fid for _, fid, _ in backend.semantic([ref], vector, 5, Filters())} == {keep.id, new[0]}

@@ -765,7 +765,12 @@ class SQLiteBackend(Backend):
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         now = time.time()
         views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
-        return rank_across(views, q, limit, lambda view, seqs: self._exact(view.source, seqs, q))
+
+        def exact(view: ScopeView, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
+            ids = [view.ids[int(i)] for i in np.searchsorted(view.seqs, seqs)]  # the view's rows are in seq order
+            return self._exact(view.source, seqs, q, ids)
+
+        return rank_across(views, q, limit, exact)
 
     def _semantic_view(
         self, scope: ScopeRef, q: npt.NDArray[np.float32], limit: int, filters: Filters, now: float
@@ -792,21 +797,24 @@ class SQLiteBackend(Backend):
 
     @staticmethod
     def _exact(
-        conn: sqlite3.Connection, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
+        conn: sqlite3.Connection,
+        seqs: npt.NDArray[np.int64],
+        q: npt.NDArray[np.float32],
+        ids: Sequence[str] | None = None,
     ) -> npt.NDArray[np.float32]:
         """float32 cosines of ``q`` with the facts ``seqs``, from the vectors stored in the file (the
         in-memory codes rebuild them only to within 4e-5); a fact no longer in the file (purged meanwhile)
-        scores -inf."""
+        scores -inf, and so does a row whose id is not ``ids``' (a purge lets a new fact reuse a ``seq``)."""
         out = np.full(len(seqs), -np.inf, dtype=np.float32)
         where = {int(s): i for i, s in enumerate(seqs)}
         for lo in range(0, len(seqs), 500):
             chunk = [int(s) for s in seqs[lo : lo + 500]]
             rows = [
                 (where[seq], blob)
-                for seq, blob in conn.execute(
-                    f"SELECT seq, embedding FROM facts WHERE seq IN ({','.join('?' * len(chunk))})", chunk
+                for seq, fact_id, blob in conn.execute(
+                    f"SELECT seq, id, embedding FROM facts WHERE seq IN ({','.join('?' * len(chunk))})", chunk
                 )
-                if blob is not None and len(blob) == 4 * q.shape[0]
+                if blob is not None and len(blob) == 4 * q.shape[0] and (ids is None or ids[where[seq]] == fact_id)
             ]
             if rows:
                 vectors = np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.float32).reshape(len(rows), -1)
