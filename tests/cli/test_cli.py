@@ -393,6 +393,13 @@ def test_export_to_a_place_that_cannot_hold_it_says_why(run: Run, ids: dict[str,
     assert not [p for p in tmp_path.rglob("*.tmp")]
 
 
+def test_export_names_a_scope_file_it_leaves_out(run: Run, ids: dict[str, str], root: Path, tmp_path: Path) -> None:
+    (root / "agent_stray.db").write_text("not a database")
+    result = run("export", str(tmp_path / "all.jsonl"))
+    assert "agent_stray.db is not a memory store file; it is not exported" in result.stderr
+    assert "stray" not in run("export", str(tmp_path / "one.jsonl"), "--scope", "global").stderr
+
+
 def test_a_bad_pg_schema_is_a_usage_error() -> None:
     result = invoke(["--dsn", "postgresql://nowhere/x", "--pg-schema", "x; drop table y", "scopes"], code=2)
     assert "schema must be a simple identifier" in result.stderr and result.stdout == ""

@@ -30,6 +30,7 @@ from .app import (
     parse_scope,
     warn,
 )
+from .facts import _unlisted_scope_files
 
 
 @command("export")
@@ -54,7 +55,8 @@ def export_cmd(
     """Write the store (or some scopes, or one agent) as lossless JSON Lines."""
     if scope and agent is not None:
         raise typer.BadParameter("give --scope or --agent, not both", param_hint="--scope / --agent")
-    store = _settings(ctx).open_store()
+    settings = _settings(ctx)
+    store = settings.open_store()
     if agent is not None:
         _require_agent(store, agent)
     named = list(dict.fromkeys(parse_scope(s) for s in scope)) if scope else None
@@ -62,6 +64,9 @@ def export_cmd(
         targets = export_scopes(store, agent_id=agent, scopes=named)
     except ValueError as exc:
         raise CliError(str(exc)) from exc
+    if named is None and agent is None and not settings.dsn:  # the whole store: say what it leaves out
+        for stray in _unlisted_scope_files(settings.root, targets):
+            warn(f"{stray} is not a memory store file; it is not exported (run `autogen-shared-memory doctor`)")
     to_stdout = file == "-"
     path = Path(file)
     if not to_stdout and path.exists() and not force:
