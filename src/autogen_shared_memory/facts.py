@@ -687,11 +687,36 @@ class FactStore:
         return [*known, *sorted(fid for fid, f in found.items() if f is None)]
 
     def history(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> list[AuditEvent]:
-        """The audit trail of a fact and of its whole supersede chain, oldest first."""
-        fact = self._readable(fact_id, self._agent(agent_id), group_id)
+        """The audit trail of a fact and of its whole supersede chain, oldest first; for a purged fact, its
+        own trail (the audit outlives the fact: it ends with the ``purged`` event)."""
+        agent = self._agent(agent_id)
+        try:
+            fact = self._readable(fact_id, agent, group_id)
+        except FactNotFoundError:
+            events = self._purged_history(fact_id, agent, group_id)
+            if not events:
+                raise
+            return events
         ids = [f.id if isinstance(f, Fact) else f for f in self._chain(fact)]
         events = [e for fid in ids for e in self.backend.history(fact.scope, fid)]
         return sorted(events, key=lambda e: (e.at, e.seq))
+
+    def _purged_history(self, fact_id: str, agent_id: str | None, group_id: str | None) -> list[AuditEvent]:
+        """The trail of a fact no longer stored, looked for where ``_locate`` would have found it (the id names
+        the scope kind, the caller its owner; trusted code: every scope of that kind), in scopes the caller
+        may read only."""
+        kind = kind_of_fact_id(fact_id)
+        owner = {"agent": agent_id, "group": group_id, "global": ""}[kind]
+        refs = [ScopeRef(kind, owner)] if owner is not None else [r for r in self.backend.scopes() if r.kind == kind]
+        for ref in refs:
+            try:
+                self.policy.check_read(agent_id, ref)
+            except MemoryAccessDenied:
+                continue
+            events = self.backend.history(ref, fact_id) if self.backend.exists(ref) else []
+            if events:
+                return sorted(events, key=lambda e: (e.at, e.seq))
+        return []
 
     def stats(self) -> list[ScopeStats]:
         """Counts per status, size on disk, embedding model and last write, for every scope."""

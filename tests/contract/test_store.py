@@ -216,6 +216,32 @@ def test_ttl_expiry_and_purge(store: SharedMemoryStore, monkeypatch: pytest.Monk
     assert store.backend.history(short.scope if hasattr(short, "scope") else keep.scope, gone.id)[-1].event == "purged"
 
 
+def test_history_of_a_purged_fact_is_its_trail_for_whoever_could_read_it(store: SharedMemoryStore) -> None:
+    store.add_group_member("crew", "alice")
+    store.set_agent_private("alice")
+    facts = {
+        "global": store.remember("an old global rule", "global"),
+        "group": store.remember("an old crew rule", "group", agent_id="alice", group_id="crew"),
+        "agent": store.remember("an old private note", "agent", agent_id="alice"),
+    }
+    for fact in facts.values():
+        store.forget(fact.id)
+    assert store.purge(older_than=0) == 3
+    for kind, fact in facts.items():
+        for caller in ({}, {"agent_id": "alice", "group_id": "crew"}):  # trusted code, and the owner
+            trail = store.history(fact.id, **caller)
+            assert [e.event for e in trail] == ["created", "forgotten", "purged"], (kind, caller)
+        with pytest.raises(FactNotFoundError):
+            store.get(fact.id)
+    # one who could not read the fact learns nothing more now that it is gone (no oracle for private ids)
+    store.add_group_member("other", "mallory")
+    for fact in (facts["group"], facts["agent"]):
+        with pytest.raises(FactNotFoundError):
+            store.history(fact.id, agent_id="mallory", group_id="crew")
+    with pytest.raises(FactNotFoundError):
+        store.history("g_0193a1b2c3d4e5f60718", group_id="crew")  # never existed
+
+
 def test_purge_keeps_recent_tombstones(store: SharedMemoryStore) -> None:
     r = store.remember("recent", "global")
     store.forget(r.id)

@@ -139,26 +139,32 @@ def search(
     # (:func:`leave_a_core`): its idle OpenMP workers spin after each use, stalling the full-text leg.
     pending = helper_pool().submit(semantic_leg)
     try:
-        lex_list = [(ref, fid) for ref, fid, _ in backend.lexical(refs, terms, settings.depth, filters)]
+        lexical = backend.lexical(refs, terms, settings.depth, filters)
     finally:
         semantic = pending.result()
     # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
     # small scope's weak keyword match level with a big scope's best): the backend ranks the hits of all
-    # scopes together (lexical: comparable BM25; semantic: cosine, one model).
-    sem_list = [(ref, fid) for ref, fid, _ in semantic]
-    cosine = {(ref, fid): cos for ref, fid, cos in semantic}
+    # scopes together (lexical: comparable BM25; semantic: cosine, one model). Inside, a fact is keyed by its
+    # scope's position in ``refs``: a ScopeRef hashes in Python (~0.3 us), and fusion makes ~1,000 lookups.
+    slot = {ref: i for i, ref in enumerate(refs)}
+    lex_list = [(slot[ref], fid) for ref, fid, _ in lexical]
+    sem_list = [(slot[ref], fid) for ref, fid, _ in semantic]
+    cosine = {key: cos for key, (_, _, cos) in zip(sem_list, semantic, strict=True)}
     fused = rrf([(lex_list, settings.lexical_weight), (sem_list, settings.semantic_weight)], k=settings.rrf_k)
-    base = {key: score * settings.scope_weights[key[0].kind] for key, score in fused.items()}
-    context_of: dict[Key, str] = {}
+    weight = [settings.scope_weights[ref.kind] for ref in refs]
+    base = {key: score * weight[key[0]] for key, score in fused.items()}
+    context_of: dict[tuple[int, str], str] = {}
     final = base
     if settings.context_weights:
         final, context_of = neighbour_context(
-            base, settings.context_weights, backend.neighbours, pull_in=not filters.narrows
+            base, settings.context_weights, lambda i, ids: backend.neighbours(refs[i], ids), pull_in=not filters.narrows
         )
     scored = sorted(final.items(), key=lambda t: (-t[1], -cosine.get(t[0], -1.0)))[: settings.top_k]
     lex_rank = {key: i for i, key in enumerate(lex_list, start=1)}
     sem_rank = {key: i for i, key in enumerate(sem_list, start=1)}
     return [
-        Ranked(key, score, lex_rank.get(key), sem_rank.get(key), cosine.get(key), context_of.get(key))
+        Ranked(
+            (refs[key[0]], key[1]), score, lex_rank.get(key), sem_rank.get(key), cosine.get(key), context_of.get(key)
+        )
         for key, score in scored
     ]

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
-from ..core.types import ScopeRef
-
 K = TypeVar("K", bound=Hashable)
+S = TypeVar("S", bound=Hashable)  # a scope, or whatever stands for one in the caller's keys
 
 
 def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 5.0) -> dict[K, float]:
@@ -22,19 +21,19 @@ def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 5.0) -> di
 
 
 def neighbour_context(
-    base: dict[tuple[ScopeRef, str], float],
+    base: dict[tuple[S, str], float],
     weights: tuple[float, float],
-    neighbours: Callable[[ScopeRef, Sequence[str]], dict[str, tuple[str | None, str | None]]],
+    neighbours: Callable[[S, Sequence[str]], dict[str, tuple[str | None, str | None]]],
     pull_in: bool,
-) -> tuple[dict[tuple[ScopeRef, str], float], dict[tuple[ScopeRef, str], str]]:
+) -> tuple[dict[tuple[S, str], float], dict[tuple[S, str], str]]:
     """``score(f) + b_prev * score(prev(f)) + b_next * score(next(f))``, prev/next being the facts written
     just before/after ``f`` in the same session: a turn recalled for a question lends credit to the
     turns around it (an answer often sits next to the turn that matches the words). ``pull_in``: facts that
     neither leg found may enter through their neighbours (returned in the second dict with their lender)."""
     b_prev, b_next = weights
     final = dict(base)
-    context_of: dict[tuple[ScopeRef, str], str] = {}
-    by_scope: dict[ScopeRef, list[str]] = {}
+    context_of: dict[tuple[S, str], str] = {}
+    by_scope: dict[S, list[str]] = {}
     for ref, fid in base:
         by_scope.setdefault(ref, []).append(fid)
     for ref, ids in by_scope.items():

@@ -595,7 +595,7 @@ def rank_across(
     for view, rows in zip(asked, answers, strict=True):
         view.found = rows
     to_scan = [v for v in views if v.found is None]
-    scans = int8_bounds([v.codes for v in to_scan], q, [v.mask for v in to_scan], limit)
+    scans = int8_bounds([v.codes for v in to_scan], q, [v.mask for v in to_scan], limit) if to_scan else []
     for view, bounds in zip(to_scan, scans, strict=True):
         view.found = shortlist(bounds, q, view.mask, limit)
     found = [(v, v.found, *v.codes.cosines(v.found, q)) for v in views if v.found is not None and len(v.found)]
