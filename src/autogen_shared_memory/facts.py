@@ -298,10 +298,14 @@ class FactStore:
         self, item: str | Mapping[str, Any], defaults: dict[str, Any], actor: str | None, now: float
     ) -> tuple[ScopeKind, Draft]:
         spec = dict(defaults)
+        if "fact" in spec:  # the alias, among the defaults: an item's own text still wins over it
+            spec["content"] = spec.pop("fact")
         if isinstance(item, Mapping):
             unknown = set(item) - _FACT_FIELDS
             if unknown:
                 raise ValueError(f"unknown fact fields {sorted(unknown)}; allowed: {sorted(_FACT_FIELDS)}")
+            if "fact" in item and "content" in item:
+                raise ValueError("give a fact's text as 'content' or as 'fact', not both")
             spec.update(item)
             if "fact" in spec:
                 spec["content"] = spec.pop("fact")
@@ -571,6 +575,7 @@ class FactStore:
 
         Trusted code (no ``agent_id``) clears the whole scope. Returns how many facts were forgotten.
         """
+        validate_reason(reason)
         ref = self.scope_ref(scope, agent_id=agent_id, group_id=group_id)
         self.policy.check_write(agent_id, ref, "forget facts in")
         mine = ref.kind != "agent" and agent_id is not None

@@ -265,9 +265,13 @@ def import_jsonl(
     """Import an export; all lines are checked before anything is written."""
     if isinstance(source, (str, Path)):
         with open(source, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+            text = fh.read()
     else:
-        lines = source.read().splitlines()
+        text = source.read()
+    # Lines end at "\n" only: str.splitlines() also splits at U+2028, U+2029, U+0085 and more, which an
+    # export writes raw inside its JSON strings (ensure_ascii=False); JSON escapes every "\n" and "\r".
+    lines = text.removesuffix("\n").split("\n") if text else []
+    lines = [line.removesuffix("\r") for line in lines]
     report = ImportReport(lines=len(lines))
     per_scope: dict[ScopeRef, list[tuple[str, dict[str, Any]]]] = {}
     header: dict[str, Any] | None = None

@@ -299,7 +299,14 @@ def test_a_write_budget_bounds_how_fast_an_agent_fills_a_scope(make_store: Store
 
 def test_approving_a_fact_said_meanwhile_reinforces_it_instead_of_copying_it(make_store: StoreFactory) -> None:
     s = make_store(review_global_writes=True, global_writers=["lead"])
-    held = s.remember("Refunds over 500 EUR need a second approver.", "global", agent_id="mallory")
+    held = s.remember(
+        "Refunds over 500 EUR need a second approver.",
+        "global",
+        agent_id="mallory",
+        category="finance",
+        metadata={"source": "policy p.4"},
+        session_id="call-42",
+    )
     said = s.remember("refunds over 500 EUR need a second approver", "global", agent_id="lead")  # meanwhile
     assert said.status == "created"  # a held fact is merged into nothing
     kept = s.approve(held.id, agent_id="lead", reason="checked")
@@ -311,6 +318,12 @@ def test_approving_a_fact_said_meanwhile_reinforces_it_instead_of_copying_it(mak
     assert [e.event for e in s.history(held.id)] == ["created", "approved"]
     assert s.history(held.id)[-1].detail["merged_into"] == said.id
     assert [e.event for e in s.history(said.id)] == ["created", "reinforced"]
+    said_again = s.history(said.id)[-1].detail  # everything the held fact carried is kept with its restatement
+    assert (said_again["category"], said_again["metadata"], said_again["session_id"]) == (
+        "finance",
+        {"source": "policy p.4"},
+        "call-42",
+    )
     assert s.pending() == []
     with pytest.raises(ValueError, match="held for review"):  # approved once: it is closed, not held
         s.approve(held.id)
@@ -419,3 +432,62 @@ def test_writers_at_once_cannot_pass_the_write_budget_together(make_store: Store
     assert sorted(a.split(":")[0] for a in answers) == ["denied", "written"], answers
     s.embedder.embed = embed  # type: ignore[method-assign]
     assert len(s.search("fact", "group", agent_id="mallory", group_id="crew", top_k=10)) == 2
+
+
+def test_forget_all_checks_its_reason_as_forget_does(make_store: StoreFactory) -> None:
+    s = make_store()
+    kept = s.remember("the only fact", "global")
+    for reason in ("bad\x00reason", "x" * 5000, 123):
+        with pytest.raises((ValueError, TypeError)):
+            s.forget_all("global", reason=reason)  # type: ignore[arg-type]
+    assert s.get(kept.id).status == "active"
+
+
+def test_an_items_own_text_wins_over_a_default_one(make_store: StoreFactory) -> None:
+    s = make_store()
+    receipts = s.remember_many(
+        [{"content": "Gamma uses port 8080."}, {"fact": "Delta uses port 9090."}, "Epsilon uses port 7070."],
+        "global",
+        fact="Default text here.",
+    )
+    assert [s.get(r.id).content for r in receipts] == [
+        "Gamma uses port 8080.",
+        "Delta uses port 9090.",
+        "Epsilon uses port 7070.",
+    ]
+    with pytest.raises(ValueError, match="not both"):  # which one was meant cannot be told: nothing is written
+        s.remember_many([{"content": "Alpha uses port 1.", "fact": "Beta uses port 2."}], "global")
+    assert len(s.search("uses port", "global", top_k=10)) == 3
+
+
+def test_registering_again_keeps_the_directory_status(make_store: StoreFactory) -> None:
+    s = make_store()
+    web = s.for_agent("web_agent")
+    assert web.register(description="Browses").status == "active"  # a new entry is active
+    web.register(status="idle")
+    assert web.register(description="Browses the web").status == "idle"
+
+
+def test_directory_and_profile_text_is_refused_where_a_backend_could_not_store_it(make_store: StoreFactory) -> None:
+    s = make_store()
+    alice = s.for_agent("alice")
+    for fields in ({"description": "x\x00y"}, {"capabilities": ["a\x00b"]}, {"display_name": "\ud800"}, {"model": 5}):
+        with pytest.raises((ValueError, TypeError)):
+            alice.register(**fields)
+    with pytest.raises(ValueError):
+        alice.update_user_profile("k\x00", 1)
+    assert s.for_agent("bob").list_agents() == [] and alice.get_user_profile() == {}
+
+
+def test_line_and_paragraph_separators_survive_an_export_and_import(make_store: StoreFactory) -> None:
+    import io
+
+    s, copy = make_store(), make_store()
+    texts = ["line one\u2028line two", "para\u2029graph", "next\x85line", "form\x0cfeed"]
+    ids = [s.remember(t, "global", metadata={"k\u2028": "v\u2029"}).id for t in texts]
+    buffer = io.StringIO()
+    s.export(buffer)
+    report = copy.import_(io.StringIO(buffer.getvalue()))
+    assert not report.skipped_bad
+    assert [copy.get(i).content for i in ids] == texts
+    assert copy.get(ids[0]).metadata == {"k\u2028": "v\u2029"}

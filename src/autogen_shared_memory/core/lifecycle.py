@@ -446,6 +446,9 @@ def approve(
         created_at=held.created_at,
         confidence=held.confidence,
         tags=held.tags,
+        category=held.category,
+        metadata=dict(held.metadata),
+        session_id=held.session_id,
         expires_at=held.expires_at,
         content_hash=held.content_hash,
     )

@@ -348,14 +348,16 @@ def team_group_id(kind: str, names: Iterable[str]) -> str:
 
 
 def register_agent(store: FactStore, name: str, description: Any, model: Any, tools: list[str]) -> None:
-    """The agent directory entry of an attached agent (values that are not text are left out)."""
+    """The agent directory entry of an attached agent (values that are not text are left out; text a backend
+    cannot store is escaped, as in records: a framework's description must not stop the attach)."""
+    tools = [storable_text(t) for t in tools]
     upsert_agent(
         store,
         name,
         display_name=name,
-        description=description if isinstance(description, str) else None,
+        description=storable_text(description) if isinstance(description, str) else None,
         capabilities=tools,
-        model=model if isinstance(model, str) and model else None,
+        model=storable_text(model) if isinstance(model, str) and model else None,
         tools=tools,
         status="active",
     )

@@ -25,6 +25,7 @@ from ..core.types import (
     ScopeKind,
     ScopeRef,
     SharedMemoryError,
+    require_utf8,
     validate_confidence,
     validate_owner_id,
 )
@@ -146,13 +147,22 @@ def upsert_agent(
     capabilities: Sequence[str] | None = None,
     model: str | None = None,
     tools: Sequence[str] | None = None,
-    status: str | None = "active",
+    status: str | None = None,
     last_active_at: float | None = None,
 ) -> None:
-    """Create or update an agent directory entry, keeping fields that are not given."""
+    """Create or update an agent directory entry, keeping fields that are not given (a new entry is
+    ``active`` unless ``status`` says otherwise)."""
     validate_owner_id(agent_id, "agent_id")
     if status is not None and status not in AGENT_STATUSES:
         raise ValueError(f"agent status must be one of {AGENT_STATUSES}, got {status!r}")
+    for what, text in (("display_name", display_name), ("description", description), ("model", model)):
+        _directory_text(text, what)
+    for what, names in (("capabilities", capabilities), ("tools", tools)):
+        if names is not None:
+            if isinstance(names, str) or not isinstance(names, Sequence):
+                raise TypeError(f"{what} must be a list of strings")
+            for name in names:
+                _directory_text(name, f"each of {what}")
     given = {
         "display_name": display_name,
         "description": description,
@@ -183,6 +193,17 @@ def upsert_agent(
             tx.add_rows("agent_directory", [entry])
 
     store.backend.transact(GLOBAL, run, "records:agent_directory")
+
+
+def _directory_text(value: object, what: str) -> None:
+    """A directory field is set on purpose: text every backend stores as given, or refused (as a fact is)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    require_utf8(value, what)
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL character; not allowed")
 
 
 def agent_known(store: FactStore, agent_id: str) -> bool:
@@ -329,6 +350,7 @@ class AgentMemory:
         """Set a profile key (any agent may); the entry records which agent learned it."""
         if not isinstance(key, str) or not key.strip() or len(key) > 128:
             raise ValueError("profile key must be a non-blank string of at most 128 characters")
+        _directory_text(key, "profile key")
         encoded = strict_json(value, "profile value", 64 * 1024)
         entry = ProfileEntry(key, json.loads(encoded), self.agent_id, validate_confidence(confidence), time.time())
         self.store.backend.upsert_records(
