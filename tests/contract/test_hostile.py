@@ -491,3 +491,16 @@ def test_line_and_paragraph_separators_survive_an_export_and_import(make_store: 
     assert not report.skipped_bad
     assert [copy.get(i).content for i in ids] == texts
     assert copy.get(ids[0]).metadata == {"k\u2028": "v\u2029"}
+
+
+def test_a_restatement_written_differently_is_quoted_back_and_kept_in_the_trail(make_store: StoreFactory) -> None:
+    s = make_store()
+    s.add_group_member("crew", "alice")
+    first = s.remember("Deploys happen on Fridays.", "group", group_id="crew", agent_id="alice")
+    _, remember, _ = memory_tools(s, "alice", "crew")
+    text = asyncio.run(remember.run_json({"fact": "deploys happen on FRIDAYS", "scope": "group"}, CancellationToken()))
+    assert text.startswith(f"reinforced fact {first.id}")
+    assert "already stored as 'Deploys happen on Fridays.'" in text and f"supersedes=[{first.id}]" in text
+    assert s.history(first.id, group_id="crew")[-1].detail["content"] == "deploys happen on FRIDAYS"
+    same = asyncio.run(remember.run_json({"fact": "Deploys happen on Fridays.", "scope": "group"}, CancellationToken()))
+    assert "already stored:" in same and "content" not in s.history(first.id, group_id="crew")[-1].detail

@@ -54,6 +54,18 @@ def test_every_one_detail_different_pair_is_kept(real: SharedMemoryStore) -> Non
         ("The password is hunter2?", "The password is hunter2"),
         ("The answer is yes!", "The answer is yes?"),
         ("Vitamin A dose is 5 mg.", "Vitamin dose is 5 mg."),
+        # found by a review (cosines 0.95-1.0): a value in quotes at the end, stops between marks, the
+        # spacing of marks, an underscore, a "!" inside a password
+        ("The CSV delimiter is ','", "The CSV delimiter is ';'"),
+        ("The decimal separator in the German reports is ','", "The decimal separator in the German reports is '.'"),
+        ("Review the changes with git diff main..feature", "Review the changes with git diff main...feature"),
+        ("Clean up with rm -rf /tmp/build", "Clean up with rm -rf / tmp/build"),
+        ("Set the JVM flags in _JAVA_OPTIONS", "Set the JVM flags in JAVA_OPTIONS"),
+        ("The staging DB password is Summer2024!", "The staging DB password is Summer2024"),
+        (
+            "To reverse the list in the report script use items[::-1]",
+            "To reverse the list in the report script use items[:-1]",
+        ),
     ],
 )
 def test_a_mark_that_is_part_of_what_was_said_keeps_facts_apart(

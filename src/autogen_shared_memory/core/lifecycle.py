@@ -26,24 +26,44 @@ decision is taken here, in Python, the same way for SQLite, PostgreSQL and any t
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
 from .types import MAX_METADATA_BYTES, Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
 
-
 # ------------------------------------------------------------------------------------ normalisation
+# Marks written in several ways that say the same: curly and straight quotes, the minus sign and the hyphen,
+# the ideographic full stop; an emoji's presentation selector is dropped.
+_MARKS = str.maketrans(
+    {
+        "‘": "'",
+        "’": "'",
+        "‚": "'",
+        "‛": "'",
+        "“": '"',
+        "”": '"',
+        "„": '"',
+        "‟": '"',
+        "−": "-",
+        "。": ".",
+        "\ufe0f": None,
+    }
+)
+
+
 def nfkc(text: str) -> str:
     """Unicode NFKC (full-width, ligatures, compatibility forms), with super- and subscripts kept apart: NFKC
     folds them into plain characters (``2³²`` would read ``232``, ``O(2ⁿ)`` ``O(2n)``), so they are spelled
-    out first (``2^32``, ``O(2^n)``, ``H_2O``)."""
+    out first (``2^32``, ``O(2^n)``, ``H_2O``); then the marks of :data:`_MARKS` in one spelling."""
     if not text.isascii():
         text = "".join(_script(ch) if ord(ch) > 0x7F else ch for ch in text)
-    return unicodedata.normalize("NFKC", text)
+        text = unicodedata.normalize("NFKC", text).translate(_MARKS)
+    return text
 
 
 @lru_cache(maxsize=1024)
@@ -54,13 +74,19 @@ def _script(ch: str) -> str:
     return ch
 
 
+# A quoted span on one line: whitespace inside it is what was said (``split("  ")``, ``cut -d '\t'``).
+_QUOTED = re.compile(r"(?<!\w)(\"[^\"\n]*\"|`[^`\n]*`|'[^'\n]*')(?!\w)")  # not the apostrophes of Let's, Bob's
+
+
 def _layout(text: str) -> str:
-    """Whitespace runs as one space, blank lines dropped; a line indented under the first keeps its line
-    break and indentation, which say what belongs to what in code and YAML (``upload(f)`` inside the loop or
-    after it). A line that is not indented is only wrapped text: it joins the one before with a space."""
+    """Whitespace runs as one space (but inside quotes or backticks), blank lines dropped; a line indented
+    under the first keeps its line break and indentation, which say what belongs to what in code and YAML
+    (``upload(f)`` inside the loop or after it). A line that is not indented is only wrapped text: it joins
+    the one before with a space."""
     out: list[str] = []
     for line in text.splitlines():
-        body = " ".join(line.split())
+        parts = _QUOTED.split(line)
+        body = "".join(p if i % 2 else re.sub(r"\s+", " ", p) for i, p in enumerate(parts)).strip()
         if not body:
             continue
         indent = line[: len(line) - len(line.lstrip())]
@@ -68,58 +94,89 @@ def _layout(text: str) -> str:
     return "".join(out)
 
 
-# Punctuation that frames or ends a sentence without changing what it says: stops, commas, colons, "!",
-# ellipses, quotes and brackets around the whole text. Any other mark is part of what was said: "?" (a
-# question), "*" (a regex, a footnote), "-" ("grade A-"), "/", "_", "@", emoticons' brackets without a partner.
-_SOFT = frozenset(".,;:!…\"'")
-_STOPS = frozenset(".,;:!…")  # end a sentence or a clause where they follow a word
-_OPENERS = frozenset("([{")
+_STOPS = frozenset(".,!…;:")  # end a sentence or a clause where they follow a word and a space follows them
+_FINAL = frozenset(".!…")  # end a text where they follow a word (never , ; or :, which can be the value)
+_QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "«": "»", "»": "«", "「": "」", "『": "』"}
+_BRACKET_PAIRS = {"(": ")", "[": "]", "{": "}"}
 _BULLETS = frozenset("-*•–—")
+_WORDLIKE = re.compile(r"[^\W\d_]{2,}")
 
 
-def _leads(ch: str) -> bool:
-    """Whether ``ch`` at a text's start is part of its frame: an opening (or any) quote or bracket."""
-    return ch in "\"'" or unicodedata.category(ch) in ("Ps", "Pe", "Pi", "Pf")
+def _soft_stop(mark: str, word: str) -> bool:
+    """Whether ``mark`` after ``word`` only ends a sentence: a ``!`` only after a plain word or a number
+    (``n!``, ``Summer2024!`` and ``record.save!`` say something else)."""
+    return mark != "!" or (word.isalpha() and len(word) > 1) or word.isdigit()
 
 
-def _closes(ch: str, opened: bool) -> bool:
-    """Whether ``ch`` at a text's end is part of its frame: a stop, ``!``, an ellipsis, a closing quote, or a
-    closing bracket when the text opened with one (``":)"`` alone is an emoticon)."""
-    category = unicodedata.category(ch)
-    return ch.isspace() or ch in _SOFT or category == "Pf" or (category == "Pe" and opened)
+def _encloses(text: str) -> bool:
+    """Whether the text's first and last characters are one pair around all of it: quotes (that do not occur
+    inside), or brackets around a sentence (``(1, 2, 3)`` is a tuple, not ``[1, 2, 3]``)."""
+    first, last, inner = text[0], text[-1], text[1:-1]
+    if _QUOTE_PAIRS.get(first) == last:
+        return first not in inner and last not in inner
+    if _BRACKET_PAIRS.get(first) != last or not _WORDLIKE.search(inner) or len(inner.split()) < 2:
+        return False
+    depth = 0
+    for ch in inner:
+        depth += (ch == first) - (ch == last)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _frame(text: str) -> tuple[int, int]:
-    """Where a text's sentence starts and ends inside its frame: a list bullet, opening quotes or brackets in
-    front; stops, ``!``, ellipses and closing quotes at the end (closing brackets only when one opened the
-    text). A stop that stands apart from the last word is what was said: ``git add .``, ``pip install -e .``."""
+    """Where a text's sentence starts and ends inside its frame: surrounding whitespace, a list bullet, a
+    final ``.``, ``!`` or ellipsis that follows a word (:func:`_soft_stop`), and a pair of quotes, or of
+    brackets around a sentence, around the whole text. Anything else is what was said: a stop after a
+    space or a mark (``git add .``, ``'...'``), a final ``,`` ``;`` or ``:`` (``is ','``, ``C:``), one quote or
+    bracket without its partner (``6'``, ``[0, 10)``)."""
     start, end = 0, len(text)
-    if end - start > 2 and text[start] in _BULLETS and text[start + 1] == " ":
-        start += 2  # "- fact", "* fact", "• fact" (a minus before a digit has no space: "-5 is the offset")
-    opened = False
-    while start < end and (text[start].isspace() or _leads(text[start])):
-        opened = opened or text[start] in _OPENERS or unicodedata.category(text[start]) == "Ps"
-        start += 1
-    cut = end
-    while cut > start and _closes(text[cut - 1], opened):
-        cut -= 1
-    tail = text[cut:end]
-    if tail[:1].isspace() and tail.strip()[:1] in _STOPS and tail.strip():
-        cut += len(tail.rstrip())
-    return start, cut
+    while True:
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end - start > 2 and text[start] in _BULLETS and text[start + 1] == " ":
+            start += 2  # "- fact", "* fact", "• fact" (a minus before a digit has no space: "-5 is the offset")
+            continue
+        cut = end
+        while cut > start and text[cut - 1] in _FINAL:
+            cut -= 1
+        if start < cut < end and text[cut - 1].isalnum():
+            words = text[start:cut].split()
+            word = words[-1].lstrip("".join(_QUOTE_PAIRS) + "([{") if words else ""
+            if all(_soft_stop(mark, word) for mark in text[cut:end]):
+                end = cut
+                continue
+        if end - start >= 2 and _encloses(text[start:end]):
+            start, end = start + 1, end - 1
+            continue
+        return start, end
+
+
+def _fold(token: str) -> str:
+    """A token in lower case, unless case is part of it: a key or a hash, with digits among letters whose case
+    changes more than once (``sk-AbC123``, ``3fA9b``; ``OAuth2`` and ``IPv6`` are names, ``3FA9B`` is hex).
+    ``lower``, not ``casefold``: ``Maßen`` is not ``Massen``."""
+    if any(c.isdigit() for c in token):
+        letters = [c.isupper() for c in token if c.isalpha()]
+        if sum(a != b for a, b in itertools.pairwise(letters)) >= 2:
+            return token
+    return token.lower()
 
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def normalise(text: str) -> str:
-    """The form in which two texts count as exact duplicates: Unicode NFKC, case-folded, whitespace as
-    :func:`_layout` keeps it, and the sentence's frame (:func:`_frame`) stripped.
-    ``"Answers are formatted as markdown tables."``, ``answers are formatted as Markdown tables`` and
-    ``- "Answers are formatted as markdown tables!"`` are one fact. Marks that are part of what was said
-    stay: ``"The answer is yes?"`` is not ``"The answer is yes"``, nor ``"The regex is a*"`` ``"... is a"``, nor
-    ``"Reply with :)"`` ``"Reply with :("``; symbols such as ``$``, ``%`` or emoji stay too."""
-    folded = _layout(unicodedata.normalize("NFKC", nfkc(text).casefold()))  # NFKC again: idempotent
-    start, end = _frame(folded)
-    return folded[start:end] or folded  # a text of punctuation only keeps its own form
+    """The form in which two texts count as exact duplicates: Unicode NFKC (:func:`nfkc`), lower case
+    (:func:`_fold`), whitespace as :func:`_layout` keeps it, and the sentence's frame (:func:`_frame`)
+    stripped. ``"Answers are formatted as markdown tables."``, ``answers are formatted as Markdown tables``
+    and ``- "Answers are formatted as markdown tables!"`` are one fact. Marks that are part of what was said
+    stay: ``"The answer is yes?"`` is not ``"The answer is yes"``, nor ``"The regex is a*"`` ``"... is a"``,
+    nor ``"The delimiter is ','"`` ``"... is ';'"``; symbols such as ``$``, ``%`` or emoji stay too."""
+    laid = _layout(nfkc(text))
+    start, end = _frame(laid)
+    core = _layout(laid[start:end]) or laid  # quotes around it all are gone; punctuation only: its own form
+    return re.sub(r"\S+", lambda m: _fold(m.group()), core)
 
 
 def content_hash(text: str) -> str:
@@ -128,54 +185,73 @@ def content_hash(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------- the wording
-# Words joined by - _ . / : @ ' or a digit group comma stay one token (us-east-1, v2.3.1, 10:30, a@b.io,
-# don't, 10,000); every other non-space character that is not punctuation is a token of its own ($, €, <,
-# ≥, emoji), and so are %, # and &.
+# Words joined by - _ . / : @ ' or , stay one token (us-east-1, v2.3.1, 10:30, a@b.io, don't, 10,000,
+# 80,443); every other non-space character is a token of its own ($, €, <, ≥, emoji, %, #, &).
 _TOKEN = re.compile(r"\w+(?:[-_./:@',]\w+)*|[!<>=]=|[^\w\s]", re.UNICODE)
-_DIGIT_GROUPS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _CONTRACTIONS = {"n't": "not", "'re": "are", "'ve": "have", "'ll": "will", "'m": "am", "'d": "would"}
 _IRREGULAR = {"can't": ("can", "not"), "won't": ("will", "not"), "cannot": ("can", "not"), "shan't": ("shall", "not")}
 # Words whose presence never changes what a fact says.
 IGNORED_WORDS = frozenset({"a", "an", "the", "please"})
+_BOLD = re.compile(r"\*\*([\w' -]+?)\*\*")  # **tables**: never *.tmp, *cache*, **/node_modules/**
 
 
-_EMPHASIS = re.compile(r"(?<![\w*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s*])\1(?![\w*])")  # **tables**, not *.tmp
+def _words(line: str) -> Iterator[re.Match[str]]:
+    """The line's tokens (:data:`_TOKEN`), a quoted span (:data:`_QUOTED`) being one token."""
+    last = 0
+    for quoted in _QUOTED.finditer(line):
+        yield from _TOKEN.finditer(line, last, quoted.start())
+        yield quoted
+        last = quoted.end()
+    yield from _TOKEN.finditer(line, last)
 
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def wording(text: str) -> tuple[str, ...]:
-    """The words of ``text`` that a near duplicate must repeat, in order: case-folded (NFKC), without its
-    frame (:func:`_frame`), markdown's emphasis (``**tables**``) or the stops, commas, colons and ``!`` that
-    end a word's sentence or clause; contractions spelled out (``don't`` = ``do not``), digit groups joined
-    (``10,000`` = ``10000``), articles and "please" left out (a capital ``A`` after the first word is a name:
+    """The words of ``text`` that a near duplicate must repeat, in order: in lower case (:func:`_fold`),
+    without its frame (:func:`_frame`), markdown's bold (``**tables**``), or a stop, ``!``, ``;`` or ``:`` that
+    ends a word's sentence or clause (a word before it, a space after it); contractions spelled out
+    (``don't`` = ``do not``), articles and "please" left out (a capital ``A`` after the first word is a name:
     "vitamin A"). Every other word and mark counts: numbers, dates, names, units, negations, antonyms, roles,
-    comparatives, pronouns, the order that tells who did what to whom, ``?``, a lone ``*``, ``-``, symbols,
-    quotes and brackets inside the text (``[0, 10)`` is not ``[0, 10]``, ``6'`` not ``6"``), a ``!`` or a
-    stop that does not end a word (``if (!admin)``, ``make .``), and the indentation of a text's lines."""
+    comparatives, pronouns, the order that tells who did what to whom, commas, ``?``, ``*``, ``-``, ``_``,
+    symbols, quotes and brackets inside the text (``[0, 10)`` is not ``[0, 10]``, ``6'`` not ``6"``), stops that
+    do not end a word (``main..feature``, ``cd ..``), whether a mark is glued to what is next to it
+    (``rm -rf /tmp`` is not ``rm -rf / tmp``), and the indentation of a text's lines."""
     out: list[str] = []
-    plain = _layout(_EMPHASIS.sub(r"\2", nfkc(text).replace("’", "'")))
+    plain = _layout(_BOLD.sub(r"\1", nfkc(text)))
     start, end = _frame(plain)
     for n, line in enumerate(plain[start:end].split("\n")):
         if n:
             out.append("\n" + line[: len(line) - len(line.lstrip())])  # an indented line: it belongs above
-        for match in _TOKEN.finditer(line):
-            token = match.group()
-            if token in ("!=", "<=", ">=", "=="):
-                out.append(token)
+        last_end, last_mark = -1, False
+        for match in _words(line):
+            token, at = match.group(), match.start()
+            if _QUOTED.fullmatch(token):  # a quoted literal counts as written, spaces and all
+                out.append(("+" if at == last_end else "") + _fold(token))
+                last_end, last_mark = match.end(), True
                 continue
-            if len(token) == 1 and not (token.isalnum() or token == "_"):
-                at = match.start()
+            mark = not token[0].isalnum() and token[0] != "_"
+            glued = at == last_end and (mark or last_mark)  # "$500", "/tmp", "-rf": the mark and the word are one
+            last_end, last_mark = match.end(), mark
+            if len(token) == 1 and mark:
+                before = line[:at].split()[-1] if line[:at].strip() else ""
                 after = line[at + 1 : at + 2]
-                ends_a_word = at > 0 and not line[at - 1].isspace() and (not after or after.isspace() or after in _SOFT)
-                if not (token in _STOPS and ends_a_word):
-                    out.append(token)
+                if (
+                    token in _STOPS
+                    and at > 0
+                    and line[at - 1].isalnum()
+                    and after.isspace()
+                    and _soft_stop(token, before)
+                ):
+                    continue
+                out.append("+" + token if glued else token)
+                continue
+            if token in ("!=", "<=", ">=", "=="):
+                out.append("+" + token if glued else token)
                 continue
             if token == "A" and out:  # "Vitamin A", "plan A": a name, not the article (which leads a sentence)
                 out.append("a")
                 continue
-            low = token.casefold().strip("_'")
-            if _DIGIT_GROUPS.match(low):
-                low = low.replace(",", "")
+            low = _fold(token).strip("'")
             if low in _IRREGULAR:
                 out += _IRREGULAR[low]
                 continue
@@ -185,7 +261,7 @@ def wording(text: str) -> tuple[str, ...]:
             elif low.endswith("'s"):  # possessive or "is": the word itself is what must match
                 out.append(low[:-2])
             elif low and low not in IGNORED_WORDS:
-                out.append(low)
+                out.append("+" + low if glued else low)
     return tuple(out)
 
 
@@ -359,7 +435,9 @@ def _reinforce(tx: WriteTx, scope: ScopeRef, fact: Fact, cosine: float | None, d
     if draft.session_id is not None and draft.session_id != fact.session_id:
         detail["session_id"] = draft.session_id
     if cosine is not None:
-        detail.update(similarity=round(cosine, 4), content=draft.content)
+        detail["similarity"] = round(cosine, 4)
+    if draft.content != fact.content:  # written differently: the words are kept with the restatement
+        detail["content"] = draft.content
     tx.audit(fact.id, "reinforced", draft.created_by, detail)
     return Receipt(fact.id, scope, "reinforced", duplicate_of=fact.id, similarity=cosine)
 

@@ -234,17 +234,22 @@ class BoundTools:
         )
         text = f"{receipt.status} fact {receipt.id} in scope {receipt.scope}"
         if receipt.status == "reinforced":
-            text += " (the same fact was already stored: your statement was recorded on it)"
+            stored = (await self.store.aget(receipt.id, agent_id=self.agent_id, group_id=self.group_id)).content
+            if stored == args.fact:
+                text += " (the same fact was already stored: your statement was recorded on it)"
+            else:  # written differently: the model sees what it was merged into, and can still tell it apart
+                text += (
+                    f" (the same fact was already stored as {_quoted(stored)}: your statement was recorded on it; "
+                    f"if yours says something else, remember it with supersedes=[{receipt.id}])"
+                )
         elif receipt.status == "held":
             text += " (held for review: it is recalled once a global writer approves it)"
         if receipt.superseded:
             text += f"; superseded {', '.join(receipt.superseded)}"
         for fact_id in receipt.similar:  # facts of the scope just written to: the caller may read them
             fact = await self.store.aget(fact_id, agent_id=self.agent_id, group_id=self.group_id)
-            content = " ".join(fact.content.split())
-            quoted = content if len(content) <= 160 else content[:159] + "…"
             text += (
-                f"\nsimilar to {fact.id}: {quoted!r}. If the new fact replaces it, remember it with "
+                f"\nsimilar to {fact.id}: {_quoted(fact.content)}. If the new fact replaces it, remember it with "
                 f"supersedes=[{fact.id}]."
             )
         return text
@@ -345,6 +350,12 @@ def team_group_id(kind: str, names: Iterable[str]) -> str:
     restarts)."""
     digest = hashlib.sha256("\n".join([kind, *sorted(names)]).encode()).hexdigest()[:12]
     return f"{kind.lower()}-{digest}"
+
+
+def _quoted(content: str) -> str:
+    """A stored fact's text for a tool answer: on one line, at most 160 characters, quoted."""
+    flat = " ".join(content.split())
+    return repr(flat if len(flat) <= 160 else flat[:159] + "…")
 
 
 def register_agent(store: FactStore, name: str, description: Any, model: Any, tools: list[str]) -> None:
