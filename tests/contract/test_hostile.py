@@ -504,3 +504,24 @@ def test_a_restatement_written_differently_is_quoted_back_and_kept_in_the_trail(
     assert s.history(first.id, group_id="crew")[-1].detail["content"] == "deploys happen on FRIDAYS"
     same = asyncio.run(remember.run_json({"fact": "Deploys happen on Fridays.", "scope": "group"}, CancellationToken()))
     assert "already stored:" in same and "content" not in s.history(first.id, group_id="crew")[-1].detail
+
+
+def test_autogen_tools_refuse_keys_outside_the_schema_and_values_of_another_type(make_store: StoreFactory) -> None:
+    s = make_store()
+    s.add_group_member("crew", "alice")
+    search, remember, forget = memory_tools(s, "alice", "crew")
+
+    def run(tool: Any, args: dict[str, Any]) -> str:
+        return str(asyncio.run(tool.run_json(args, CancellationToken())))
+
+    assert run(remember, {"fact": "Deploys are on Friday", "scope": "group", "tgas": ["ops"]}).startswith(
+        "ERROR: invalid arguments (tgas: unknown argument (the arguments are fact, scope, confidence"
+    )
+    for args in ({"ttl_days": True}, {"confidence": "0.5"}, {"ttl_days": "7"}, {"tags": "a,b"}):
+        assert run(remember, {"fact": "x y", "scope": "group", **args}).startswith("ERROR: invalid arguments")
+    for args in ({"top_k": True}, {"top_k": "3"}, {"top_k": 2.5}, {"query": "x", "agent_id": "bob"}):
+        assert run(search, {"query": "x", **args}).startswith("ERROR: invalid arguments")
+    assert run(forget, {"fact_id": "g_0193a1b2c3d4e5f60718", "why": "x"}).startswith("ERROR: invalid arguments")
+    assert s.stats() == [] or all(not any(st.counts.values()) for st in s.stats())
+    ok = run(remember, {"fact": "x y", "scope": "group", "ttl_days": 7, "confidence": 1})  # ints for numbers
+    assert ok.startswith("created")

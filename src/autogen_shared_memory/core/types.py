@@ -174,8 +174,8 @@ def kind_of_fact_id(fact_id: str) -> ScopeKind:
 def validate_content(content: object, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise TypeError(f"fact content must be a str, got {type(content).__name__}")
-    if not content.strip():
-        raise ValueError("fact content must not be empty or whitespace only")
+    if not content.strip() or all(ch.isspace() or _layout_char(ch) for ch in content):
+        raise ValueError("fact content must not be empty, whitespace or invisible characters only")
     size = len(require_utf8(content, "fact content").encode("utf-8"))
     if size > max_bytes:
         raise ValueError(f"fact content is {size} bytes; the limit is {max_bytes} (max_fact_bytes)")

@@ -103,8 +103,8 @@ def test_carols_private_note_lands_in_carols_scope_whoever_executes_it(store: Sh
     assert executors[:2] == ["ted", "ted"]  # ted ran carol's calls
     facts = store.search("double-check every date", "agent", agent_id="carol")
     assert [h.fact.created_by for h in facts] == ["carol"] and facts[0].fact.scope.owner == "carol"
-    spoofed = store.search("secret", "agent", agent_id="carol")
-    assert [h.fact.scope.owner for h in spoofed] == ["carol"]  # an agent_id argument changes nothing
+    assert store.search("secret", "agent", agent_id="carol") == []  # an agent_id argument is refused
+    assert tool_results(chat)[1][1].startswith("ERROR: invalid arguments (agent_id: unknown argument")
     assert store.search("date secret", "agent", agent_id="ted") == []  # nothing was written as ted
     # ted's own search (run for ted, by carol) does not see carol's private notes
     assert tool_results(chat)[2][1] == "[memory: no matching facts]"
@@ -414,3 +414,38 @@ def test_store_attach_forwards_the_ag2_options(store: SharedMemoryStore) -> None
     sending = support.hook_lists["process_message_before_send"]  # no recorder: only the pattern-chat link
     assert [hook.__name__ for hook in sending] == ["_link_executor"]
     assert sorted(store.detach([user, support])) == ["support", "user"]
+
+
+def test_arguments_reach_the_store_as_the_model_wrote_them(store: SharedMemoryStore) -> None:
+    """AG2 "repairs" a call's JSON before reading it (``_format_json_str``): after a string that ends in a
+    backslash it takes quoted text for unquoted, deleting a newline inside a fact or refusing valid JSON.
+    Memory calls reach it as plain JSON instead; a key outside the schema is refused, never dropped."""
+    carol, ted = agent("carol"), agent("ted")
+    store.attach([carol, ted], group_id="crew")
+
+    def call(name: str, raw: str) -> str:
+        ted.reset_consecutive_auto_reply_counter()
+        message = tool_call(name)
+        message["tool_calls"][0]["function"]["arguments"] = raw
+        reply = ted.generate_reply(messages=[message], sender=carol)
+        assert isinstance(reply, dict) and isinstance(reply["content"], str)
+        return reply["content"]
+
+    raw = '{"tags": ["C:\\\\"], "scope": "group", "fact": "Deploy window\nstarts 9:00"}'  # a raw newline
+    assert call(REMEMBER, raw).startswith("created")
+    pretty = '{\n "fact": "The share is at C:\\\\",\n "scope": "group"\n}'
+    assert call(REMEMBER, pretty).startswith("created")
+    facts = {
+        h.fact.content: h.fact.tags
+        for h in store.search("deploy window share", "group", agent_id="carol", group_id="crew")
+    }
+    assert facts == {"Deploy window\nstarts 9:00": ("C:\\",), "The share is at C:\\": ()}
+    before = snapshot(store)
+    typo = call(REMEMBER, '{"fact": "Deploys are on Friday", "scope": "group", "tgas": ["ops"]}')
+    assert typo.startswith("ERROR: invalid arguments (tgas: unknown argument (the arguments are fact, scope")
+    lax = call(SEARCH, '{"query": "deploy", "top_k": true}')
+    assert lax.startswith("ERROR: invalid arguments (top_k: Input should be a valid integer")
+    assert call(REMEMBER, "null") == (
+        "ERROR: the arguments of memory_remember must be a JSON object, got null. Nothing was changed."
+    )
+    assert snapshot(store) == before

@@ -143,14 +143,17 @@ async def test_identity_cannot_be_spoofed_through_tool_arguments(store: SharedMe
     )
     store.attach(alice, group_id="crew")
     answer = await alice.run("remember things")
-    created, private, denied = tool_results(answer)
-    assert created.startswith("created") and "group:crew" in created
-    assert private.startswith("created") and "agent:alice" in private
-    assert denied.startswith("DENIED") and "'alice'" in denied  # not lead, a global writer
-    assert facts_in(store, "group_crew.db") == [("Refunds need two approvals", "alice")]
+    results = tool_results(answer)
+    assert len(results) == 3
+    for result, keys in zip(
+        results, (("agent_id", "group_id", "created_by"), ("agent_id",), ("agent_id",)), strict=True
+    ):
+        assert result.startswith("ERROR: invalid arguments"), result  # refused, never ignored nor obeyed
+        assert all(f"{key}: unknown argument" in result for key in keys)
+    assert not (store.root / "group_crew.db").exists() or facts_in(store, "group_crew.db") == []
     assert store.search("Refunds approvals", "group", agent_id="bob", group_id="other-team") == []
     assert store.search("private note", "agent", agent_id="bob") == []
-    assert store.search("private note", "agent", agent_id="alice")[0].fact.created_by == "alice"
+    assert store.search("private note", "agent", agent_id="alice") == []
     assert store.search("skip review", "global", agent_id="lead") == []
 
 
@@ -482,3 +485,26 @@ def test_memory_tool_is_a_real_function_tool(store: SharedMemoryStore) -> None:
     assert [t.name for t in tools] == ["memory_search", "memory_remember", "memory_forget"]
     assert all(isinstance(t, MemoryTool) and isinstance(t, FunctionTool) for t in tools)
     assert all(t.bound.agent_id == "alice" and t.bound.group_id == "crew" for t in tools)
+
+
+async def test_arguments_outside_the_schema_or_of_another_type_are_refused(store: SharedMemoryStore) -> None:
+    """Through MAF's own tool-call loop: a misspelled key, a lax value, a key named ``self`` (MAF's own
+    parameter) and text that is not JSON each answer ERROR: and change nothing."""
+    alice = agent(
+        "alice",
+        tool_call("memory_remember", fact="Deploys are on Friday", scope="group", tgas=["ops"]),
+        tool_call("memory_remember", fact="Bool args", scope="group", ttl_days=True, confidence=False),
+        tool_call("memory_search", query="x", self=1),
+        tool_call("memory_search", arguments='{"query": "x"} trailing'),
+        tool_call("memory_remember", fact="\u200b\u200b", scope="group"),
+        "done",
+    )
+    store.attach(alice, group_id="crew")
+    answer = await alice.run("remember things")
+    typo, lax, named_self, not_json, invisible = tool_results(answer)
+    assert typo.startswith("ERROR: invalid arguments (tgas: unknown argument (the arguments are fact, scope")
+    assert "ttl_days: Input should be a valid number" in lax and "confidence: Input should be a valid number" in lax
+    assert named_self.startswith("ERROR: invalid arguments (self: unknown argument")
+    assert not_json.startswith("ERROR: the arguments of memory_search must be a JSON object, got text that is not")
+    assert invisible.startswith("ERROR: fact content must not be empty, whitespace or invisible characters only")
+    assert store.stats() == [] or all(not any(s.counts.values()) for s in store.stats())

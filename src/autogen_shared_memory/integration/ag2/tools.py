@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from autogen import ConversableAgent, GroupChatManager
 
-from ..toolkit import ARGS, CAPSULE_PREAMBLE, DESCRIPTIONS, TOOL_NAMES, BoundTools, Recall
+from ..toolkit import ARGS, CAPSULE_PREAMBLE, DESCRIPTIONS, TOOL_NAMES, BoundTools, Recall, json_kind, not_an_object
 
 logger = logging.getLogger("autogen_shared_memory")
 
@@ -85,8 +85,7 @@ def tool_function(name: str) -> Callable[..., str | Coroutine[Any, Any, str]]:
         if caller.tools is None:
             return caller.error or NO_CALLER
         if INVALID_ARGUMENTS in arguments:
-            got = arguments[INVALID_ARGUMENTS]
-            return f"ERROR: the arguments of {name} must be a JSON object, got {got}. Nothing was changed."
+            return not_an_object(name, str(arguments[INVALID_ARGUMENTS]))
         return caller.tools.call(name, arguments)  # answers text, never raises
 
     run.__name__ = run.__qualname__ = name
@@ -127,28 +126,32 @@ def _memory_calls(message: Mapping[str, Any]) -> bool:
     return isinstance(calls, list) and any(_is_memory_call(c) for c in calls)
 
 
-def _object_arguments(raw: Any) -> str | None:
-    """``None`` if AG2 will read ``raw`` as a JSON object (as ``execute_function`` parses it), else what it is."""
+def _object_arguments(raw: Any) -> tuple[dict[str, Any] | None, str]:
+    """The JSON object ``raw`` holds (control characters inside its strings allowed, as AG2 does), or None and
+    what it is instead."""
     if not isinstance(raw, str):
-        return f"a {type(raw).__name__}"
-    fix = getattr(ConversableAgent, "_format_json_str", None)  # what execute_function does before json.loads
+        return None, json_kind(raw)
     try:
-        value = json.loads(fix(raw) if callable(fix) else raw)
+        value = json.loads(raw, strict=False)
     except (ValueError, TypeError):
-        return "text that is not JSON"
-    return None if isinstance(value, dict) else f"JSON {type(value).__name__}"
+        return None, "text that is not JSON"
+    return (value, "") if isinstance(value, dict) else (None, json_kind(value))
 
 
 def _with_object_arguments(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``message``, or a copy whose memory calls with non-object arguments carry :data:`INVALID_ARGUMENTS`."""
+    """``message``, or a copy whose memory calls carry their arguments as plain JSON (every newline and tab
+    escaped), or :data:`INVALID_ARGUMENTS` when they are not an object. AG2 "repairs" raw arguments before
+    reading them (``_format_json_str``): a string ending in a backslash flips its idea of what is quoted, and
+    a newline inside a fact is then deleted, or valid JSON refused."""
     calls = list(message.get("tool_calls") or [])
     changed = False
     for i, call in enumerate(calls):
         if not _is_memory_call(call):
             continue
-        problem = _object_arguments(call["function"].get("arguments", "{}"))
-        if problem is not None:
-            arguments = json.dumps({INVALID_ARGUMENTS: problem})
+        raw = call["function"].get("arguments", "{}")
+        value, problem = _object_arguments(raw)
+        arguments = json.dumps({INVALID_ARGUMENTS: problem} if value is None else value)
+        if arguments != raw:
             calls[i] = {**call, "function": {**call["function"], "arguments": arguments}}
             changed = True
     return {**message, "tool_calls": calls} if changed else message

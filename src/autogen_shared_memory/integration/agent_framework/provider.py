@@ -48,6 +48,8 @@ from ..toolkit import (
     TOOL_NAMES,
     BoundTools,
     Recall,
+    json_kind,
+    not_an_object,
     register_agent,
 )
 
@@ -71,14 +73,18 @@ class MemoryTool(FunctionTool):
     The JSON schema the model sees is the tool's argument model (``SearchArgs``, ``RememberArgs``,
     ``ForgetArgs``). The raw arguments are not validated by MAF but handed to :meth:`BoundTools.call`, which
     validates them once and answers ``ERROR:`` text naming the bad field (MAF would answer only "Error:
-    Argument parsing failed."); arguments outside the schema (an ``agent_id``, say) are ignored.
+    Argument parsing failed."), an argument outside the schema (an ``agent_id``, say) included; arguments
+    MAF could not read as a JSON object answer so.
     """
 
     def __init__(self, bound: BoundTools, name: str) -> None:
         if name not in ARGS:
             raise ValueError(f"no memory tool is named {name!r}; the tools are {', '.join(TOOL_NAMES)}")
 
-        async def invoke(**arguments: Any) -> str:
+        async def invoke(arguments: Mapping[str, Any]) -> str:
+            if set(arguments) == {"raw"}:  # no memory tool has "raw": MAF's (or our) stand-in for non-objects
+                raw = arguments["raw"]
+                return not_an_object(name, "text that is not JSON" if isinstance(raw, str) else json_kind(raw))
             return await bound.call(name, arguments)
 
         super().__init__(
@@ -90,6 +96,11 @@ class MemoryTool(FunctionTool):
             additional_properties={},
         )
         self.bound = bound
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        """MAF calls ``tool(**arguments)``: the model's keys travel on as one mapping, so that one named
+        ``self`` (or anything else) reaches validation instead of breaking the call."""
+        return super().__call__(kwargs)
 
     def _prepare_arguments(self, arguments: BaseModel | Mapping[str, Any] | None) -> dict[str, Any]:
         # MAF validates here against the input model before calling the function; BoundTools.call validates

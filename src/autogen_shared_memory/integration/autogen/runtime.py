@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from autogen_agentchat.messages import BaseChatMessage, ToolCallExecutionEvent, ToolCallRequestEvent
 from autogen_agentchat.teams._group_chat._events import (
@@ -306,6 +306,14 @@ class MemoryReply:
     ok: bool
 
 
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+def _arguments(model: type[ArgsT], request: Any) -> ArgsT:
+    """A request's tool arguments (its ``group_id`` is where the service acts, not an argument)."""
+    return model.model_validate({k: v for k, v in dataclasses.asdict(request).items() if k != "group_id"})
+
+
 class MemoryServiceAgent(RoutedAgent):
     """Answers remember/search/forget messages for core-API agents.
 
@@ -332,12 +340,12 @@ class MemoryServiceAgent(RoutedAgent):
 
     @core_message_handler
     async def on_search(self, message: SearchRequest, ctx: MessageContext) -> MemoryReply:
-        return await self._call(message, ctx, 0, lambda: SearchArgs.model_validate(dataclasses.asdict(message)))
+        return await self._call(message, ctx, 0, lambda: _arguments(SearchArgs, message))
 
     @core_message_handler
     async def on_remember(self, message: RememberRequest, ctx: MessageContext) -> MemoryReply:
-        return await self._call(message, ctx, 1, lambda: RememberArgs.model_validate(dataclasses.asdict(message)))
+        return await self._call(message, ctx, 1, lambda: _arguments(RememberArgs, message))
 
     @core_message_handler
     async def on_forget(self, message: ForgetRequest, ctx: MessageContext) -> MemoryReply:
-        return await self._call(message, ctx, 2, lambda: ForgetArgs.model_validate(dataclasses.asdict(message)))
+        return await self._call(message, ctx, 2, lambda: _arguments(ForgetArgs, message))
