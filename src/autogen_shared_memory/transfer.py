@@ -53,6 +53,7 @@ class ImportReport:
     lines: int = 0
     inserted: int = 0
     closed: int = 0  # facts open here that the export had forgotten or superseded, closed as it says
+    updated: int = 0  # facts here that the export's copy added to (restatements, their authors, tags, ...)
     skipped_bad: list[str] = field(default_factory=list)
     scopes: set[ScopeRef] = field(default_factory=set)
 
@@ -314,9 +315,10 @@ def import_jsonl(
                         + ": import with a store using the same model, then reembed() if needed"
                     )
     for ref, items in per_scope.items():
-        inserted, closed = store.backend.import_scope(ref, items)
+        inserted, closed, updated = store.backend.import_scope(ref, items)
         report.inserted += inserted
         report.closed += closed
+        report.updated += updated
         report.scopes.add(ref)
         if progress is not None:
             progress(len(items))

@@ -633,3 +633,45 @@ def test_two_first_registrations_of_an_agent_keep_both_fields(make_store: Any) -
     other.join()
     entry = s.for_agent("doc").get_agent("doc")
     assert (entry.model, entry.capabilities, entry.description) == ("gpt-4o", ("pdf", "ocr"), "reads documents")
+
+
+def test_a_later_export_brings_what_was_added_and_what_was_purged(make_store: Any, tmp_path: Path) -> None:
+    """Restatements, their authors, tags and metadata keys, a task's progress and a profile change made after
+    a first import arrive with a later export; a fact forgotten and then purged there is closed here; events
+    of one transaction that share their time are all kept."""
+    a, b = make_store(global_writers=["*"]), make_store(global_writers=["*"])
+    fact = a.remember("The build uses Bazel.", "global", agent_id="alice", tags=["ops"])
+    secret = a.remember("The admin password is hunter2.", "global")
+    alice = a.for_agent("alice")
+    task = alice.create_task("write docs")
+    alice.update_user_profile("tz", "UTC")
+    a.export(tmp_path / "first.jsonl")
+    b.import_(tmp_path / "first.jsonl")
+    a.remember_many(  # three restatements in one transaction: same time, same actor, three details
+        [
+            "The build uses Bazel.",
+            {"content": "The build uses Bazel.", "tags": ["ci"], "metadata": {"src": "wiki"}, "category": "build"},
+            {"content": "the build uses bazel", "confidence": 0.9},
+        ],
+        "global",
+        agent_id="alice",
+    )
+    a.remember("The build uses Bazel.", "global", agent_id="bob")
+    alice.complete_task(task.id, "done")
+    alice.update_user_profile("tz", "Europe/Paris")
+    a.forget(secret.id, "leaked")
+    a.purge(older_than=0)
+    a.export(tmp_path / "later.jsonl")
+    report = b.import_(tmp_path / "later.jsonl")
+    source, copy = a.get(fact.id), b.get(fact.id)
+    for field in ("reinforcement", "stated_by", "tags", "metadata", "category"):
+        assert getattr(copy, field) == getattr(source, field), field
+    assert [e.detail for e in b.history(fact.id)] == [e.detail for e in a.history(fact.id)]
+    assert b.get(secret.id).status == "forgotten" and b.get(secret.id).tombstone_reason == "leaked"
+    assert secret.id not in [h.id for h in b.search("admin password", "global")]
+    assert b.for_agent("alice").get_user_profile("tz").value == "Europe/Paris"  # type: ignore[union-attr]
+    assert b.for_agent("alice").get_task(task.id).status == "completed"
+    assert report.closed == 1 and report.updated == 3  # the fact, the task, the profile entry
+    again = b.import_(tmp_path / "later.jsonl")  # repeatable: nothing more
+    assert (again.inserted, again.closed, again.updated) == (0, 0, 0)
+    assert len(b.history(fact.id)) == len(a.history(fact.id))

@@ -521,16 +521,24 @@ class Backend(ABC):
                     break
                 last = batch[-1]["seq"]
 
-    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int]:
-        """Insert exported rows in one transaction, skipping rows whose key already exists (so an import
-        can be repeated; an audit event is skipped when the same event exists), except that a fact the
-        export has closed (forgotten or superseded) while it is open here is closed as the export says (an
-        export taken later carries the forgets and corrections made since); returns how many rows were
-        inserted and how many facts closed. A scope's own identity (``scope_kind``/``scope_owner``) is never
-        imported, and a recorded embedding model that differs from the import's is refused."""
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, int]:
+        """Apply exported rows in one transaction so that an import can be repeated, and an export taken
+        later brings what happened since; returns how many rows were inserted, facts closed and facts updated.
 
-        def run(tx: ScopeTx) -> tuple[int, int]:
-            inserted = closed = 0
+        * A row whose key exists is not inserted again; an audit event is inserted as many times as the
+          export holds it (events of one transaction share their time: only the detail tells them apart).
+        * A fact that exists here takes what the export's copy adds (:func:`merge_as_exported`: more
+          restatements, their authors, tags, metadata keys), and is closed as the export closed it
+          (:func:`close_as_exported`), or as its ``forgotten`` / ``superseded`` event says when the export
+          no longer holds the fact (purged there). A closed fact is never reopened.
+        * A scope's own identity (``scope_kind``/``scope_owner``) is never imported, and a recorded embedding
+          model that differs from the import's is refused."""
+
+        def run(tx: ScopeTx) -> tuple[int, int, int]:
+            inserted = closed = updated = 0
+            seen: dict[tuple[Any, ...], int] = {}
+            exported = {str(row["id"]) for table, row in items if table == "facts"}
+            closing: dict[str, dict[str, Any]] = {}  # fact id -> the first closing event of a fact gone there
             for table, row in items:
                 if table == "meta":
                     if row["key"] in ("scope_kind", "scope_owner"):
@@ -546,19 +554,103 @@ class Backend(ABC):
                     inserted += len(tx.add_rows("meta", [row], on_conflict="skip"))
                 elif table == "audit":
                     same = {c: row[c] for c in ("fact_id", "event", "actor", "at")}
-                    if not tx.rows("audit", same):
+                    detail = _detail(row.get("detail"))
+                    key = (*same.values(), json.dumps(detail, sort_keys=True, default=str))
+                    seen[key] = seen.get(key, 0) + 1
+                    here = sum(_detail(r.get("detail")) == detail for r in tx.rows("audit", same))
+                    if here < seen[key]:
                         inserted += len(tx.add_rows("audit", [{**same, "detail": row.get("detail")}]))
+                    fid = str(row["fact_id"])
+                    if row["event"] in ("forgotten", "superseded") and fid not in exported and fid not in closing:
+                        closing[fid] = {**row, "detail": detail}
                 elif table == "facts":
                     added = len(tx.add_rows(table, [row], on_conflict="skip"))
                     inserted += added
-                    closed += not added and close_as_exported(tx, row)
+                    if not added:
+                        updated += merge_as_exported(tx, row)
+                        closed += close_as_exported(tx, row)
                 else:
                     spec = table_spec(table)
                     row = {c: v for c, v in row.items() if c in spec.columns}
-                    inserted += len(tx.add_rows(table, [row], on_conflict="skip"))
-            return inserted, closed
+                    added = len(tx.add_rows(table, [row], on_conflict="skip"))
+                    inserted += added
+                    if not added and not spec.append_only and "updated_at" in spec.columns:
+                        updated += newer_record(tx, table, spec.key, row)
+            for fid, event in closing.items():
+                closed += close_as_exported(tx, closed_row(fid, event))
+            return inserted, closed, updated
 
         return self.transact(scope, run, "import")
+
+
+def _detail(value: Any) -> Any:
+    """An audit event's detail as a value (stored as JSON text, or as a value by a backend's driver)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return {} if value is None else value
+
+
+def closed_row(fact_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    """The closed state a ``forgotten`` or ``superseded`` audit event gives its fact (as the write left it)."""
+    detail = event["detail"] if isinstance(event["detail"], dict) else {}
+    successor = detail.get("superseded_by")
+    return {
+        "id": fact_id,
+        "status": event["event"],
+        "superseded_by": successor if event["event"] == "superseded" else None,
+        "tombstone_by": event["actor"],
+        "tombstone_at": event["at"],
+        "tombstone_reason": f"superseded by {successor}" if event["event"] == "superseded" else detail.get("reason"),
+    }
+
+
+def merge_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
+    """Give the fact ``row`` names what the export's copy of it adds, as restatements would have here: more
+    restatements (``reinforcement``), their authors, tags, a category, metadata keys (values here stay), a
+    higher confidence, a later expiry (none is the latest). Whether anything changed."""
+    found = tx.get([str(row["id"])])
+    if not found:
+        return False
+    fact = found[0]
+    stated = _detail(row.get("stated_by")) or []
+    tags = _detail(row.get("tags")) or []
+    metadata = _detail(row.get("metadata")) or {}
+    changes: dict[str, Any] = {}
+    if isinstance(row.get("reinforcement"), int) and row["reinforcement"] > fact.reinforcement:
+        changes["reinforcement"] = row["reinforcement"]
+    if isinstance(stated, list) and any(a not in fact.stated_by for a in stated):
+        changes["stated_by"] = (*fact.stated_by, *(str(a) for a in stated if a not in fact.stated_by))
+    if isinstance(tags, list) and any(t not in fact.tags for t in tags):
+        changes["tags"] = (*fact.tags, *(str(t) for t in tags if t not in fact.tags))
+    if fact.category is None and isinstance(row.get("category"), str):
+        changes["category"] = row["category"]
+    if isinstance(metadata, dict) and set(metadata) - set(fact.metadata):
+        changes["metadata"] = json.dumps({**metadata, **fact.metadata})
+    confidence = row.get("confidence")
+    if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and confidence > fact.confidence:
+        changes["confidence"] = float(confidence)
+    if fact.expires_at is not None and "expires_at" in row:
+        later = row["expires_at"]
+        if later is None or (isinstance(later, (int, float)) and later > fact.expires_at):
+            changes["expires_at"] = later
+    if changes:
+        tx.update(fact.id, changes)
+    return bool(changes)
+
+
+def newer_record(tx: ScopeTx, table: str, key: Sequence[str], row: Mapping[str, Any]) -> bool:
+    """Take the export's copy of a mutable record (a task, a profile entry, a directory entry, a state) when
+    it was updated later than the one here; whether it was."""
+    where = {c: row[c] for c in key if c in row}
+    here = tx.rows(table, where) if len(where) == len(key) else []
+    later = row.get("updated_at")
+    if len(here) != 1 or not isinstance(later, (int, float)) or later <= (here[0].get("updated_at") or 0.0):
+        return False
+    tx.update_rows(table, where, {c: v for c, v in row.items() if c not in key})
+    return True
 
 
 def close_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:

@@ -132,6 +132,7 @@ def import_cmd(
                 "lines": report.lines,
                 "inserted": report.inserted,
                 "closed": report.closed,
+                "updated": report.updated,
                 "skipped_bad": report.skipped_bad,
                 "scopes": sorted(str(r) for r in report.scopes),
             }
@@ -140,6 +141,8 @@ def import_cmd(
     line = f"imported {_n(report.inserted, 'new row')} into {_n(len(report.scopes), 'scope')} from {file}"
     if report.closed:
         line += f"; closed {_n(report.closed, 'fact')} the export had forgotten or superseded"
+    if report.updated:
+        line += f"; updated {_n(report.updated, 'row')} the export had added to"
     skipped = f", {_n(len(report.skipped_bad), 'bad line')} skipped" if report.skipped_bad else ""
     line += f" ({_n(report.lines, 'line')}{skipped})"
     _out().print(line)
