@@ -95,10 +95,13 @@ def _live(row: Mapping[str, Any], now: float) -> bool:
     return row["status"] == "active" and (row["expires_at"] is None or row["expires_at"] > now)
 
 
-def _passes(row: Mapping[str, Any], filters: Filters, now: float) -> bool:
+def _passes(row: Mapping[str, Any], filters: Filters, now: float, tables: Mapping[str, Any]) -> bool:
     """The filters, as :class:`Filters` and :func:`base.as_of_clause` describe them."""
     if filters.as_of is not None:
         t = filters.as_of
+        approved = [a["at"] for a in tables["audit"].values() if a["fact_id"] == row["id"] and a["event"] == "approved"]
+        if any(at > t for at in approved):  # held for review then
+            return False
         if not (
             row["created_at"] <= t
             and (
@@ -363,7 +366,7 @@ class InMemoryBackend(Backend):
         if tables is None:
             return []
         now = time.time()
-        return [r["id"] for r in tables["facts"].values() if _passes(r, filters, now)][:limit]
+        return [r["id"] for r in tables["facts"].values() if _passes(r, filters, now, tables)][:limit]
 
     def lexical(
         self, scopes: Sequence[ScopeRef], terms: Sequence[str], limit: int, filters: Filters
@@ -380,7 +383,7 @@ class InMemoryBackend(Backend):
         scores = _bm25([doc for _, _, doc in collection], phrases)
         per_scope: dict[ScopeRef, list[tuple[ScopeRef, str, float]]] = {}
         for (ref, row, _), score in zip(collection, scores, strict=True):
-            if score > 0 and _passes(row, filters, now):
+            if score > 0 and _passes(row, filters, now, self._tables(ref) or {}):
                 per_scope.setdefault(ref, []).append((ref, row["id"], score))
         hits = [h for found in per_scope.values() for h in sorted(found, key=lambda h: -h[2])[:limit]]
         return sorted(hits, key=lambda h: -h[2])
@@ -396,7 +399,7 @@ class InMemoryBackend(Backend):
             if tables is None:
                 continue
             for row in tables["facts"].values():
-                if _passes(row, filters, now):
+                if _passes(row, filters, now, tables):
                     keys.append((ref, row["id"]))
                     vectors.append(_vector(row))
         if not keys:

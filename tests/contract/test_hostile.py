@@ -525,3 +525,23 @@ def test_autogen_tools_refuse_keys_outside_the_schema_and_values_of_another_type
     assert s.stats() == [] or all(not any(st.counts.values()) for st in s.stats())
     ok = run(remember, {"fact": "x y", "scope": "group", "ttl_days": 7, "confidence": 1})  # ints for numbers
     assert ok.startswith("created")
+
+
+def test_what_was_held_for_review_then_is_not_what_was_believed_then(make_store: StoreFactory) -> None:
+    import time
+
+    s = make_store(review_global_writes=True, global_writers=["lead"])
+    held = s.remember("Refunds over 500 EUR need two approvals.", "global", agent_id="intern")
+    again = s.remember("Invoices over 900 EUR need a second approver.", "global", agent_id="intern")
+    said = s.remember("invoices over 900 EUR need a second approver", "global", agent_id="lead")
+    time.sleep(0.01)
+    then = time.time()
+    time.sleep(0.01)
+    s.approve(held.id, agent_id="lead")
+    assert s.approve(again.id, agent_id="lead").id == said.id  # approved as a restatement: it is closed
+    believed = {h.id for h in s.search("refunds invoices approvals approver", "global", as_of=then, top_k=10)}
+    assert believed == {said.id}  # the two held facts were pending then
+    now = {h.id for h in s.search("refunds invoices approvals approver", "global", top_k=10)}
+    assert now == {held.id, said.id}
+    later = {h.id for h in s.search("refunds invoices approvals approver", "global", as_of=time.time(), top_k=10)}
+    assert later == {held.id, said.id}

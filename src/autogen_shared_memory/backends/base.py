@@ -754,13 +754,16 @@ def draft_values(draft: Draft) -> tuple[Any, ...]:
     )
 
 
-def as_of_clause(prefix: str, mark: str) -> str:
+def as_of_clause(prefix: str, mark: str, approvals: str) -> str:
     """:func:`~autogen_shared_memory.core.lifecycle.valid_at` as an SQL condition on the fact columns (``prefix``
-    names their table, ``mark`` is the driver's placeholder); its three parameters are the time, thrice."""
+    names their table, ``mark`` is the driver's placeholder), for a fact that was not held for review then:
+    ``approvals`` selects the fact's ``approved`` audit events (as ``a``), and one after the time means the
+    fact was pending. Its four parameters are the time, four times."""
     p = prefix
     return (
         f"{p}created_at <= {mark} AND ({p}status = 'active' OR ({p}status IN ('superseded', 'forgotten') "
-        f"AND {p}tombstone_at > {mark})) AND ({p}expires_at IS NULL OR {p}expires_at > {mark})"
+        f"AND {p}tombstone_at > {mark})) AND ({p}expires_at IS NULL OR {p}expires_at > {mark}) "
+        f"AND NOT EXISTS ({approvals} AND a.event = 'approved' AND a.at > {mark})"
     )
 
 

@@ -91,6 +91,11 @@ from .schema import SCHEMA_VERSION, ensure_extension, migrate
 
 logger = logging.getLogger("autogen_shared_memory")
 
+# The approved events of the fact of an ``asm_facts`` row (every filter query reads that table unaliased).
+_APPROVALS = (
+    "SELECT 1 FROM asm_audit a WHERE a.scope_kind = asm_facts.scope_kind AND a.owner = asm_facts.owner "
+    "AND a.fact_id = asm_facts.id"
+)
 _FACT_COLUMNS = (
     "seq, id, content, created_by, created_at, confidence, tags::text, category, metadata::text, session_id, "
     "expires_at, supersedes::text, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
@@ -477,8 +482,8 @@ class PostgresBackend(Backend):
         clauses: list[str] = []
         params: list[Any] = []
         if filters.as_of is not None:
-            clauses.append(as_of_clause("", "%s"))
-            params.extend([filters.as_of] * 3)
+            clauses.append(as_of_clause("", "%s", _APPROVALS))
+            params.extend([filters.as_of] * 4)
         elif not filters.include_inactive:
             clauses.append("status = 'active' AND (expires_at IS NULL OR expires_at > %s)")
             params.append(now)

@@ -670,8 +670,8 @@ class SQLiteBackend(Backend):
         clauses: list[str] = []
         params: list[Any] = []
         if filters.as_of is not None:
-            clauses.append(as_of_clause("f.", "?"))
-            params.extend([filters.as_of] * 3)
+            clauses.append(as_of_clause("f.", "?", "SELECT 1 FROM audit a WHERE a.fact_id = f.id"))
+            params.extend([filters.as_of] * 4)
         elif not filters.include_inactive:
             clauses.append("f.status = 'active' AND (f.expires_at IS NULL OR f.expires_at > ?)")
             params.append(now)
