@@ -532,3 +532,20 @@ def test_supersede_chain_lists_every_linked_fact_oldest_first(store: SharedMemor
     assert {e.fact_id for e in events} == {first.id, second.id, third.id}
     store.purge(older_than=0)
     assert store.supersede_chain(third.id) == [store.get(third.id), second.id]  # purged: a bare id, a dead end
+
+
+def test_metadata_comes_back_as_it_was_written(store: SharedMemoryStore) -> None:
+    """Numbers keep their type and sign, keys their order, on every backend (PostgreSQL kept a parsed form
+    before schema 6: 1e20 came back as an int, -0.0 as 0.0, keys reordered); so does a restatement's."""
+    import math
+
+    metadata = {"zeta": 1e20, "alpha": -0.0, "mid": 2**63 - 1, "tiny": 5e-324, "nested": {"b": 1.0, "a": [0.1, -0.0]}}
+    fact = store.remember("the rocket weighs a lot", "global", metadata=metadata)
+    back = store.get(fact.id).metadata
+    assert list(back) == list(metadata) and list(back["nested"]) == ["b", "a"]
+    assert isinstance(back["zeta"], float) and back["zeta"] == 1e20 and isinstance(back["nested"]["b"], float)
+    assert math.copysign(1.0, back["alpha"]) == -1.0 and math.copysign(1.0, back["nested"]["a"][1]) == -1.0
+    assert back == metadata
+    store.remember("The rocket weighs a lot.", "global", agent_id="lead", metadata={"y": -0.0, "x": 1e20})
+    detail = store.history(fact.id)[-1].detail["metadata"]
+    assert list(detail) == ["y", "x"] and isinstance(detail["x"], float) and math.copysign(1.0, detail["y"]) == -1.0

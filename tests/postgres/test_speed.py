@@ -231,7 +231,7 @@ def test_schema_5_drops_the_facts_full_text_and_term_counts_and_keeps_everything
     found = reopened.backend.rows(ScopeRef("agent", "lead"), "conversations", query_terms=["heron"])
     assert [r["content"] for r in found] == ["the heron flew off"]
     with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (5,)
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (6,)
         assert conn.execute(f"SELECT count(*) FROM {name}.asm_facts").fetchone() == (2,)
         migrated, new = layout(conn, name), layout(conn, fresh)
     assert migrated == new  # nothing of the facts' full text is left, and nothing else went

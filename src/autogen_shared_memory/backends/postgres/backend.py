@@ -102,6 +102,8 @@ _FACT_COLUMNS = (
     "reinforcement, content_hash, version, updated_at, stated_by::text"
 )
 _JSON_COLUMNS = frozenset({"tags", "metadata", "supersedes", "stated_by"})
+# Their casts: metadata (and an audit event's detail) is kept as written (schema 6: ``json``, not ``jsonb``).
+_JSON_CASTS = {c: "::json" if c == "metadata" else "::jsonb" for c in _JSON_COLUMNS}
 
 
 def _vec(vector: Any) -> str:
@@ -378,7 +380,7 @@ class PostgresBackend(Backend):
     ) -> None:
         conn.execute(
             "INSERT INTO asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+            "VALUES (%s, %s, %s, %s, %s, %s, %s::json)",
             (scope.kind, scope.owner, fact_id, event, actor, at, json.dumps(detail, default=str)),
         )
 
@@ -791,7 +793,7 @@ _COPY_FACTS = (
 _COPY_AUDIT = "COPY asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) FROM STDIN"
 _INSERT_AUDIT = (
     "INSERT INTO asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s::json)"
 )
 
 
@@ -927,7 +929,7 @@ class _PgTx:
         self.n_delta += 1
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
-        sets = [f"{_q(n)} = %s{'::jsonb' if n in _JSON_COLUMNS else ''}" for n in changes]
+        sets = [f"{_q(n)} = %s{_JSON_CASTS.get(n, '')}" for n in changes]
         values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
         row = self._execute(
             f"UPDATE asm_facts SET {', '.join(sets)}, version = version + 1, updated_at = %s, rev = %s "
@@ -1066,9 +1068,9 @@ def _table(name: str) -> str:
 def _casts(table: str) -> dict[str, str]:
     """The SQL casts of the columns of ``table`` that are not plain scalars."""
     if table == "facts":
-        return {**dict.fromkeys(_JSON_COLUMNS, "::jsonb"), "embedding": "::vector"}
+        return {**_JSON_CASTS, "embedding": "::vector"}
     if table == "audit":
-        return {"detail": "::jsonb"}
+        return {"detail": "::json"}
     if table == "meta":
         return {}
     return dict.fromkeys(table_spec(table).json_columns, "::jsonb")

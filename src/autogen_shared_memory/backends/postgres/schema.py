@@ -14,7 +14,7 @@ from ...core.records import TABLES, TableSpec
 from ...core.types import SharedMemoryError
 from .errors import BackendUnavailableError, redact
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 
 
@@ -56,6 +56,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
             _migrate_v4(conn, schema)
         if version < 5:
             _migrate_v5(conn, schema)
+        if version < 6:
+            _migrate_v6(conn, schema)
         if row is None:
             conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
         else:
@@ -185,6 +187,18 @@ def _migrate_v5(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {s}.asm_terms")
     conn.execute(f"DROP INDEX IF EXISTS {s}.asm_facts_tsv")
     conn.execute(f"ALTER TABLE {s}.asm_facts DROP COLUMN IF EXISTS tsv")
+
+
+def _migrate_v6(conn: psycopg.Connection[Any], schema: str) -> None:
+    """A fact's metadata and an audit event's detail keep the JSON text they were written as (``json``, not
+    ``jsonb``): ``jsonb`` stores a parsed form, so ``1e20`` came back as an integer, ``-0.0`` as ``0.0`` and
+    keys in another order, where SQLite gives back what was written. Nothing queries inside them. Values
+    written before this version keep ``jsonb``'s form."""
+    s = schema
+    conn.execute(f"ALTER TABLE {s}.asm_facts ALTER COLUMN metadata DROP DEFAULT")
+    conn.execute(f"ALTER TABLE {s}.asm_facts ALTER COLUMN metadata TYPE json USING metadata::json")
+    conn.execute(f"ALTER TABLE {s}.asm_facts ALTER COLUMN metadata SET DEFAULT '{{}}'::json")
+    conn.execute(f"ALTER TABLE {s}.asm_audit ALTER COLUMN detail TYPE json USING detail::json")
 
 
 def create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:
