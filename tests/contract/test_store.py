@@ -94,7 +94,7 @@ def test_exact_duplicate_reinforces(store: SharedMemoryStore) -> None:
 
 def test_near_duplicate_reinforces_with_threshold(make_store: StoreFactory) -> None:
     s = make_store(near_duplicate_threshold=0.8)
-    a = s.remember("user prefers dark mode, in the editor", "global")
+    a = s.remember("user prefers dark mode in the editor", "global")
     b = s.remember("User prefers: dark mode in editor", "global")  # the same wording, not the same text
     assert b.status == "reinforced" and b.duplicate_of == a.id and b.similarity is not None
     assert b.similarity >= 0.8
@@ -103,7 +103,7 @@ def test_near_duplicate_reinforces_with_threshold(make_store: StoreFactory) -> N
     events = [e.event for e in s.history(a.id)]
     assert events == ["created", "reinforced"]
     off = make_store(near_duplicate_threshold=1.01)
-    off.remember("user prefers dark mode, in the editor", "global")
+    off.remember("user prefers dark mode in the editor", "global")
     assert off.remember("User prefers: dark mode in editor", "global").status == "created"
 
 

@@ -37,8 +37,8 @@ from typing import Any, Protocol
 from .types import MAX_METADATA_BYTES, Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
 
 # ------------------------------------------------------------------------------------ normalisation
-# Marks written in several ways that say the same: curly and straight quotes, the minus sign and the hyphen,
-# the ideographic full stop; an emoji's presentation selector is dropped.
+# Marks written in several ways that say the same: curly and straight quotes, the ideographic full stop; an
+# emoji's presentation selector is dropped.
 _MARKS = str.maketrans(
     {
         "‘": "'",
@@ -49,7 +49,6 @@ _MARKS = str.maketrans(
         "”": '"',
         "„": '"',
         "‟": '"',
-        "−": "-",
         "。": ".",
         "\ufe0f": None,
     }
@@ -61,21 +60,28 @@ def nfkc(text: str) -> str:
     folds them into plain characters (``2³²`` would read ``232``, ``O(2ⁿ)`` ``O(2n)``), so they are spelled
     out first (``2^32``, ``O(2^n)``, ``H_2O``); then the marks of :data:`_MARKS` in one spelling."""
     if not text.isascii():
-        text = "".join(_script(ch) if ord(ch) > 0x7F else ch for ch in text)
-        text = unicodedata.normalize("NFKC", text).translate(_MARKS)
+        out, run = [], ""  # a run of super- (or sub-) scripts is marked once: 2³² is 2^32, not 2^3^2
+        for ch in text:
+            mark = _script(ch) if ord(ch) > 0x7F else ""
+            if mark and mark != run:
+                out.append(mark)
+            out.append(unicodedata.normalize("NFKC", ch).replace("−", "-") if mark else ch)  # ⁻ is a minus
+            run = mark
+        text = unicodedata.normalize("NFKC", "".join(out)).translate(_MARKS)
     return text
 
 
 @lru_cache(maxsize=1024)
 def _script(ch: str) -> str:
+    """``^`` for a superscript character, ``_`` for a subscript, else nothing."""
     form = unicodedata.decomposition(ch)
-    if form.startswith(("<super>", "<sub>")):
-        return ("^" if form.startswith("<super>") else "_") + unicodedata.normalize("NFKC", ch)
-    return ch
+    return "^" if form.startswith("<super>") else "_" if form.startswith("<sub>") else ""
 
 
 # A quoted span on one line: whitespace inside it is what was said (``split("  ")``, ``cut -d '\t'``).
 _QUOTED = re.compile(r"(?<!\w)(\"[^\"\n]*\"|`[^`\n]*`|'[^'\n]*')(?!\w)")  # not the apostrophes of Let's, Bob's
+_SPACES = re.compile(r"\s+")
+_ONE_LINE = re.compile(r"[^\n\r\v\f\x1c-\x1e\x85\u2028\u2029]*")  # nothing str.splitlines() splits at
 
 
 def _layout(text: str) -> str:
@@ -83,19 +89,31 @@ def _layout(text: str) -> str:
     under the first keeps its line break and indentation, which say what belongs to what in code and YAML
     (``upload(f)`` inside the loop or after it). A line that is not indented is only wrapped text: it joins
     the one before with a space."""
+    if _ONE_LINE.fullmatch(text) and not _QUOTED.search(text):
+        return " ".join(text.split())  # most texts: one line, nothing quoted
     out: list[str] = []
+    first = ""  # the first line's indentation: the others' counts from it ("  a:\n  b" is two siblings)
     for line in text.splitlines():
-        parts = _QUOTED.split(line)
-        body = "".join(p if i % 2 else re.sub(r"\s+", " ", p) for i, p in enumerate(parts)).strip()
+        if _QUOTED.search(line):
+            parts = _QUOTED.split(line)
+            body = "".join(p if i % 2 else _SPACES.sub(" ", p) for i, p in enumerate(parts)).strip()
+        else:
+            body = " ".join(line.split())
         if not body:
             continue
         indent = line[: len(line) - len(line.lstrip())]
-        out.append(("\n" + indent if out and indent else " " if out else "") + body)
+        if not out:
+            first = indent
+        elif indent.startswith(first) and len(indent) > len(first):
+            out.append("\n" + indent[len(first) :] + body)
+            continue
+        out.append((" " if out else "") + body)
     return "".join(out)
 
 
-_STOPS = frozenset(".,!…;:")  # end a sentence or a clause where they follow a word and a space follows them
 _FINAL = frozenset(".!…")  # end a text where they follow a word (never , ; or :, which can be the value)
+_FINAL_RUNS = re.compile(r"(?:\.|\.\.\.|…|!+)")  # "1.." is a range, not a sentence's end
+_CLOSING = frozenset(")]}\"'`%»")  # a final "." after them ends the sentence: "99.9%.", "(02:00 UTC).", "`main`."
 _QUOTE_PAIRS = {'"': '"', "'": "'", "`": "`", "«": "»", "»": "«", "「": "」", "『": "』"}
 _BRACKET_PAIRS = {"(": ")", "[": "]", "{": "}"}
 _BULLETS = frozenset("-*•–—")
@@ -110,12 +128,12 @@ def _soft_stop(mark: str, word: str) -> bool:
 
 def _encloses(text: str) -> bool:
     """Whether the text's first and last characters are one pair around all of it: quotes (that do not occur
-    inside), or brackets around a sentence (``(1, 2, 3)`` is a tuple, not ``[1, 2, 3]``)."""
+    inside), or brackets around a sentence without commas (``(1, 2, 3)`` is a tuple, not ``[1, 2, 3]``)."""
     first, last, inner = text[0], text[-1], text[1:-1]
     if _QUOTE_PAIRS.get(first) == last:
         return first not in inner and last not in inner
-    if _BRACKET_PAIRS.get(first) != last or not _WORDLIKE.search(inner) or len(inner.split()) < 2:
-        return False
+    if _BRACKET_PAIRS.get(first) != last or not _WORDLIKE.search(inner) or len(inner.split()) < 2 or "," in inner:
+        return False  # a tuple, a list, a set: (1, 2, 3) is not [1, 2, 3], ('r', 'w') not ['r', 'w']
     depth = 0
     for ch in inner:
         depth += (ch == first) - (ch == last)
@@ -142,10 +160,11 @@ def _frame(text: str) -> tuple[int, int]:
         cut = end
         while cut > start and text[cut - 1] in _FINAL:
             cut -= 1
-        if start < cut < end and text[cut - 1].isalnum():
+        if start < cut < end and _FINAL_RUNS.fullmatch(text, cut, end):
             words = text[start:cut].split()
             word = words[-1].lstrip("".join(_QUOTE_PAIRS) + "([{") if words else ""
-            if all(_soft_stop(mark, word) for mark in text[cut:end]):
+            after_word = text[cut - 1].isalnum() and all(_soft_stop(mark, word) for mark in text[cut:end])
+            if after_word or (text[cut:end] == "." and text[cut - 1] in _CLOSING and cut - 1 > start):
                 end = cut
                 continue
         if end - start >= 2 and _encloses(text[start:end]):
@@ -154,15 +173,59 @@ def _frame(text: str) -> tuple[int, int]:
         return start, end
 
 
-def _fold(token: str) -> str:
+# Words that an all-caps spelling makes another word: IT, US, NO, OR... (in a text that is not all caps)
+_CAPS_WORDS = frozenset("it us no or on in at as is be so do up we he me an to if".split())
+_NUMBER = re.compile(r"[-+]?\d[\d.,:]*")
+_DIGIT = re.compile(r"\d")
+_FLAG = re.compile(r"--?[^\W\d_]")  # -P is not -p, git branch -D is not -d
+# What a text needs for _fold to keep any of its case: a digit (a key, a number before a unit), a dash (a
+# flag), two capitals (a word of _CAPS_WORDS), a quote (a quoted span).
+_CASE_KEPT = re.compile(r"[\d\-\"`]|[A-Z][A-Z]|(?<!\w)'")
+
+
+def _fold(token: str, before: str = "", shouting: bool = True) -> str:
     """A token in lower case, unless case is part of it: a key or a hash, with digits among letters whose case
-    changes more than once (``sk-AbC123``, ``3fA9b``; ``OAuth2`` and ``IPv6`` are names, ``3FA9B`` is hex).
-    ``lower``, not ``casefold``: ``Maßen`` is not ``Massen``."""
-    if any(c.isdigit() for c in token):
+    changes more than once (``sk-AbC123``, ``3fA9b``; ``OAuth2`` and ``IPv6`` are names, ``3FA9B`` is hex);
+    and, in a text that is not all in capitals (``shouting``), a unit after a number (``100 MB/s``, ``5 mW``), a
+    one-letter flag (``-P``) or a word that capitals make another one (``IT``, ``US``, ``NO``). ``lower``, not
+    ``casefold``: ``Maßen`` is not ``Massen``."""
+    low = token.lower()
+    if low == token:
+        return token
+    if _DIGIT.search(token):
         letters = [c.isupper() for c in token if c.isalpha()]
         if sum(a != b for a, b in itertools.pairwise(letters)) >= 2:
             return token
-    return token.lower()
+    if not shouting:
+        if _NUMBER.fullmatch(before) and 0 < sum(c.isalpha() for c in token) <= 3:
+            return token
+        if _FLAG.fullmatch(token) or (low in _CAPS_WORDS and token.isupper()):
+            return token
+    return low
+
+
+def _cased(text: str) -> str:
+    """Each token of ``text`` through :func:`_fold`; a quoted span stays as written (``'Summer2024'``)."""
+    if not _CASE_KEPT.search(text):
+        return text.lower()  # most texts: no digit, dash, quoted span or two capitals
+    if text.lower() == text:
+        return text
+    shouting = text.upper() == text
+    parts = _QUOTED.split(text)
+    out, before = [], ""
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(part)
+            before = part
+            continue
+        tokens = part.split(" ")
+        for j, token in enumerate(tokens):
+            if token:
+                if token.lower() != token:
+                    tokens[j] = _fold(token, before, shouting)
+                before = token
+        out.append(" ".join(tokens))
+    return "".join(out)
 
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
@@ -175,8 +238,10 @@ def normalise(text: str) -> str:
     nor ``"The delimiter is ','"`` ``"... is ';'"``; symbols such as ``$``, ``%`` or emoji stay too."""
     laid = _layout(nfkc(text))
     start, end = _frame(laid)
-    core = _layout(laid[start:end]) or laid  # quotes around it all are gone; punctuation only: its own form
-    return re.sub(r"\S+", lambda m: _fold(m.group()), core)
+    core = laid[start:end] or laid  # punctuation only: its own form
+    if start and laid[start - 1] in _QUOTE_PAIRS:
+        core = _layout(core)  # the quotes around it all are gone: its whitespace is no longer quoted
+    return _cased(core)
 
 
 def content_hash(text: str) -> str:
@@ -190,9 +255,11 @@ def content_hash(text: str) -> str:
 _TOKEN = re.compile(r"\w+(?:[-_./:@',]\w+)*|[!<>=]=|[^\w\s]", re.UNICODE)
 _CONTRACTIONS = {"n't": "not", "'re": "are", "'ve": "have", "'ll": "will", "'m": "am", "'d": "would"}
 _IRREGULAR = {"can't": ("can", "not"), "won't": ("will", "not"), "cannot": ("can", "not"), "shan't": ("shall", "not")}
-# Words whose presence never changes what a fact says.
-IGNORED_WORDS = frozenset({"a", "an", "the", "please"})
-_BOLD = re.compile(r"\*\*([\w' -]+?)\*\*")  # **tables**: never *.tmp, *cache*, **/node_modules/**
+# Words whose presence never changes what a fact says; an article's may not (:func:`same_wording`).
+IGNORED_WORDS = frozenset({"please"})
+ARTICLE = "\x00"  # marks an article in a wording
+_QUANTITIES = frozenset({"few", "little", "lot", "bit"})
+_BOLD = re.compile(r"\*\*(?=[\w'])([\w' -]*?[\w'])\*\*")  # **tables**: never *.tmp, *cache*, **/x/**, 2 ** 3
 
 
 def _words(line: str) -> Iterator[re.Match[str]]:
@@ -207,41 +274,36 @@ def _words(line: str) -> Iterator[re.Match[str]]:
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several neighbours
 def wording(text: str) -> tuple[str, ...]:
-    """The words of ``text`` that a near duplicate must repeat, in order: in lower case (:func:`_fold`),
-    without its frame (:func:`_frame`), markdown's bold (``**tables**``), or a stop, ``!``, ``;`` or ``:`` that
-    ends a word's sentence or clause (a word before it, a space after it); contractions spelled out
-    (``don't`` = ``do not``), articles and "please" left out (a capital ``A`` after the first word is a name:
-    "vitamin A"). Every other word and mark counts: numbers, dates, names, units, negations, antonyms, roles,
-    comparatives, pronouns, the order that tells who did what to whom, commas, ``?``, ``*``, ``-``, ``_``,
-    symbols, quotes and brackets inside the text (``[0, 10)`` is not ``[0, 10]``, ``6'`` not ``6"``), stops that
-    do not end a word (``main..feature``, ``cd ..``), whether a mark is glued to what is next to it
-    (``rm -rf /tmp`` is not ``rm -rf / tmp``), and the indentation of a text's lines."""
+    """The words and marks of ``text`` that a near duplicate must repeat, in order (:func:`same_wording`
+    compares two): in lower case (:func:`_fold`), without its frame (:func:`_frame`), markdown's bold
+    (``**tables**``), "please", or a ``:`` that ends a word (``Staging: port 5432``); contractions spelled out
+    (``don't`` = ``do not``); articles marked (``ARTICLE + "the"``: an article one text has and the other has
+    not is ignored, ``the`` against ``a`` counts; ``a few`` is not ``few``; a capital ``A`` after the first
+    word is a name: "vitamin A"). Every other word and mark counts: numbers, dates, names, units, negations,
+    antonyms, roles, comparatives, pronouns, the order that tells who did what to whom, stops, commas and
+    ``!`` (``frozen. Until Monday`` is not ``frozen until Monday.``, ``save!`` not ``save``), ``?``, ``*``,
+    ``-``, ``_``, symbols, quotes and brackets inside the text (``[0, 10)`` is not ``[0, 10]``), a quoted span
+    as written, whether a mark is glued to what is next to it (``rm -rf /tmp`` is not ``rm -rf / tmp``), and
+    the indentation of a text's lines."""
     out: list[str] = []
     plain = _layout(_BOLD.sub(r"\1", nfkc(text)))
     start, end = _frame(plain)
+    shouting = not any(c.islower() for c in plain[start:end])
     for n, line in enumerate(plain[start:end].split("\n")):
         if n:
             out.append("\n" + line[: len(line) - len(line.lstrip())])  # an indented line: it belongs above
-        last_end, last_mark = -1, False
+        last_end, last_mark, before = -1, False, ""
         for match in _words(line):
             token, at = match.group(), match.start()
-            if _QUOTED.fullmatch(token):  # a quoted literal counts as written, spaces and all
-                out.append(("+" if at == last_end else "") + _fold(token))
-                last_end, last_mark = match.end(), True
+            if _QUOTED.fullmatch(token):  # a quoted literal counts as written, spaces, case and all
+                out.append(("+" if at == last_end else "") + token)
+                last_end, last_mark, before = match.end(), True, token
                 continue
             mark = not token[0].isalnum() and token[0] != "_"
             glued = at == last_end and (mark or last_mark)  # "$500", "/tmp", "-rf": the mark and the word are one
-            last_end, last_mark = match.end(), mark
+            last_end, last_mark, previous, before = match.end(), mark, before, token
             if len(token) == 1 and mark:
-                before = line[:at].split()[-1] if line[:at].strip() else ""
-                after = line[at + 1 : at + 2]
-                if (
-                    token in _STOPS
-                    and at > 0
-                    and line[at - 1].isalnum()
-                    and after.isspace()
-                    and _soft_stop(token, before)
-                ):
+                if token == ":" and at > 0 and line[at - 1].isalnum() and line[at + 1 : at + 2].isspace():
                     continue
                 out.append("+" + token if glued else token)
                 continue
@@ -251,7 +313,8 @@ def wording(text: str) -> tuple[str, ...]:
             if token == "A" and out:  # "Vitamin A", "plan A": a name, not the article (which leads a sentence)
                 out.append("a")
                 continue
-            low = _fold(token).strip("'")
+            flag = glued and previous in ("-", "--") and len(token) == 1  # -P is not -p
+            low = token if flag else _fold(token, previous, shouting).strip("'")
             if low in _IRREGULAR:
                 out += _IRREGULAR[low]
                 continue
@@ -260,9 +323,29 @@ def wording(text: str) -> tuple[str, ...]:
                 out += [low[: -len(suffix)], _CONTRACTIONS[suffix]]
             elif low.endswith("'s"):  # possessive or "is": the word itself is what must match
                 out.append(low[:-2])
+            elif low in ("a", "an", "the"):
+                out.append(ARTICLE + ("the" if low == "the" else "a"))
+            elif low in _QUANTITIES and out and out[-1] == ARTICLE + "a":
+                out[-1] = "a " + low  # "a few" is not "few"
             elif low and low not in IGNORED_WORDS:
                 out.append("+" + low if glued else low)
     return tuple(out)
+
+
+def same_wording(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two :func:`wording` tuples say the same: equal once an article that only one of them has at a
+    place is left out (``the reports`` = ``reports``; ``the reviewer`` is not ``a reviewer``)."""
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i] == b[j]:
+            i, j = i + 1, j + 1
+        elif a[i].startswith(ARTICLE) and not b[j].startswith(ARTICLE):
+            i += 1
+        elif b[j].startswith(ARTICLE) and not a[i].startswith(ARTICLE):
+            j += 1
+        else:
+            return False
+    return all(t.startswith(ARTICLE) for t in (*a[i:], *b[j:]))
 
 
 def says_the_same(a: str, b: str, cosine: float | None, threshold: float) -> bool:
@@ -272,7 +355,7 @@ def says_the_same(a: str, b: str, cosine: float | None, threshold: float) -> boo
     folded, as the model does: identifiers that differ only in case, ``ls -r`` and ``ls -R``, are one.)"""
     if normalise(a) == normalise(b):
         return True
-    return cosine is not None and cosine >= threshold and wording(a) == wording(b)
+    return cosine is not None and cosine >= threshold and same_wording(wording(a), wording(b))
 
 
 # ------------------------------------------------------------------------------- the transaction
