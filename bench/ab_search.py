@@ -19,6 +19,9 @@ for choosing between exactness and speed at this size::
     python bench/ab_search.py --baseline HEAD --vector-index hnsw --rounds 2 --stores ~/.cache/asm-bench-stores
 
 ``--baseline-vector-index hnsw`` gives the baseline the graphs too (two revisions of the HNSW path).
+``--given-vectors`` gives every search its query's vector, computed up front: what is timed is the store's
+work alone (both legs, fusion, reading the facts), a steadier measure of a change to it than "own work",
+whose query embedding alone moves by ±30% within minutes on a shared host.
 """
 
 from __future__ import annotations
@@ -73,10 +76,25 @@ from common.corpus import make_queries
 from common.measure import Monitor
 from autogen_shared_memory.onnx_embedding import OnnxEmbedder
 from autogen_shared_memory.store import SharedMemoryStore
-root, n, vector_index = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[5]
+root, n, vector_index, given = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[5], sys.argv[6] == "1"
 embedder = OnnxEmbedder(cache_size=0)
 embedder.embed(["warm up the model", "and once more"])
 queries = make_queries(2 * (2 * n + 5) + 10, 1235)
+if given:  # each query's vector computed up front: a search times the store's work alone
+    import numpy as np
+    model = embedder
+    vectors = dict(zip(queries, model.embed(queries)))
+
+    class Given:
+        model_id, dimension = model.model_id, model.dimension
+
+        def __getattr__(self, name):
+            return getattr(model, name)
+
+        def embed(self, texts):
+            return np.stack([vectors[t] for t in texts])
+
+    embedder = Given()
 out, pos = {}, 0
 for layout, scope in (("single", "group"), ("all", "all")):
     store = SharedMemoryStore(root / f"search-{layout}", embedder=embedder, vector_index=vector_index)
@@ -114,6 +132,12 @@ def main() -> None:
     p.add_argument("--retries", type=int, default=2, help="re-run a worker disturbed by >= 0.3 other cores")
     p.add_argument("--vector-index", choices=("exact", "hnsw"), default="exact", help="the current tree's vector index")
     p.add_argument("--baseline-vector-index", choices=("exact", "hnsw"), default="exact", help="the baseline's")
+    p.add_argument(
+        "--given-vectors",
+        action="store_true",
+        help="give each search its query's vector, computed up front: the store's work alone, without the "
+        "embedding or the lexical leg's overlap with it (own work is then the search p50)",
+    )
     args = p.parse_args()
     stores = args.stores.expanduser()
     with tempfile.TemporaryDirectory(prefix="ab-search-") as tmp:
@@ -137,7 +161,14 @@ def main() -> None:
                     index = args.vector_index if name == "now" else args.baseline_vector_index
                     with cpu_window() as w:
                         out = run(
-                            WORKER, trees[name], str(copies[name]), str(args.queries), str(SIZE), str(HERE), index
+                            WORKER,
+                            trees[name],
+                            str(copies[name]),
+                            str(args.queries),
+                            str(SIZE),
+                            str(HERE),
+                            index,
+                            "1" if args.given_vectors else "0",
                         )
                     return json.loads(out.strip().splitlines()[-1]), w.other_cores
 
