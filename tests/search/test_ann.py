@@ -122,7 +122,7 @@ def test_near_duplicates_are_found_through_the_graph(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, backend=backend, embedder=HashEmbedder(), near_duplicate_threshold=0.95)
     receipts = store.remember_many([fact(i) for i in range(400)], "global")
     assert backend.build_ann(store.scope_ref("global"))
-    again = store.remember_many([fact(123).upper() + "!", fact(321) + ","], "global")
+    again = store.remember_many([fact(123).upper() + "!", fact(321) + "."], "global")
     assert [(r.status, r.duplicate_of) for r in again] == [
         ("reinforced", receipts[123].id),
         ("reinforced", receipts[321].id),
