@@ -204,6 +204,8 @@ SAID_APART = [
     ("The uplink is 100 Mb/s", "The uplink is 100 MB/s"),
     ("The heater draws 5 mW", "The heater draws 5 MW"),
     ("Ask IT to reset the VPN password.", "Ask it to reset the VPN password."),
+    ("Ask IT, then reset the VPN password.", "Ask it, then reset the VPN password."),
+    ("Run it with sudo (-P) first", "Run it with sudo (-p) first"),
     ("The sensor reports NO levels every minute.", "The sensor reports no levels every minute."),
     ("Expose all ports with docker run -P", "Expose all ports with docker run -p"),
     ("The staging password is 'Summer2024'", "The staging password is 'summer2024'"),

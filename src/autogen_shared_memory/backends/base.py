@@ -23,6 +23,7 @@ from ..core import lifecycle
 from ..core.lifecycle import WriteTx
 from ..core.records import TABLES, table_spec
 from ..core.types import (
+    MAX_METADATA_BYTES,
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -627,8 +628,9 @@ def merge_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
         changes["tags"] = (*fact.tags, *(str(t) for t in tags if t not in fact.tags))
     if fact.category is None and isinstance(row.get("category"), str):
         changes["category"] = row["category"]
-    if isinstance(metadata, dict) and set(metadata) - set(fact.metadata):
-        changes["metadata"] = json.dumps({**metadata, **fact.metadata})
+    merged = {**metadata, **fact.metadata} if isinstance(metadata, dict) else fact.metadata
+    if len(merged) > len(fact.metadata) and len(json.dumps(merged).encode()) <= MAX_METADATA_BYTES:
+        changes["metadata"] = json.dumps(merged)
     confidence = row.get("confidence")
     if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and confidence > fact.confidence:
         changes["confidence"] = float(confidence)

@@ -178,6 +178,7 @@ _CAPS_WORDS = frozenset("it us no or on in at as is be so do up we he me an to i
 _NUMBER = re.compile(r"[-+]?\d[\d.,:]*")
 _DIGIT = re.compile(r"\d")
 _FLAG = re.compile(r"--?[^\W\d_]")  # -P is not -p, git branch -D is not -d
+_EDGES = ".,;:!?\"'`()[]{}"
 # What a text needs for _fold to keep any of its case: a digit (a key, a number before a unit), a dash (a
 # flag), two capitals (a word of _CAPS_WORDS), a quote (a quoted span).
 _CASE_KEPT = re.compile(r"[\d\-\"`]|[A-Z][A-Z]|(?<!\w)'")
@@ -199,7 +200,8 @@ def _fold(token: str, before: str = "", shouting: bool = True) -> str:
     if not shouting:
         if _NUMBER.fullmatch(before) and 0 < sum(c.isalpha() for c in token) <= 3:
             return token
-        if _FLAG.fullmatch(token) or (low in _CAPS_WORDS and token.isupper()):
+        word = token.strip(_EDGES)  # "IT," and "(-P)" are IT and -P
+        if _FLAG.fullmatch(word) or (word.lower() in _CAPS_WORDS and word.isupper()):
             return token
     return low
 
