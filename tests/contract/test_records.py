@@ -126,6 +126,28 @@ def test_user_profile_is_shared_and_json(store: SharedMemoryStore) -> None:
     assert len(store.for_agent("x").get_user_profile()) == 2  # type: ignore[arg-type]
 
 
+def test_record_json_comes_back_as_it_was_written(store: SharedMemoryStore) -> None:
+    """A profile value, a task's context and a tool call's arguments keep their numbers' type and sign and their
+    keys' order on every backend (PostgreSQL kept ``jsonb``'s parsed form before schema 7: 1e20 came back as
+    an int, -0.0 as 0.0, keys sorted by length); a ``where`` on such a column compares its text."""
+    import math
+
+    value = {"zeta": 1e20, "alpha": -0.0, "nested": {"bb": 1.0, "a": [0.1, -0.0]}}
+    lead = store.for_agent("lead")
+    lead.update_user_profile("limits", value)
+    back = lead.get_user_profile("limits")
+    assert back is not None and back.value == value
+    assert list(back.value) == list(value) and list(back.value["nested"]) == ["bb", "a"]
+    assert isinstance(back.value["zeta"], float) and math.copysign(1.0, back.value["alpha"]) == -1.0
+    task = lead.create_task("check the limits", context=value)
+    context = lead.get_task(task.id).context
+    assert list(context) == list(value) and isinstance(context["zeta"], float)
+    written = store.backend.rows(ScopeRef("global", ""), "user_profile", where={"key": "limits"})[0]["value"]
+    assert [r["key"] for r in store.backend.rows(ScopeRef("global", ""), "user_profile", where={"value": written})] == [
+        "limits"
+    ]
+
+
 def test_agent_directory(store: SharedMemoryStore) -> None:
     doc = store.for_agent("doc_agent")
     doc.register(display_name="DocAgent", capabilities=["pdf", "ocr"], model="gpt-x", status="active")

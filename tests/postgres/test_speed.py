@@ -231,7 +231,7 @@ def test_schema_5_drops_the_facts_full_text_and_term_counts_and_keeps_everything
     found = reopened.backend.rows(ScopeRef("agent", "lead"), "conversations", query_terms=["heron"])
     assert [r["content"] for r in found] == ["the heron flew off"]
     with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (6,)
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (7,)
         assert conn.execute(f"SELECT count(*) FROM {name}.asm_facts").fetchone() == (2,)
         migrated, new = layout(conn, name), layout(conn, fresh)
     assert migrated == new  # nothing of the facts' full text is left, and nothing else went
@@ -239,6 +239,33 @@ def test_schema_5_drops_the_facts_full_text_and_term_counts_and_keeps_everything
     assert ("asm_conversations", "tsv", "tsvector") in migrated["columns"]
     assert ("asm_conversations", "asm_conversations_tsv") in migrated["indexes"]
     assert not [f for f in migrated["functions"] if "terms" in f[0]]
+    reopened.close()
+
+
+def test_schema_7_keeps_record_json_as_written_and_reads_what_jsonb_kept(pg_dsn: str) -> None:
+    """A version-6 schema (record tables' JSON columns ``jsonb``) opens as version 7 with the fresh layout; a
+    value written before keeps ``jsonb``'s form, one written after comes back as written."""
+    name, fresh = schema(), schema()
+    open_store(pg_dsn, fresh).close()
+    store = open_store(pg_dsn, name)
+    store.for_agent("lead").update_user_profile("old", {"b": 1e20, "a": 1})
+    store.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 6
+        conn.execute(f"SET search_path TO {name}, public")
+        for table, column in [("user_profile", "value"), ("tasks", "context"), ("tool_calls", "tool_args")]:
+            conn.execute(f'ALTER TABLE asm_{table} ALTER COLUMN "{column}" TYPE jsonb USING "{column}"::jsonb')
+        conn.execute("UPDATE asm_schema SET version = 6")
+    reopened = open_store(pg_dsn, name)
+    lead = reopened.for_agent("lead")
+    old = lead.get_user_profile("old")
+    assert old is not None and old.value == {"b": 1e20, "a": 1}
+    lead.update_user_profile("new", {"b": 1e20, "a": 1})
+    new = lead.get_user_profile("new")
+    assert new is not None and list(new.value) == ["b", "a"] and isinstance(new.value["b"], float)
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (7,)
+        migrated, made = layout(conn, name), layout(conn, fresh)
+    assert migrated == made and ("asm_user_profile", "value", "json") in migrated["columns"]
     reopened.close()
 
 

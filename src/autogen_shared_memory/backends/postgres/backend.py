@@ -1001,7 +1001,7 @@ class _PgTx:
     def update_rows(self, table: str, where: Mapping[str, Any], values: Mapping[str, Any]) -> int:
         spec = table_spec(table)
         spec.check_mutable()
-        clause, params = _where(where)
+        clause, params = _where(where, table)
         sets = ", ".join(f"{_q(c)} = %s{_casts(table).get(c, '')}" for c in values)
         count = self._execute(
             f"UPDATE asm_{table} SET {sets} WHERE scope_kind = %s AND owner = %s AND {clause}",
@@ -1013,7 +1013,7 @@ class _PgTx:
     def delete_rows(
         self, table: str, where: Mapping[str, Any] | None = None, before: float | None = None, time_column: str = ""
     ) -> int:
-        clause, params = _where(where)
+        clause, params = _where(where, table)
         if before is not None:
             clause += f" AND {_q(time_column)} < %s"
             params.append(before)
@@ -1073,12 +1073,16 @@ def _casts(table: str) -> dict[str, str]:
         return {"detail": "::json"}
     if table == "meta":
         return {}
-    return dict.fromkeys(table_spec(table).json_columns, "::jsonb")
+    return dict.fromkeys(table_spec(table).json_columns, "::json")
 
 
-def _where(where: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
+def _where(where: Mapping[str, Any] | None, table: str) -> tuple[str, list[Any]]:
+    """``where`` as SQL: equality, NULL for None; a ``json`` column compares its text, as SQLite does (``json``
+    has no equality operator)."""
     items = (where or {}).items()
-    clauses = [f"{_q(c)} = %s" if v is not None else f"{_q(c)} IS NULL" for c, v in items]
+    as_text = [c for c, cast in _casts(table).items() if cast == "::json"]
+    columns = [f"{_q(c)}::text" if c in as_text else _q(c) for c, _ in items]
+    clauses = [f"{c} = %s" if v is not None else f"{c} IS NULL" for c, (_, v) in zip(columns, items, strict=True)]
     return " AND ".join(clauses) or "TRUE", [v for _, v in items if v is not None]
 
 
@@ -1094,7 +1098,7 @@ def _select_rows(
     oldest_first: bool,
 ) -> list[dict[str, Any]]:
     """The rows of :meth:`PostgresBackend.rows` (JSON as text, vectors as float32 bytes)."""
-    clause, params = _where(where)
+    clause, params = _where(where, table)
     clauses = ["scope_kind = %s", "owner = %s", clause]
     params = [scope.kind, scope.owner, *params]
     if table == "meta":

@@ -14,7 +14,7 @@ from ...core.records import TABLES, TableSpec
 from ...core.types import SharedMemoryError
 from .errors import BackendUnavailableError, redact
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 
 
@@ -58,6 +58,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
             _migrate_v5(conn, schema)
         if version < 6:
             _migrate_v6(conn, schema)
+        if version < 7:
+            _migrate_v7(conn, schema)
         if row is None:
             conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
         else:
@@ -201,7 +203,19 @@ def _migrate_v6(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(f"ALTER TABLE {s}.asm_audit ALTER COLUMN detail TYPE json USING detail::json")
 
 
+def _migrate_v7(conn: psycopg.Connection[Any], schema: str) -> None:
+    """The record tables' JSON columns (a profile value, a task's context, a tool call's arguments...) keep
+    the text they were written as, as a fact's metadata does since version 6. Values written before this
+    version keep ``jsonb``'s form."""
+    for spec in TABLES.values():
+        for column in spec.json_columns:
+            conn.execute(
+                f'ALTER TABLE {schema}.asm_{spec.name} ALTER COLUMN "{column}" TYPE json USING "{column}"::json'
+            )
+
+
 def create_record_table(conn: psycopg.Connection[Any], spec: TableSpec) -> None:
+    """A record table as schema 1 created it (its JSON columns ``jsonb``, until :func:`_migrate_v7`)."""
     columns = []
     for name, kind in spec.columns.items():
         pg_type = "jsonb" if name in spec.json_columns else _PG_TYPES[kind]
