@@ -99,8 +99,8 @@ def _passes(row: Mapping[str, Any], filters: Filters, now: float, tables: Mappin
     """The filters, as :class:`Filters` and :func:`base.as_of_clause` describe them."""
     if filters.as_of is not None:
         t = filters.as_of
-        approved = [a["at"] for a in tables["audit"].values() if a["fact_id"] == row["id"] and a["event"] == "approved"]
-        if any(at > t for at in approved):  # held for review then
+        events = [(a["event"], a["at"]) for a in tables["audit"].values() if a["fact_id"] == row["id"]]
+        if any(e == "rejected" or (e == "approved" and at > t) for e, at in events):  # held for review then
             return False
         if not (
             row["created_at"] <= t

@@ -978,7 +978,7 @@ class FactStore:
         ``position`` is the place just after it: ``changes(since=batch[-1].position)`` continues exactly where
         a batch ended, across restarts and hosts, without skipping or repeating a change. A change is one
         event of a fact's audit trail (``created``, ``reinforced``, ``superseded``, ``forgotten``,
-        ``approved``, ``purged``, ``reembedded``); records and scope settings are not in the feed.
+        ``rejected``, ``approved``, ``purged``, ``reembedded``); records and scope settings are not in the feed.
 
         Like :meth:`stats`, this is for trusted code: it reports every scope, private agent scopes included,
         and applies no access policy (it carries ids, actors and events, never fact content).

@@ -76,8 +76,9 @@ class StatusChange:
 #   means by ``seq`` everywhere, never by ``created_at`` (an imported fact can be older than the facts written
 #   before it).
 # * ``audit`` (``seq``, ``fact_id``, ``event``, ``actor``, ``at``, ``detail`` as JSON text): append-only; it
-#   survives purge. Events: ``created``, ``reinforced``, ``superseded``, ``forgotten``, ``approved``,
-#   ``purged``, ``reembedded`` (written by :mod:`core.lifecycle` and :func:`reembed_scope`).
+#   survives purge. Events: ``created``, ``reinforced``, ``superseded``, ``forgotten``, ``rejected`` (a held
+#   fact forgotten), ``approved``, ``purged``, ``reembedded`` (written by :mod:`core.lifecycle` and
+#   :func:`reembed_scope`).
 # * Each record table of :data:`core.records.TABLES`: its columns plus ``seq``, keyed by ``TableSpec.key``.
 #
 # Vectors are L2-normalised (the :class:`~autogen_shared_memory.embedding.Embedder` contract), so a cosine is
@@ -110,6 +111,7 @@ FACT_COLUMN_NAMES = (
     "stated_by",
 )
 MODEL_KEYS = ("embedding_model", "embedding_dim")
+CLOSING_EVENTS = ("forgotten", "rejected", "superseded")  # the audit events that close a fact
 OnConflict = Literal["fail", "skip", "update"]
 T = TypeVar("T")
 
@@ -562,7 +564,7 @@ class Backend(ABC):
                     if here < seen[key]:
                         inserted += len(tx.add_rows("audit", [{**same, "detail": row.get("detail")}]))
                     fid = str(row["fact_id"])
-                    if row["event"] in ("forgotten", "superseded") and fid not in exported and fid not in closing:
+                    if row["event"] in CLOSING_EVENTS and fid not in exported and fid not in closing:
                         closing[fid] = {**row, "detail": detail}
                 elif table == "facts":
                     added = len(tx.add_rows(table, [row], on_conflict="skip"))
@@ -595,12 +597,13 @@ def _detail(value: Any) -> Any:
 
 
 def closed_row(fact_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
-    """The closed state a ``forgotten`` or ``superseded`` audit event gives its fact (as the write left it)."""
+    """The closed state a ``forgotten``, ``rejected`` or ``superseded`` audit event gives its fact (as the
+    write left it)."""
     detail = event["detail"] if isinstance(event["detail"], dict) else {}
     successor = detail.get("superseded_by")
     return {
         "id": fact_id,
-        "status": event["event"],
+        "status": "superseded" if event["event"] == "superseded" else "forgotten",
         "superseded_by": successor if event["event"] == "superseded" else None,
         "tombstone_by": event["actor"],
         "tombstone_at": event["at"],
@@ -759,13 +762,14 @@ def draft_values(draft: Draft) -> tuple[Any, ...]:
 def as_of_clause(prefix: str, mark: str, approvals: str) -> str:
     """:func:`~autogen_shared_memory.core.lifecycle.valid_at` as an SQL condition on the fact columns (``prefix``
     names their table, ``mark`` is the driver's placeholder), for a fact that was not held for review then:
-    ``approvals`` selects the fact's ``approved`` audit events (as ``a``), and one after the time means the
-    fact was pending. Its four parameters are the time, four times."""
+    ``approvals`` selects the fact's audit events (as ``a``): an ``approved`` one after the time means the fact
+    was pending then, a ``rejected`` one that it was pending until it was closed. Its four parameters are the
+    time, four times."""
     p = prefix
     return (
         f"{p}created_at <= {mark} AND ({p}status = 'active' OR ({p}status IN ('superseded', 'forgotten') "
         f"AND {p}tombstone_at > {mark})) AND ({p}expires_at IS NULL OR {p}expires_at > {mark}) "
-        f"AND NOT EXISTS ({approvals} AND a.event = 'approved' AND a.at > {mark})"
+        f"AND NOT EXISTS ({approvals} AND (a.event = 'rejected' OR (a.event = 'approved' AND a.at > {mark})))"
     )
 
 

@@ -561,9 +561,10 @@ def _correct(tx: WriteTx, scope: ScopeRef, draft: Draft, j: int) -> Receipt:
 def set_status(
     tx: WriteTx, scope: ScopeRef, fact_id: str, status: Status, actor: str, at: float, reason: str | None
 ) -> None:
-    """Tombstone a fact (``forgotten``), or approve a fact held for review (``pending`` to ``active``); a
-    no-op when it already has that status, and forgetting a superseded fact is one too: it is closed already,
-    and a new tombstone would rewrite its history (who closed it, when, for what) and what ``as_of`` recalls."""
+    """Tombstone a fact (``forgotten``; a held one's event is ``rejected``), or approve a fact held for review
+    (``pending`` to ``active``); a no-op when it already has that status, and forgetting a superseded fact
+    is one too: it is closed already, and a new tombstone would rewrite its history (who closed it, when, for
+    what) and what ``as_of`` recalls."""
     found = tx.get([fact_id])
     if not found:
         raise FactNotFoundError(f"no fact {fact_id!r} in {scope}")
@@ -573,7 +574,8 @@ def set_status(
         approve(tx, scope, fact_id, actor, at, reason, near_duplicate_threshold=None)
         return
     tx.update(fact_id, {"status": status, "tombstone_by": actor, "tombstone_at": at, "tombstone_reason": reason})
-    tx.audit(fact_id, status, actor, {"reason": reason})
+    # a held fact forgotten is rejected: its event says so, and ``as_of`` never recalls it (it was never believed)
+    tx.audit(fact_id, "rejected" if found[0].status == "pending" else status, actor, {"reason": reason})
 
 
 def approve(

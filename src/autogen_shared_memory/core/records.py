@@ -10,7 +10,7 @@ import json
 import math
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 MAX_RECORD_BYTES = 256 * 1024
@@ -146,7 +146,7 @@ class ToolCallRecord:
     table = "tool_calls"
 
     def to_row(self) -> dict[str, Any]:
-        row = asdict(self)
+        row = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it copies the arguments deeply
         row["tool_args"] = _json(self.tool_args, "tool_args")
         row["success"] = int(self.success)
         return row

@@ -223,16 +223,24 @@ class BoundTools:
         too: what the model tried is part of the record)."""
         if self.record_calls:
             failed = text.startswith(FAILURE_PREFIXES)
-            try:
+            duration_ms = (time.perf_counter() - started) * 1000.0
+
+            async def log(args: dict[str, Any]) -> None:
                 await self.store.alog_tool_call(
                     self.agent_id,
                     name,
-                    arguments,
+                    args,
                     text,
                     success=not failed,
-                    duration_ms=(time.perf_counter() - started) * 1000.0,
+                    duration_ms=duration_ms,
                     error=text if failed else None,
                 )
+
+            try:
+                try:
+                    await log(arguments)
+                except TypeError as exc:  # arguments JSON cannot hold (nested too deep): the call is recorded
+                    await log({"unrecorded_arguments": str(exc)[:200]})
             except Exception:  # the call's answer stands; a record that cannot be written is logged
                 logger.exception("could not record a %s call of %s", name, self.agent_id)
         return text
@@ -313,7 +321,7 @@ class BoundTools:
             )
         if before.status == "forgotten":
             return f"already forgotten: fact {fact.id} ({fact.scope}) is no longer recalled. Nothing was changed."
-        return f"forgot fact {fact.id} ({fact.scope}): {fact.content[:80]}"
+        return f"forgot fact {fact.id} ({fact.scope}): {_quoted(fact.content)}"
 
 
 @dataclass
@@ -342,7 +350,7 @@ class Recall:
         """The facts recalled for ``query`` (none for a blank query or a refused or failed recall): a long
         message is searched by its first ``MAX_QUERY_CHARS`` characters (the model reads fewer), text that is
         not valid Unicode with escapes, so a user's message never ends the turn."""
-        query = storable_text(query[:MAX_QUERY_CHARS])
+        query = storable_text(query)[:MAX_QUERY_CHARS]  # escaped first: an escape makes the text longer
         if not query.strip():
             return []
         try:

@@ -28,7 +28,6 @@ from ..toolkit import (
     ForgetArgs,
     RememberArgs,
     SearchArgs,
-    invalid_arguments,
 )
 
 __all__ = [
@@ -115,13 +114,15 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
         refusal does, instead of raising: the model reads what to fix and nothing was changed."""
         try:
             self._args_type.model_validate(args)
-        except ValidationError as exc:
-            return invalid_arguments(exc)
+        except ValidationError:  # answered (and recorded, with ``record_calls``) as the toolkit answers it
+            return await self._bound().call(self.name, args)
         return await super().run_json(args, cancellation_token, call_id)
 
+    def _bound(self) -> BoundTools:
+        return BoundTools(self.store, self.agent_id, self.group_id, record_calls=self.record_calls)
+
     async def run(self, args: BaseModel, cancellation_token: CancellationToken) -> Any:
-        bound = BoundTools(self.store, self.agent_id, self.group_id, record_calls=self.record_calls)
-        return await bound.run(self.name, args)
+        return await self._bound().run(self.name, args)
 
 
 class MemorySearchTool(_MemoryTool, Component[MemoryToolConfig]):
