@@ -97,6 +97,40 @@ def test_search_all_conversations(store: SharedMemoryStore) -> None:
         me.search_all_conversations("x", agent_id="nobody")
 
 
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ("the", {"the build is red"}),
+        ("it is", {"it is done", "the build is red", "Café déjà vu: it is naïve", "staging is green; deploy later"}),
+        ("cafe", {"Café déjà vu: it is naïve"}),
+        ("DEJA", {"Café déjà vu: it is naïve"}),
+        ("naive", {"Café déjà vu: it is naïve"}),
+        ("10.0.0.1", {"ping 10.0.0.1 failed"}),
+        ("don't", {"don't deploy on Friday"}),
+        ("deploying", {"don't deploy on Friday", "staging is green; deploy later"}),
+        ("staging_deploy", set()),  # a phrase of two words that are not side by side anywhere
+        ("deploy_on", {"don't deploy on Friday"}),
+        ("!!!", set()),
+    ],
+)
+def test_record_full_text_matches_alike_on_every_backend(store: SharedMemoryStore, query: str, found: set[str]) -> None:
+    """FTS5's words on every backend (PostgreSQL's english search kept diacritics, dropped its stop words and
+    cut ``10.0.0.1`` its own way, so these found nothing there)."""
+    texts = ["the build is red", "it is done", "Café déjà vu: it is naïve", "ping 10.0.0.1 failed"]
+    texts += ["don't deploy on Friday", "staging is green; deploy later"]
+    from autogen_shared_memory.search.text import query_terms
+
+    lead = store.for_agent("lead")
+    for text in texts:
+        lead.log_conversation("assistant", text)
+    assert {r.content for r in store.conversation("lead", query=query)} == found
+    store.add_group_member("crew", "lead")
+    store.case_log("crew", "lead").append(texts)
+    terms = query_terms(query)
+    matched = store.backend.rows(ScopeRef("group", "crew"), "case_log", query_terms=terms) if terms else []
+    assert {r["summary"] for r in matched} == found
+
+
 def test_a_full_text_match_is_for_record_tables_with_an_index(store: SharedMemoryStore) -> None:
     """Facts are matched by the search's lexical leg (each process's postings), not by ``rows``: every backend
     refuses ``query_terms`` on a table without a full-text index, alike, and before reading anything."""

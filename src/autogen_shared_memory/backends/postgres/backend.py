@@ -25,7 +25,7 @@ Why it is built this way (measured: docs/benchmarks.md, "PostgreSQL at SQLite-cl
   budgeted matches read a heap row per posting: 10-13 ms of server time per query at 100k facts, and two
   round trips. Schema 5 dropped the facts' ``tsvector`` column, its GIN index and the term counts
   (``asm_terms``) that ranking used: nothing read them, and every insert paid for them. Record tables keep
-  theirs for ``rows(query_terms=...)``.
+  theirs for ``rows(query_terms=...)``, written from FTS5's tokens and stems (:mod:`.fulltext`).
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
     ) from exc
 
 from .errors import BackendUnavailableError, redact
+from .fulltext import tsquery_literal, tsvector_literal
 from .notify import channel, notify, subscribe
 from .schema import SCHEMA_VERSION, ensure_extension, migrate
 
@@ -974,6 +975,9 @@ class _PgTx:
             if table == "facts":
                 values["embedding"] = _vec(np.frombuffer(values.pop("embedding"), dtype=np.float32))
                 values["rev"] = self.rev
+            elif table in TABLES and (fts := TABLES[table].fts) is not None and fts in values:
+                values["tsv"] = tsvector_literal(values[fts])
+                casts = {**casts, "tsv": "::tsvector"}
             columns = list(values)
             sql = (
                 f"INSERT INTO asm_{_table(table)} (scope_kind, owner, {', '.join(_q(c) for c in columns)}) "
@@ -1002,7 +1006,11 @@ class _PgTx:
         spec = table_spec(table)
         spec.check_mutable()
         clause, params = _where(where, table)
-        sets = ", ".join(f"{_q(c)} = %s{_casts(table).get(c, '')}" for c in values)
+        casts = _casts(table)
+        if spec.fts is not None and spec.fts in values:
+            values = {**values, "tsv": tsvector_literal(values[spec.fts])}
+            casts["tsv"] = "::tsvector"
+        sets = ", ".join(f"{_q(c)} = %s{casts.get(c, '')}" for c in values)
         count = self._execute(
             f"UPDATE asm_{table} SET {sets} WHERE scope_kind = %s AND owner = %s AND {clause}",
             (*values.values(), *self.key, *params),
@@ -1119,9 +1127,11 @@ def _select_rows(
             params.append(after_seq)
     source = f"asm_{_table(table)}"
     if query_terms:
-        query = " || ".join(["plainto_tsquery('english', %s)"] * len(query_terms))
-        source = f"{source}, (SELECT {query}) AS q(query)"
-        params = [*query_terms, *params]
+        query = tsquery_literal(query_terms)
+        if not query:
+            return []
+        source = f"{source}, (SELECT %s::tsquery) AS q(query)"
+        params = [query, *params]
         clauses.append("tsv @@ q.query")
         order = "ts_rank(tsv, q.query) DESC, seq"
     cur = conn.execute(
