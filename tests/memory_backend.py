@@ -267,8 +267,18 @@ class _Tx:
         self.add_rows("audit", [{**row, "detail": json.dumps(detail, default=str)}])
 
     # ---------------------------------------------------------------- ScopeTx
-    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        return [dict(r) for r in self.tables[table].values() if _matches(r, where)]
+    def rows(
+        self,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        found = [dict(r) for r in self.tables[table].values() if _matches(r, where)]
+        if after_seq is not None:
+            found = [r for r in found if r["seq"] > after_seq]
+        return found if limit is None else found[:limit]
 
     def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
         target = self._write(table)

@@ -8,7 +8,9 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from old_schemas import FACTS_FTS, SCHEMA_4_FACTS_FTS
 
@@ -18,6 +20,7 @@ from autogen_shared_memory import (
     NotAStoreError,
     SharedMemoryStore,
 )
+from autogen_shared_memory.backends.base import reembed_scope
 from autogen_shared_memory.backends.sqlite import MIGRATIONS, SCHEMA_VERSION
 from autogen_shared_memory.core.records import TABLES
 from autogen_shared_memory.core.types import ScopeRef
@@ -380,6 +383,55 @@ def test_other_embedding_model_is_refused_then_reembed(make_store: StoreFactory)
     assert second.stats()[0].embedding_model == "model-b"
     assert second.remember("another", "global").status == "created"
     assert [(e.event, e.actor) for e in second.history(r.id)] == [("created", "system"), ("reembedded", "migrator")]
+
+
+G = ScopeRef("global", "")
+
+
+def test_a_reembed_stopped_part_way_changes_nothing_and_runs_again(make_store: StoreFactory) -> None:
+    """Its vectors and the model switch are one write: stopped after some batches (here, an error between
+    them), the scope still holds the old model's vectors only, both old and new stores get clear answers, and
+    the next reembed finishes (it used to leave two models' vectors of two sizes: nothing could search, write
+    or re-embed the scope)."""
+    old = make_store(embedder=HashEmbedder(64, "model-a"))
+    facts = [r.id for r in old.remember_many([f"fact number {i} about llamas" for i in range(40)], "global")]
+    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
+
+    def stop(done: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        reembed_scope(new.backend, G, new.embedder.embed, new.model, batch_size=8, progress=stop)
+    assert old.search("fact number 7 llamas", "global")[0].id == facts[7]
+    assert old.remember("still written with model a", "global").status == "created"
+    with pytest.raises(EmbeddingModelMismatchError):
+        new.search("llamas", "global")
+    assert new.reembed() == 41
+    assert new.search("fact number 7 llamas", "global")[0].id == facts[7]
+    assert new.stats()[0].embedding_model == "model-b"
+
+
+def test_a_fact_written_with_the_old_model_during_a_reembed_gets_the_new_models_vector(
+    make_store: StoreFactory,
+) -> None:
+    """A write that lands between the re-embed's batches (with the old model, which the scope still names) is
+    re-embedded before the switch; it used to keep the old model's vector under the new model's name."""
+    old = make_store(embedder=HashEmbedder(32, "model-a"))
+    old.remember_many([f"fact number {i} about llamas" for i in range(20)], "global")
+    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
+    late: list[str] = []
+    switch = new.backend.replace_vectors
+
+    def write_meanwhile(*args: Any) -> bool:  # after the last batch was listed, before the switch
+        if not late:
+            late.append(old.remember("The deploy key rotates every Friday at noon", "global").id)
+        return switch(*args)
+
+    new.backend.replace_vectors = write_meanwhile  # type: ignore[method-assign]
+    assert reembed_scope(new.backend, G, new.embedder.embed, new.model, batch_size=8) == 21
+    stored = np.frombuffer(new.backend.rows(G, "facts", {"id": late[0]})[0]["embedding"], np.float32)
+    assert np.allclose(stored, new.embedder.embed(["The deploy key rotates every Friday at noon"])[0])
+    assert [e.event for e in new.history(late[0])] == ["created", "reembedded"]
 
 
 @pytest.mark.sqlite_only

@@ -168,3 +168,30 @@ def test_half_built_files_of_a_killed_process_are_removed(tmp_path: Path) -> Non
         leftover.write_bytes(b"half")
     SharedMemoryStore(tmp_path, embedder=HashEmbedder()).remember("first fact", "global")
     assert not any(p.exists() for p in stale) and live.exists()
+
+
+def test_a_reembed_killed_part_way_leaves_the_old_model_whole_and_runs_again(tmp_path: Path) -> None:
+    """kill -9 between a re-embed's batches (to a model of another size): nothing of it was written, so the
+    old model still searches and writes, and the next reembed() finishes."""
+    old = SharedMemoryStore(tmp_path, embedder=HashEmbedder(64, "model-a"))
+    ids = [r.id for r in old.remember_many([f"fact {i} about the heron" for i in range(600)], "global")]
+    old.close()
+    script = textwrap.dedent(
+        """
+        import os, signal, sys
+        from autogen_shared_memory import SharedMemoryStore
+        from autogen_shared_memory.testing import HashEmbedder
+        store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder(32, "model-b"))
+        store.reembed(progress=lambda n: os.kill(os.getpid(), signal.SIGKILL))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False, timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    old = SharedMemoryStore(tmp_path, embedder=HashEmbedder(64, "model-a"))
+    assert old.search("fact 17 heron", "global")[0].id == ids[17]
+    assert old.remember("written after the kill", "global").status == "created"
+    old.close()
+    new = SharedMemoryStore(tmp_path, embedder=HashEmbedder(32, "model-b"))
+    assert new.reembed() == 601
+    assert new.search("fact 17 heron", "global")[0].id == ids[17]
+    new.close()

@@ -34,6 +34,7 @@ from ..core.types import (
     ScopeKind,
     ScopeRef,
     ScopeStats,
+    SharedMemoryError,
     Status,
     kind_of_fact_id,
 )
@@ -129,10 +130,18 @@ class ScopeTx(WriteTx, Protocol):
     """The vectors of this write (row ``j`` belongs to draft ``j``); set before the lifecycle runs (an empty
     ``(0, 0)`` array in transactions that insert no fact)."""
 
-    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Rows of ``meta``, ``audit`` or a record table matching ``where``, oldest first (by ``seq``), with
-        every column (``seq`` too, except for ``meta``), read under the transaction's lock (a
-        read-modify-write sees the latest committed row) and seeing this transaction's own changes."""
+    def rows(
+        self,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Rows of any table matching ``where``, oldest first (by ``seq``), with every column (``seq`` too,
+        except for ``meta``), read under the transaction's lock (a read-modify-write sees the latest committed
+        row) and seeing this transaction's own changes; with ``after_seq``, only rows after that ``seq``
+        (not for ``meta``), and at most ``limit`` of them."""
 
     def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
         """Insert rows into any table; return the ``seq`` of each inserted row (``meta`` has none: 0).
@@ -395,31 +404,38 @@ class Backend(ABC):
         compare_model(scope, self.list_meta(scope, "embedding_"), model)
 
     # ---------------------------------------------------------------- derived: re-embedding
-    def iter_contents(self, scope: ScopeRef, batch_size: int) -> Iterator[list[tuple[str, str]]]:
-        """All ``(id, content)`` pairs of a scope in batches (any status), for re-embedding."""
-        last = 0
+    def iter_contents(
+        self, scope: ScopeRef, batch_size: int, after_seq: int = 0
+    ) -> Iterator[list[tuple[int, str, str]]]:
+        """All ``(seq, id, content)`` of a scope's facts after ``after_seq`` in batches (any status), for
+        re-embedding."""
+        last = after_seq
         while True:
             batch = self.rows(scope, "facts", after_seq=last, limit=batch_size)
             if not batch:
                 return
             last = batch[-1]["seq"]
-            yield [(r["id"], r["content"]) for r in batch]
+            yield [(r["seq"], r["id"], r["content"]) for r in batch]
 
     def replace_vectors(
-        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, final: bool, actor: str
-    ) -> None:
-        """Store new vectors for ``ids`` (audited as ``actor``); when ``final``, record the scope's ``model``."""
+        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, last_seq: int, actor: str
+    ) -> bool:
+        """Store new vectors for ``ids`` (each audited as ``actor``) and record ``model`` as the scope's, in one
+        transaction, unless a fact came after ``last_seq`` (written since the caller listed the facts, with
+        the old model): then nothing is written and the answer is False."""
         if not self.exists(scope):
-            return
+            return True
 
-        def run(tx: ScopeTx) -> None:
+        def run(tx: ScopeTx) -> bool:
+            if tx.rows("facts", after_seq=last_seq, limit=1):
+                return False
             tx.set_vectors(ids, vectors)
             for fact_id in ids:
                 tx.audit(fact_id, "reembedded", actor, {"model": model.model_id})
-            if final:
-                tx.add_rows("meta", model_rows(model), on_conflict="update")
+            tx.add_rows("meta", model_rows(model), on_conflict="update")
+            return True
 
-        self.transact(scope, run, "reembed")
+        return self.transact(scope, run, "reembed")
 
     # ---------------------------------------------------------------- derived: records
     # Record tables are described once in :data:`autogen_shared_memory.core.records.TABLES`.
@@ -688,6 +704,9 @@ def claim_model(tx: ScopeTx, scope: ScopeRef, model: ModelInfo) -> None:
         tx.add_rows("meta", model_rows(model), on_conflict="update")
 
 
+REEMBED_ROUNDS = 20  # rounds a re-embed makes after the facts written meanwhile before it gives up
+
+
 def reembed_scope(
     backend: Backend,
     scope: ScopeRef,
@@ -697,24 +716,30 @@ def reembed_scope(
     progress: Callable[[int], None] | None = None,
     actor: str = "system",
 ) -> int:
-    """Re-embed every fact of a scope with ``embed``; the model switch is recorded only at the end.
+    """Re-embed every fact of a scope with ``embed`` and make ``model`` the scope's, in one write.
 
-    Embedding happens outside any write transaction; each batch of vectors is then written in a short one.
+    Embedding runs batch by batch outside any write transaction; the vectors, their audit events and the
+    model are then written in one transaction (:meth:`Backend.replace_vectors`). So a search never meets two
+    models' vectors in one scope, and a re-embed stopped part-way has changed nothing: run it again. Facts
+    written meanwhile, with the old model, are embedded too before the switch (at most
+    :data:`REEMBED_ROUNDS` rounds, then a :class:`SharedMemoryError` says to run it when writes pause).
     """
-    done = 0
-    batches = list(backend.iter_contents(scope, batch_size))
-    for i, batch in enumerate(batches):
-        ids = [fid for fid, _ in batch]
-        vectors = embed([content for _, content in batch]) if batch else np.zeros((0, model.dimension))
-        backend.replace_vectors(
-            scope, ids, np.asarray(vectors, np.float32), model, final=i == len(batches) - 1, actor=actor
-        )
-        done += len(ids)
-        if progress is not None:
-            progress(len(ids))
-    if not batches:
-        backend.replace_vectors(scope, [], np.zeros((0, model.dimension), np.float32), model, final=True, actor=actor)
-    return done
+    ids: list[str] = []
+    vectors: list[Vectors] = []
+    last = 0
+    for _ in range(REEMBED_ROUNDS):
+        for batch in backend.iter_contents(scope, batch_size, after_seq=last):
+            vectors.append(np.asarray(embed([content for _, _, content in batch]), np.float32))
+            ids.extend(fid for _, fid, _ in batch)
+            last = batch[-1][0]
+            if progress is not None:
+                progress(len(batch))
+        matrix = np.concatenate(vectors) if vectors else np.zeros((0, model.dimension), np.float32)
+        if backend.replace_vectors(scope, ids, matrix, model, last, actor):
+            return len(ids)
+    raise SharedMemoryError(
+        f"re-embedding {scope}: facts kept being written with the old model; run reembed() when writes pause"
+    )
 
 
 # The columns of a new fact that come from its draft, in the order of :func:`draft_values` (JSON as text).

@@ -960,9 +960,16 @@ class _PgTx:
         self._new_audit.append((*self.key, fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)))
 
     # the row operations of :class:`~autogen_shared_memory.backends.base.ScopeTx`
-    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def rows(
+        self,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
         self._flush()
-        return _select_rows(self.conn, self.scope, table, where, None, 0, None, (), True)
+        return _select_rows(self.conn, self.scope, table, where, limit, 0, after_seq, (), True)
 
     def add_rows(self, table: str, rows: Sequence[Mapping[str, Any]], on_conflict: OnConflict = "fail") -> list[int]:
         self._flush()

@@ -234,10 +234,23 @@ class _Tx:
             self.new_audit.clear()
 
     # the row operations of :class:`~autogen_shared_memory.backends.base.ScopeTx`
-    def rows(self, table: str, where: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def rows(
+        self,
+        table: str,
+        where: Mapping[str, Any] | None = None,
+        *,
+        after_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
         self.finish()
         sql, params = _where(where)
-        cur = self.conn.execute(f"SELECT * FROM {_table(table)} WHERE {sql} ORDER BY rowid", params)
+        if after_seq is not None:
+            sql += " AND rowid > ?"
+            params.append(after_seq)
+        cur = self.conn.execute(
+            f"SELECT * FROM {_table(table)} WHERE {sql} ORDER BY rowid LIMIT ?",
+            [*params, -1 if limit is None else limit],
+        )
         names = [d[0] for d in cur.description]
         return [dict(zip(names, row, strict=True)) for row in cur]
 
