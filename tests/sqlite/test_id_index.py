@@ -162,3 +162,26 @@ def test_imported_facts_are_found_by_id(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "b" / "ids.db") as conn:
         where = conn.execute("SELECT kind, owner FROM fact_scope WHERE id = ?", (fact,)).fetchall()
     assert where == [("agent", "alice")]
+
+
+def test_an_index_deleted_while_a_store_runs_hides_nothing(tmp_path: Path) -> None:
+    """docs: ``ids.db`` may be deleted at any time. A running store used to keep writing ids into the deleted
+    file (and to trust what it knew was indexed), so facts it wrote after the delete were never found by id
+    once another process had re-indexed the files."""
+    running = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    first = running.remember("written before the delete", "group", group_id="crew")
+    assert running.get(first.id).id == first.id
+    for name in ("ids.db", "ids.db-wal", "ids.db-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    between = running.remember("written right after the delete", "group", group_id="crew")
+    fresh = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    assert fresh.get(between.id).id == between.id  # a miss re-indexes the files, and marks them indexed
+    after = running.remember("written after another process re-indexed", "group", group_id="ops")
+    later = running.remember("and one more into a file already indexed", "group", group_id="crew")
+    for fact in (first, between, after, later):
+        newest = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+        assert newest.get(fact.id).id == fact.id
+        assert newest.forget(fact.id).status == "forgotten"
+        newest.close()
+    fresh.close()
+    running.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -32,12 +33,21 @@ class IdIndex:
         self.known: set[str] = set()  # file names indexed in full (a file never leaves the index)
 
     def _conn(self) -> Connection:
-        """This thread's connection, creating the file and its tables if needed (StorageError if it cannot)."""
+        """This thread's connection, creating the file and its tables if needed (StorageError if it cannot).
+        A connection to a file that was deleted (or replaced) since is dropped: ids written through it would go
+        where no one reads them, and what the process knew was indexed is forgotten with it."""
         self.backend._conns()  # refuses a closed store; resets thread-local state after a fork
         local = self.backend._local
         conn: Connection | None = getattr(local, "ids", None)
         if conn is not None:
-            return conn
+            if _identity(self.path) == getattr(local, "ids_identity", None):
+                return conn
+            local.ids = None
+            with self.backend._lock:
+                if conn in self.backend._all_conns:
+                    self.backend._all_conns.remove(conn)
+            conn.close()
+            self.known.clear()
         try:
             self.backend.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -54,7 +64,7 @@ class IdIndex:
                         "owner TEXT NOT NULL, PRIMARY KEY (id, kind, owner)) WITHOUT ROWID"
                     )
                     conn.execute("CREATE TABLE IF NOT EXISTS indexed_files (name TEXT PRIMARY KEY) WITHOUT ROWID")
-        local.ids = conn
+        local.ids, local.ids_identity = conn, _identity(self.path)
         with self.backend._lock:
             self.backend._all_conns.append(conn)
         return conn
@@ -114,3 +124,12 @@ class IdIndex:
             self.add(ref, (fact_id for (fact_id,) in scope_conn.execute("SELECT id FROM facts")))
             self.mark(name)
         return bool(missing)
+
+
+def _identity(path: os.PathLike[str] | str) -> tuple[int, int] | None:
+    """Which file ``path`` is now (device and inode; None when there is none)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
