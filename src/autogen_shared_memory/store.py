@@ -270,9 +270,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         records every agent's messages and tool calls (writes happen in a background thread)."""
         from .integration.autogen.runtime import MemoryRecorder
 
-        recorder = MemoryRecorder(self, session_id=session_id)
-        self._recorders.add(recorder)
-        return recorder
+        return MemoryRecorder(self, session_id=session_id)
 
     def register(self, runtime: Any, *, session_id: str | None = None) -> MemoryRecorder:
         """Add the recording handler to an existing runtime (one that was built without it)."""

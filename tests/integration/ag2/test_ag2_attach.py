@@ -449,3 +449,33 @@ def test_arguments_reach_the_store_as_the_model_wrote_them(store: SharedMemorySt
         "ERROR: the arguments of memory_remember must be a JSON object, got null. Nothing was changed."
     )
     assert snapshot(store) == before
+
+
+def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
+    """AG2 calls the recording hook on the event loop in an async chat: a write lock another process holds on
+    the agent's file (for seconds) used to stall the whole loop. The message is queued and written once the
+    file is free."""
+    import sqlite3
+    import time
+
+    from autogen_shared_memory.testing import HashEmbedder
+
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    alice, bob = agent("alice", "unused"), agent("bob", "unused")
+    store.attach([alice, bob], group_id="pair")
+    store.log_message("alice", "creates the file")
+    holder = sqlite3.connect(tmp_path / "agent_alice.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+
+    async def send() -> float:
+        started = time.perf_counter()
+        await alice.a_send("hello bob", bob, request_reply=False)
+        return time.perf_counter() - started
+
+    try:
+        assert asyncio.run(send()) < 1.0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert [r.content for r in store.conversation("alice")] == ["hello bob", "creates the file"]
+    store.close()

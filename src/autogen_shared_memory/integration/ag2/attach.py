@@ -42,6 +42,7 @@ from autogen.agentchat.group.group_tool_executor import GroupToolExecutor
 from autogen.agentchat.group.patterns.pattern import Pattern
 from autogen.oai.client import OpenAIWrapper, PlaceHolderClient
 
+from ...core.records import ConversationRecord, bounded_text
 from ...core.types import validate_owner_id
 from ..toolkit import (
     DEFAULT_SCAFFOLDING,
@@ -54,6 +55,7 @@ from ..toolkit import (
     register_agent,
     team_group_id,
 )
+from ..writer import RecordWriter
 from .tools import Caller, ReplyFunc, recall_hook, tool_call_wrappers, tool_function, tool_schema
 
 if TYPE_CHECKING:
@@ -228,8 +230,10 @@ def _change_tools_keeping_client(agent: ConversableAgent, change: Callable[[], N
             setattr(new, attr, getattr(old, attr))
 
 
-def _recorder(store: FactStore, agent_name: str) -> Callable[..., Any]:
-    """A ``process_message_before_send`` hook recording the agent's own text messages in its records."""
+def _recorder(writer: RecordWriter, agent_name: str) -> Callable[..., Any]:
+    """A ``process_message_before_send`` hook recording the agent's own text messages in its records. It only
+    queues them: AG2 calls the hook on the event loop in async chats, and a busy file would stall the loop."""
+    agent_id = validate_owner_id(agent_name, "agent_id")
 
     def record(sender: Any, message: Any, recipient: Any, silent: Any) -> Any:
         try:
@@ -238,12 +242,15 @@ def _recorder(store: FactStore, agent_name: str) -> Callable[..., Any]:
             if m.get("role") in ("tool", "function") or m.get("tool_calls") or m.get("tool_responses"):
                 return message  # memory tool calls are recorded by the tools themselves
             if isinstance(content, str) and content.strip():
-                store.log_message(
-                    agent_name,
-                    content,
-                    role="assistant",
-                    source=agent_name,
-                    context={"recipient": str(getattr(recipient, "name", ""))},
+                writer.put(
+                    ConversationRecord(
+                        agent_id=agent_id,
+                        content=bounded_text(content, "message", truncate=True),
+                        role="assistant",
+                        source=agent_name,
+                        session_id=writer.store.session_id,
+                        context={"recipient": str(getattr(recipient, "name", ""))},
+                    )
                 )
         except Exception:  # a record that cannot be written must not stop the chat
             logger.exception("could not record a message of %s", agent_name)
@@ -267,6 +274,14 @@ class Attacher:
         # its chat; the wrappers, in its reply list, are found there again by _ours)
         self._executors: weakref.WeakSet[GroupToolExecutor] = weakref.WeakSet()
         self._lock = threading.Lock()  # chats in several threads may meet a new executor at once
+        self._records: RecordWriter | None = None
+
+    def _writer(self) -> RecordWriter:
+        """The thread that writes the attached agents' messages (started by the first agent recorded)."""
+        with self._lock:
+            if self._records is None:
+                self._records = RecordWriter(self.store)
+            return self._records
 
     def attach(
         self,
@@ -412,7 +427,7 @@ class Attacher:
                     agent.update_system_message(updated)
                     done.system_message = updated
             if record:
-                hook = _recorder(store, agent.name)
+                hook = _recorder(self._writer(), agent.name)
                 agent.register_hook("process_message_before_send", hook)
                 done.hooks.append(("process_message_before_send", hook))
         except BaseException:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import queue
-import threading
 import time
 import warnings
 from collections import OrderedDict
@@ -35,8 +33,8 @@ from pydantic import BaseModel, ValidationError
 
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
 from ...core.types import validate_owner_id
-from ...views.agents import upsert_agent
 from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, invalid_arguments
+from ..writer import RecordWriter
 from .tools import memory_tools
 
 if TYPE_CHECKING:
@@ -75,13 +73,10 @@ class MemoryRecorder(DefaultInterventionHandler):
         self.store = store
         self.session_id = session_id or store.session_id
         self.task_id: str | None = None  # set it to tag what is recorded from now on with a task id
-        self.errors = 0
-        self.recorded = 0
-        self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=max_pending)
+        self._unobserved = 0  # messages that could not be turned into records
+        self._writer = RecordWriter(store, max_pending)
         self._seen: OrderedDict[str, None] = OrderedDict()  # message ids already recorded (relays repeat)
         self._calls: dict[str, tuple[str, FunctionCall, float]] = {}  # core-API tool calls in flight
-        self._thread = threading.Thread(target=self._drain, name="shared-memory-recorder", daemon=True)
-        self._thread.start()
         # autogen_core warns whenever a handler's on_response returns None, also when the response was None to
         # begin with (an RPC handler that returns nothing, as agentchat's do): this handler passes every
         # response through unchanged, so without the filter every such message would warn.
@@ -108,10 +103,19 @@ class MemoryRecorder(DefaultInterventionHandler):
     def _safely(self, fn: Any, *args: Any) -> None:
         try:
             for record in fn(*args):
-                self._queue.put_nowait(record)
+                self._writer.put(record)
         except Exception:  # never let the recorder break the runtime
-            self.errors += 1
+            self._unobserved += 1
             logger.warning("shared memory recorder could not record a message", exc_info=True)
+
+    @property
+    def errors(self) -> int:
+        """Messages that could not be recorded, and batches of records that could not be written."""
+        return self._unobserved + self._writer.errors
+
+    @property
+    def recorded(self) -> int:
+        return self._writer.recorded
 
     # ---------------------------------------------------------------- message -> records
     def _first_time(self, message_id: str | None) -> bool:
@@ -220,54 +224,17 @@ class MemoryRecorder(DefaultInterventionHandler):
             )
 
     # ---------------------------------------------------------------- the writer thread
-    def _drain(self) -> None:
-        while True:
-            first = self._queue.get()
-            batch = [first]
-            while len(batch) < 500:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            records = [r for r in batch if r is not None]
-            try:
-                if records:
-                    self.store.log_records(records)
-                    self.recorded += len(records)
-                    last_seen: dict[str, float] = {}
-                    for record in records:
-                        last_seen[record.agent_id] = max(last_seen.get(record.agent_id, 0.0), record.created_at)
-                    for agent, at in last_seen.items():
-                        upsert_agent(self.store, agent, status="active", last_active_at=at)
-            except Exception:
-                self.errors += 1
-                logger.warning("shared memory recorder failed to write %d records", len(records), exc_info=True)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
-            if any(r is None for r in batch):
-                return
-
     def flush(self, timeout: float = 30.0) -> bool:
         """Block until every record observed so far is written (for tests and shutdown); False if some were
         still pending when ``timeout`` ran out."""
-        deadline = time.monotonic() + timeout
-        if threading.get_ident() == self._thread.ident:  # the writer itself: waiting would never end
-            return not self._queue.unfinished_tasks
-        while self._queue.unfinished_tasks and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        return not self._queue.unfinished_tasks
+        return self._writer.flush(timeout)
 
     async def aflush(self, timeout: float = 30.0) -> bool:
-        import asyncio
-
-        return await asyncio.to_thread(self.flush, timeout)
+        return await self._writer.aflush(timeout)
 
     def close(self) -> None:
         """Write what is pending and stop the writer thread."""
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join(timeout=30)
+        self._writer.close()
 
 
 # ------------------------------------------------------------------------- the memory service agent
