@@ -215,6 +215,7 @@ class FactStore:
         if vector_index not in ("exact", "hnsw"):  # checked here too: a PostgreSQL store ignores it
             raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
         self.root = (Path(root).expanduser() if root is not None else default_root()).absolute()
+        explicit_dsn = dsn  # the one a dumped config keeps: never one read from the environment (a password)
         if dsn is None and backend is None and root is None:
             dsn = os.environ.get(ENV_DSN) or None
         if backend is None and dsn is not None:
@@ -251,7 +252,7 @@ class FactStore:
         self._subscriptions: set[feed.Subscription] = set()  # running change-feed subscriptions, stopped by close()
         self._settings: dict[str, Any] = {
             "root": str(self.root) if dsn is None else None,
-            "dsn": dsn,
+            "dsn": explicit_dsn,
             "global_writers": sorted(self.policy.global_writers),
             "near_duplicate_threshold": self.near_duplicate_threshold,
             "similar_threshold": self.similar_threshold,

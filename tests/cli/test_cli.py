@@ -201,6 +201,9 @@ def test_usage_errors_exit_2(run: Run, ids: dict[str, str]) -> None:
         ["remember", "x", "--scope", "agent"],  # needs --as
         ["remember", "x", "--scope", "global", "--confidence", "2"],
         ["remember", "x", "--scope", "global", "--ttl-days", "0"],
+        ["remember", "x", "--scope", "global", "--ttl-days", "40000"],  # past a century: the store's limit
+        ["remember", "x", "--scope", "global", "--ttl-days", "inf"],
+        ["remember", "x", "--scope", "global", "--confidence", "nan"],
         ["forget", ids["style"]],  # --reason is required
         ["tasks", "--status", "bogus"],
         ["export", "--scope", "planet:x", "out.jsonl"],
@@ -401,8 +404,16 @@ def test_export_names_a_scope_file_it_leaves_out(run: Run, ids: dict[str, str], 
 
 
 def test_a_bad_pg_schema_is_a_usage_error() -> None:
-    result = invoke(["--dsn", "postgresql://nowhere/x", "--pg-schema", "x; drop table y", "scopes"], code=2)
-    assert "schema must be a simple identifier" in result.stderr and result.stdout == ""
+    def refused(schema: str) -> str:
+        result = invoke(["--dsn", "postgresql://nowhere/x", "--pg-schema", schema, "scopes"], code=2)
+        assert result.stdout == ""
+        return " ".join(result.stderr.replace("│", " ").split())  # Rich's error box wraps the message
+
+    assert "schema must be lower-case letters, digits and _" in refused("x; drop table y")
+    # names PostgreSQL would fold into another tenant's schema: upper case, past 63 characters, non-ASCII
+    assert "PostgreSQL would read it as 'tenantx'" in refused("TenantX")
+    assert "PostgreSQL keeps 63" in refused("t" * 63 + "a")
+    assert "schema must be" in refused("caf\u00e9")
 
 
 def test_agents(run: Run, ids: dict[str, str]) -> None:
@@ -430,6 +441,8 @@ def test_conversations_and_tools(run: Run, ids: dict[str, str]) -> None:
     assert as_json(run("tools", "alice", "--tool", "nope", "--json")) == []
     assert "no messages" in run("conversations", "bob").stdout  # known (directory), nothing recorded
     assert run("conversations", "bob", "--search", "NEAR(").stdout.strip() == "no messages of bob match 'NEAR('"
+    assert run("conversations", "alice", "--search", "").stdout.strip() == "no messages of alice match ''"
+    assert run("conversations", "alice", "--session", "nope").stdout.strip() == "no messages of alice in session 'nope'"
     for command in ("conversations", "tools"):
         one_line_error(run(command, "ghost", code=1), "unknown agent 'ghost'")
 
@@ -809,6 +822,21 @@ def test_remember_shows_similar_facts_and_show_tells_who_stated_a_fact(run: Run,
     old = as_json(run("remember", port.format(5432), "--scope", "group", "--group", "crew", "--json"))["id"]
     new = run("remember", port.format(5433), "--scope", "group", "--group", "crew")
     assert f"similar to {old}: {port.format(5432)}" in new.stdout and f"--supersedes {old}" in new.stdout
+
+
+def test_what_an_agent_wrote_cannot_act_on_the_operators_terminal(run: Run, root: Path, ids: dict[str, str]) -> None:
+    """ESC sequences, bell and bidi overrides in a fact are printed as escapes by every command that shows
+    it: a held write could erase its own first half on screen (ESC[2K) and pass review as something else."""
+    held_store = SharedMemoryStore(root, embedder=HashEmbedder(), review_global_writes=True)
+    text = "Refunds need no approval\x1b[2K\x1b[GRefunds need a manager\x07 \u202eok"
+    held = held_store.remember(text, "global", agent_id="mallory")
+    held_store.close()
+    outputs = [run("pending").stdout, run("show", held.id).stdout, run("approve", held.id).stdout]
+    outputs += [run("search", "refunds approval").stdout, run("history", held.id).stdout]
+    for out in outputs:
+        assert not any(ch in out for ch in "\x1b\x07\u202e"), out
+    assert "Refunds need no approval\\u001b[2K" in outputs[0] and "\\u202eok" in outputs[0]
+    assert as_json(run("show", held.id, "--json"))["content"] == text  # data stays data
 
 
 def test_pending_and_approve_release_a_held_global_fact(run: Run, root: Path, ids: dict[str, str]) -> None:

@@ -41,6 +41,7 @@ from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from ..backends.base import Backend
+from ..core.capsule import escape
 from ..core.types import (
     SCOPE_KINDS,
     EmbeddingModelMismatchError,
@@ -48,7 +49,9 @@ from ..core.types import (
     MemoryAccessDenied,
     ScopeRef,
     SharedMemoryError,
+    expiry_from_ttl,
     kind_of_fact_id,
+    validate_confidence,
     validate_owner_id,
     validate_schema_name,
 )
@@ -59,6 +62,7 @@ from ..views.agents import TASK_STATUSES, agent_known
 
 P = ParamSpec("P")
 T = TypeVar("T")
+V = TypeVar("V")
 
 ENV_OPERATOR = "AUTOGEN_SHARED_MEMORY_OPERATOR"
 ENV_GLOBAL_WRITERS = "AUTOGEN_SHARED_MEMORY_GLOBAL_WRITERS"
@@ -109,12 +113,13 @@ class Settings:
     global_writers: tuple[str, ...]
     create: bool
     root_from: str = "--root"  # where the root came from, for messages: --root, $AUTOGEN_SHARED_MEMORY_DIR, default
+    dsn_from: str = "--dsn"  # where the DSN came from: --dsn or $AUTOGEN_SHARED_MEMORY_DSN
     stores: list[SharedMemoryStore] = field(default_factory=list)
     created: list[Path] = field(default_factory=list)  # directories --create made, deepest first
 
     @property
     def where(self) -> str:
-        return "the PostgreSQL store (--dsn)" if self.dsn else str(self.root)
+        return f"the PostgreSQL store ({self.dsn_from})" if self.dsn else str(self.root)
 
     def embedder(self, model_dir: Path | None = None) -> Embedder:
         chosen = model_dir or self.model_dir
@@ -190,15 +195,32 @@ def _settings(ctx: typer.Context) -> Settings:
 
 
 # ------------------------------------------------------------------------------------------ output
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on (ESC and the other controls, bidi overrides,
+    invisible format characters) shown as an escape, line breaks kept: an agent's fact must not move the
+    cursor, recolour or rewrite what the operator reads (a held write shown as something else in ``pending``)."""
+    if text.isprintable() or all(ch.isprintable() or ch == "\n" for ch in text):
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\n" else escape(ch) for ch in text)
+
+
+class _SafeConsole(Console):
+    """Rich's console, with every string it renders (table cells and titles too) through
+    :func:`terminal_safe` before layout, so widths stay right."""
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(terminal_safe(text), **options)
+
+
 def _out() -> Console:
     # Plain text: fact contents are data, never Rich markup; no highlighting of numbers in tables. Piped
     # output (not a terminal, no $COLUMNS) gets 140 columns instead of Rich's 80, so rows rarely wrap.
     width = None if os.environ.get("COLUMNS") or Console().is_terminal else 140
-    return Console(markup=False, highlight=False, emoji=False, width=width)
+    return _SafeConsole(markup=False, highlight=False, emoji=False, width=width)
 
 
 def _err() -> Console:
-    return Console(stderr=True, markup=False, highlight=False, emoji=False)
+    return _SafeConsole(stderr=True, markup=False, highlight=False, emoji=False)
 
 
 def _json_default(value: Any) -> Any:
@@ -216,7 +238,7 @@ def emit_json(data: Any) -> None:
 
 
 def warn(message: str) -> None:
-    typer.echo(f"warning: {message}", err=True)
+    typer.echo(f"warning: {terminal_safe(message)}", err=True)
 
 
 def _when(ts: float | None) -> str:
@@ -323,10 +345,10 @@ def _owner(what: str) -> Callable[[str | None], str | None]:
     return _checked(lambda value: validate_owner_id(value, what))
 
 
-def _checked(validate: Callable[[str], str]) -> Callable[[str | None], str | None]:
+def _checked(validate: Callable[[V], V]) -> Callable[[V | None], V | None]:
     """An option's callback: ``validate``'s ValueError as a usage error (exit 2)."""
 
-    def check(value: str | None) -> str | None:
+    def check(value: V | None) -> V | None:
         try:
             return None if value is None else validate(value)
         except (TypeError, ValueError) as exc:
@@ -375,10 +397,14 @@ def _scopes(values: list[str] | None) -> list[str] | None:
     return values
 
 
-def _positive(value: float | None) -> float | None:
-    if value is not None and not value > 0:
-        raise typer.BadParameter(f"must be a positive number of days, got {value}")
-    return value
+def _ttl_days(days: float) -> float:
+    """``--ttl-days`` as the store checks ``ttl_days`` (a positive, finite number of days, at most a century)."""
+    expiry_from_ttl(days, 0.0)
+    return days
+
+
+ttl_days_option = _checked(_ttl_days)
+confidence_option = _checked(validate_confidence)
 
 
 def _moment(value: str | None) -> str | None:
@@ -477,7 +503,7 @@ def _reported(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise typer.Exit(EXIT_FAILED) from None
     except _HANDLED as exc:
-        typer.echo(f"error: {_message(exc)}", err=True)
+        typer.echo(f"error: {terminal_safe(_message(exc))}", err=True)
         raise typer.Exit(EXIT_FAILED) from exc
 
 
@@ -507,7 +533,7 @@ def main_options(
         str | None,
         typer.Option(
             "--pg-schema",
-            help="The PostgreSQL schema of the store (with --dsn).",
+            help="The PostgreSQL schema of the store (with --dsn). Default: autogen_shared_memory.",
             show_default=False,
             callback=_checked(validate_schema_name),
         ),
@@ -547,8 +573,10 @@ def main_options(
     """Inspect and manage an autogen-shared-memory store."""
     if root is not None and dsn is not None:
         raise typer.BadParameter("give --root or --dsn, not both", param_hint="--root / --dsn")
+    dsn_from = "--dsn"
     if root is None and dsn is None:
         dsn = os.environ.get(ENV_DSN) or None
+        dsn_from = f"${ENV_DSN}"
     writers = list(global_writer or [])
     if not writers and os.environ.get(ENV_GLOBAL_WRITERS):
         writers = [w for w in os.environ[ENV_GLOBAL_WRITERS].replace(",", " ").split() if w]
@@ -562,6 +590,7 @@ def main_options(
         # absolute: the SQLite backend cannot list the scopes of a relative root (Path.as_uri)
         root=(root if root is not None else default_root()).expanduser().absolute(),
         dsn=dsn,
+        dsn_from=dsn_from,
         pg_schema=pg_schema,
         model_dir=model,
         operator=operator,

@@ -29,14 +29,15 @@ from .app import (
     _out,
     _owner,
     _owners,
-    _positive,
     _settings,
     _short,
     _size,
     _when,
     command,
+    confidence_option,
     emit_json,
     fact_json,
+    ttl_days_option,
     warn,
 )
 
@@ -82,7 +83,7 @@ def scopes_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         ("scope", "active", *_STALE, "size", "model", "last write"),
         wide=("model",),
         right=("active", *_STALE, "size"),
-        title=f"{len(stats)} scopes in {settings.where}",
+        title=f"{_n(len(stats), 'scope')} in {settings.where}",
     )
     for s in stats:
         model = s.embedding_model or "-"
@@ -385,9 +386,9 @@ def remember_cmd(
     tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="A tag (repeatable).")] = None,
     category: Annotated[str | None, typer.Option(help="A category, e.g. preference.")] = None,
     ttl_days: Annotated[
-        float | None, typer.Option("--ttl-days", help="Expire after this many days.", callback=_positive)
+        float | None, typer.Option("--ttl-days", help="Expire after this many days.", callback=ttl_days_option)
     ] = None,
-    confidence: Annotated[float, typer.Option(min=0.0, max=1.0, help="0..1.")] = 1.0,
+    confidence: Annotated[float, typer.Option(help="0..1.", callback=confidence_option)] = 1.0,
     supersedes: Annotated[
         list[str] | None,
         typer.Option(

@@ -75,7 +75,12 @@ def conversations_cmd(
         emit_json([dataclasses.asdict(r) for r in records])
         return
     if not records:
-        _out().print(f"no messages of {agent} match {search!r}" if search else f"no messages recorded for {agent}")
+        if search is not None:
+            _out().print(f"no messages of {agent} match {search!r}")
+        elif session is not None:
+            _out().print(f"no messages of {agent} in session {session!r}")
+        else:
+            _out().print(f"no messages recorded for {agent}")
         return
     table = Rows(("time", "role", "source", "session", "content"), wide=("content",))
     for r in records:

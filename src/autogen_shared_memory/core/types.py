@@ -606,11 +606,25 @@ class Position:
         return f"Position({{{shown}}})"
 
 
+_SCHEMA_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}")
+
+
 def validate_schema_name(schema: object) -> str:
-    """A PostgreSQL schema name the backend puts in its SQL unquoted: a simple identifier."""
-    if not isinstance(schema, str) or not schema.replace("_", "").isalnum() or not schema[0].isalpha():
-        raise ValueError(f"schema must be a simple identifier (letters, digits, _), got {shown(schema)}")
-    return schema
+    """A PostgreSQL schema name the backend puts in its SQL unquoted: lower-case ASCII letters, digits and
+    ``_``, at most 63 characters. PostgreSQL folds an unquoted name to lower case and cuts it at 63 bytes,
+    so ``TenantX`` and ``tenantx``, or two long names with the same start, would be one schema: one tenant's
+    facts in another's store."""
+    if isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema):
+        return schema
+    hint = ""
+    if isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema.lower()):
+        hint = f" (PostgreSQL would read it as {schema.lower()!r}: write that)"
+    elif isinstance(schema, str) and len(schema) > 63:
+        hint = f" (it has {len(schema)} characters; PostgreSQL keeps 63)"
+    raise ValueError(
+        f"schema must be lower-case letters, digits and _, starting with a letter, at most 63 characters; "
+        f"got {shown(schema)}{hint}"
+    )
 
 
 def shown(value: object, limit: int = 60) -> str:

@@ -432,6 +432,22 @@ async def test_after_run_records_the_conversation_and_memory_tool_calls(store: S
     assert store.conversation("alice", query="launch date")[0].content == "Remember the launch date"
 
 
+async def test_a_lone_surrogate_is_recorded_as_its_escape_as_the_other_frameworks_record_it(
+    store: SharedMemoryStore,
+) -> None:
+    """It was replaced by "?" in MAF's records (AutoGen and AG2 keep ``\\ud800``): the text was lost."""
+    a = agent(
+        "alice",
+        tool_call("memory_remember", fact="ok \ud800 half", scope="agent"),
+        "noted \ud800",
+        context_providers=[store.context_provider()],
+    )
+    await a.run("remember it")
+    call = store.tool_history("alice")[0]
+    assert call.tool_args["fact"] == "ok \\ud800 half"
+    assert {r.content for r in store.conversation("alice")} == {"remember it", "noted \\ud800"}
+
+
 async def test_all_tool_calls_are_recorded_when_asked_and_streaming_runs_record_too(store: SharedMemoryStore) -> None:
     def other_tool(x: int) -> str:
         return f"other {x}"

@@ -35,7 +35,7 @@ from agent_framework import AgentSession, ContextProvider, FunctionTool, Message
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...core.capsule import MIN_CAPSULE_BYTES
-from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
+from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
 from ...core.types import validate_owner_id
 from ...facts import FactStore
 from ..toolkit import (
@@ -334,8 +334,9 @@ def _role(message: Message) -> str:
 
 
 def _safe(text: str, what: str) -> str:
-    """Model text as a record field: unpaired surrogates replaced, cut to the record size limit."""
-    return bounded_text(text.encode("utf-8", "replace").decode("utf-8"), what, truncate=True)
+    """Model text as a record field: a NUL or unpaired surrogate as an escape (as every framework's records
+    show it), cut to the record size limit."""
+    return bounded_text(storable_text(text), what, truncate=True)
 
 
 def _json_safe(value: Any) -> dict[str, Any]:
@@ -346,7 +347,7 @@ def _json_safe(value: Any) -> dict[str, Any]:
         return {"raw": _safe(repr(value), "tool arguments")}
     if len(text.encode("utf-8", "replace")) > 60_000 or not isinstance(value, dict):
         return {"raw": _safe(text, "tool arguments")}
-    parsed: dict[str, Any] = json.loads(text.encode("utf-8", "replace").decode("utf-8"))
+    parsed: dict[str, Any] = json.loads(text)  # the record escapes what no backend stores alike
     return parsed
 
 
