@@ -7,6 +7,8 @@ import sqlite3
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autogen_shared_memory.search.lexical import idf
 from autogen_shared_memory.search.postings import Postings, bm25, top
@@ -88,3 +90,20 @@ def test_a_text_holding_a_nul_is_still_one_fact() -> None:
     index.add(["kafka\x00lag", "kafka"])
     assert index.n == 2 and index.lengths[:2].tolist() == [2.0, 1.0]
     assert index.lookup("kafka")[0].tolist() == [0, 1] and index.lookup("lag")[0].tolist() == [0]
+
+
+@given(
+    st.lists(st.integers(0, 5), min_size=0, max_size=60),  # few distinct scores: many ties
+    st.integers(0, 70),
+    st.integers(0, 2**32 - 1),
+)
+def test_top_is_the_full_sort_cut_to_the_limit(levels: list[int], limit: int, seed: int) -> None:
+    """``top`` looks only at the rows that can make the limit (ties at the cut included): the same rows, in
+    the same order (score, then position), as sorting everything."""
+    rng = np.random.default_rng(seed)
+    positions = np.sort(rng.choice(1000, size=len(levels), replace=False)).astype(np.int64)
+    scores = np.array(levels, dtype=np.float64) / 4
+    allowed = rng.random(1000) < 0.8
+    keep = allowed[positions]
+    reference = sorted(zip(positions[keep].tolist(), scores[keep].tolist(), strict=True), key=lambda p: (-p[1], p[0]))
+    assert top(positions, scores, allowed, limit) == reference[:limit]

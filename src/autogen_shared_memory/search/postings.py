@@ -141,9 +141,14 @@ def bm25(
             parts.append(weight * tf * (K1 + 1) / (tf + norm))
     if not docs:
         return _EMPTY
-    positions, inverse = np.unique(np.concatenate(docs), return_inverse=True)
-    scores = np.bincount(inverse, weights=np.concatenate(parts), minlength=len(positions)).astype(np.float64)
-    return positions, scores
+    # Summed per fact over all of the scope's positions (a pass over n floats), not over the sorted distinct
+    # positions (np.unique sorts every posting: ~0.15 ms a search at 100k facts); the same sums, in the same order.
+    every = np.concatenate(docs)
+    present = np.zeros(len(lengths), dtype=bool)
+    present[every] = True
+    positions = np.flatnonzero(present).astype(np.int64, copy=False)
+    sums = np.bincount(every, weights=np.concatenate(parts), minlength=len(lengths))
+    return positions, sums[positions].astype(np.float64, copy=False)
 
 
 def top(
@@ -152,6 +157,9 @@ def top(
     """The ``limit`` best allowed positions, best first (ties: the earlier fact first, as FTS5 orders them)."""
     keep = allowed[positions]
     positions, scores = positions[keep], scores[keep]
+    if len(scores) > limit > 0:  # only the rows scoring at least the limit-th best can be in it (ties too)
+        near = np.flatnonzero(scores >= np.partition(scores, len(scores) - limit)[len(scores) - limit])
+        positions, scores = positions[near], scores[near]
     order = np.lexsort((positions, -scores))[:limit]
     return [(int(positions[i]), float(scores[i])) for i in order]
 
