@@ -44,7 +44,7 @@ from autogen_shared_memory.core.types import (
 )
 from autogen_shared_memory.embedding import Vectors
 from autogen_shared_memory.search.lexical import idf
-from autogen_shared_memory.search.text import fold, stem
+from autogen_shared_memory.search.text import fold, fts5_terms, stem
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -493,7 +493,9 @@ class InMemoryBackend(Backend):
             found.sort(key=lambda r: r["seq"], reverse=not oldest_first)
         if query_terms:
             column = fts_column(table)
-            scores = _bm25([_tokens(r.get(column) or "") for r in found], _phrases(query_terms))
+            # records: FTS5's own terms, as SQLite's record tables (and PostgreSQL's, schema 8) match them
+            phrases = list(dict.fromkeys(p for p in (tuple(fts5_terms(t)) for t in query_terms) if p))
+            scores = _bm25([tuple(fts5_terms(r.get(column) or "")) for r in found], phrases)
             ranked = sorted(zip(scores, range(len(found)), strict=True), key=lambda t: (-t[0], t[1]))
             found = [found[i] for score, i in ranked if score > 0]
         end = None if limit is None else offset + limit

@@ -100,8 +100,18 @@ def test_search_all_conversations(store: SharedMemoryStore) -> None:
 @pytest.mark.parametrize(
     ("query", "found"),
     [
-        ("the", {"the build is red"}),
-        ("it is", {"it is done", "the build is red", "Café déjà vu: it is naïve", "staging is green; deploy later"}),
+        ("the", {"the build is red", "the ＡＰＩ is down"}),
+        (
+            "it is",
+            {
+                "it is done",
+                "the build is red",
+                "Café déjà vu: it is naïve",
+                "staging is green; deploy later",
+                "It's John's turn",
+                "the ＡＰＩ is down",
+            },
+        ),
         ("cafe", {"Café déjà vu: it is naïve"}),
         ("DEJA", {"Café déjà vu: it is naïve"}),
         ("naive", {"Café déjà vu: it is naïve"}),
@@ -111,13 +121,19 @@ def test_search_all_conversations(store: SharedMemoryStore) -> None:
         ("staging_deploy", set()),  # a phrase of two words that are not side by side anywhere
         ("deploy_on", {"don't deploy on Friday"}),
         ("!!!", set()),
+        ("it's", {"it is done", "Café déjà vu: it is naïve", "It's John's turn"}),  # "s" is a word
+        ("s", {"It's John's turn"}),
+        ("possible", {"possibly broken"}),  # FTS5's stemmer, not another Porter
+        ("analog", {"an analogy"}),
+        ("API", set()),  # FTS5 keeps full-width letters as they are (the query is folded: no match either way)
     ],
 )
 def test_record_full_text_matches_alike_on_every_backend(store: SharedMemoryStore, query: str, found: set[str]) -> None:
     """FTS5's words on every backend (PostgreSQL's english search kept diacritics, dropped its stop words and
     cut ``10.0.0.1`` its own way, so these found nothing there)."""
     texts = ["the build is red", "it is done", "Café déjà vu: it is naïve", "ping 10.0.0.1 failed"]
-    texts += ["don't deploy on Friday", "staging is green; deploy later"]
+    texts += ["don't deploy on Friday", "staging is green; deploy later", "It's John's turn", "possibly broken"]
+    texts += ["an analogy", "the ＡＰＩ is down"]
     from autogen_shared_memory.search.text import query_terms
 
     lead = store.for_agent("lead")

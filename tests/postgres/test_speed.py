@@ -277,6 +277,7 @@ def test_schema_8_writes_record_full_text_as_fts5_reads_it_and_fills_existing_ro
     open_store(pg_dsn, fresh).close()
     store = open_store(pg_dsn, name)
     store.for_agent("lead").log_conversation("assistant", "Café déjà vu: the build is red")
+    store.for_agent("lead").log_conversation("assistant", "It's John's turn")  # "s": a word of one letter
     store.add_group_member("crew", "lead")
     store.case_log("crew", "lead").append("the café opens at nine")
     store.close()
@@ -293,6 +294,7 @@ def test_schema_8_writes_record_full_text_as_fts5_reads_it_and_fills_existing_ro
         assert conn.execute("SELECT count(*) FROM asm_conversations WHERE tsv @@ 'cafe'::tsquery").fetchone() == (0,)
     reopened = open_store(pg_dsn, name)
     assert [r.content for r in reopened.conversation("lead", query="cafe the")] == ["Café déjà vu: the build is red"]
+    assert [r.content for r in reopened.conversation("lead", query="john")] == ["It's John's turn"]
     found = reopened.backend.rows(ScopeRef("group", "crew"), "case_log", query_terms=["cafe"])
     assert [r["summary"] for r in found] == ["the café opens at nine"]
     reopened.case_log("crew", "lead").append("the café closes at six")  # the append-only guard is back
@@ -303,6 +305,21 @@ def test_schema_8_writes_record_full_text_as_fts5_reads_it_and_fills_existing_ro
             conn.execute(f"UPDATE {name}.asm_case_log SET summary = 'x'")
     assert migrated == made
     reopened.close()
+
+
+def test_a_record_of_many_distinct_words_is_stored_and_found_by_them(pg_dsn: str) -> None:
+    """A record near the size limit, 37,000 distinct words: stored, and found by its words (its tsvector is
+    written from FTS5's terms, within what PostgreSQL accepts)."""
+    store = open_store(pg_dsn, schema())
+    words = [chr(0x4E00 + i // 400) + chr(0x4E00 + i % 400) for i in range(37_000)]
+    text = " ".join(words)
+    assert len(text.encode()) > 250_000
+    lead = store.for_agent("lead")
+    lead.log_conversation("assistant", text)
+    lead.log_conversation("assistant", "It's John's turn")
+    assert [r.content[:5] for r in store.conversation("lead", query=words[3])] == [text[:5]]
+    assert [r.content for r in store.conversation("lead", query="it's")] == ["It's John's turn"]
+    store.close()
 
 
 def test_vectors_round_trip_exactly_through_the_copy(pg_dsn: str) -> None:

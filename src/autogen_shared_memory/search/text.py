@@ -8,6 +8,7 @@ stop-words dropped, and each token is passed as a quoted string literal, so quot
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 import unicodedata
 from collections.abc import Sequence
@@ -86,3 +87,27 @@ def tokens_many(texts: Sequence[str]) -> list[str]:
     if joined.count("\x00") != len(texts) - 1:
         joined = "\x00".join(fold(t.replace("\x00", " ")) for t in texts)
     return _TOKEN_OR_BREAK.findall(joined)
+
+
+def _vocabulary() -> sqlite3.Connection:
+    """This thread's in-memory FTS5 table, tokenized as the SQLite backend's record tables are."""
+    conn: sqlite3.Connection | None = getattr(_local, "fts5", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='porter unicode61 remove_diacritics 2')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+        _local.fts5 = conn
+    return conn
+
+
+def fts5_terms(text: str) -> list[str]:
+    """The terms SQLite's FTS5 (``porter unicode61 remove_diacritics 2``) indexes for ``text``, in order: FTS5's
+    own tokenizer and stemmer, read back from an in-memory table's ``fts5vocab``. Where another engine must
+    match record text as FTS5 does (PostgreSQL's record tables), it uses these; :func:`stem` and :func:`fold`
+    differ from them at the edges (Snowball's Porter, NFKD)."""
+    conn = _vocabulary()
+    conn.execute("INSERT INTO t (rowid, content) VALUES (1, ?)", (text,))
+    try:
+        return [term for (term,) in conn.execute("SELECT term FROM v WHERE doc = 1 ORDER BY offset")]
+    finally:
+        conn.execute("DELETE FROM t")
