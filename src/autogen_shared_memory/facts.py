@@ -1053,6 +1053,10 @@ class FactStore:
         return self._closed
 
     def close(self) -> None:
+        for recorder in list(self._recorders):  # what they have queued is written first
+            close = getattr(recorder, "close", None)
+            if close is not None:
+                close()
         self._closed = True
         feed.stop_all(self._subscriptions)
         self.backend.close()

@@ -434,6 +434,23 @@ def test_a_fact_written_with_the_old_model_during_a_reembed_gets_the_new_models_
     assert [e.event for e in new.history(late[0])] == ["created", "reembedded"]
 
 
+def test_a_fact_purged_during_a_reembed_gets_no_reembedded_event(make_store: StoreFactory) -> None:
+    old = make_store(embedder=HashEmbedder(32, "model-a"))
+    facts = [r.id for r in old.remember_many([f"fact number {i} about llamas" for i in range(10)], "global")]
+    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
+    switch = new.backend.replace_vectors
+
+    def purge_meanwhile(*args: Any) -> int | None:  # after the facts were listed and embedded
+        old.forget(facts[3], "obsolete")
+        old.purge(older_than=0)
+        return switch(*args)
+
+    new.backend.replace_vectors = purge_meanwhile  # type: ignore[method-assign]
+    assert reembed_scope(new.backend, G, new.embedder.embed, new.model) == 9
+    assert [e.event for e in new.history(facts[3])] == ["created", "forgotten", "purged"]
+    assert [e.event for e in new.history(facts[4])] == ["created", "reembedded"]
+
+
 @pytest.mark.sqlite_only
 def test_content_is_immutable_in_the_database(store: SharedMemoryStore) -> None:
     r = store.remember("original text", "global")

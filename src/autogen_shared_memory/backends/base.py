@@ -418,22 +418,33 @@ class Backend(ABC):
             yield [(r["seq"], r["id"], r["content"]) for r in batch]
 
     def replace_vectors(
-        self, scope: ScopeRef, ids: Sequence[str], vectors: Vectors, model: ModelInfo, last_seq: int, actor: str
-    ) -> bool:
+        self,
+        scope: ScopeRef,
+        ids: Sequence[str],
+        vectors: Vectors,
+        model: ModelInfo,
+        last_seq: int,
+        actor: str,
+        audit_seq: int = 0,
+    ) -> int | None:
         """Store new vectors for ``ids`` (each audited as ``actor``) and record ``model`` as the scope's, in one
-        transaction, unless a fact came after ``last_seq`` (written since the caller listed the facts, with
-        the old model): then nothing is written and the answer is False."""
+        transaction; return how many facts got one (facts purged since audit event ``audit_seq`` are left
+        out: they are gone). None, with nothing written, if a fact came after ``last_seq`` (written since the
+        caller listed the facts, with the old model)."""
         if not self.exists(scope):
-            return True
+            return 0
 
-        def run(tx: ScopeTx) -> bool:
+        def run(tx: ScopeTx) -> int | None:
             if tx.rows("facts", after_seq=last_seq, limit=1):
-                return False
-            tx.set_vectors(ids, vectors)
-            for fact_id in ids:
+                return None
+            gone = {e["fact_id"] for e in tx.rows("audit", {"event": "purged"}, after_seq=audit_seq)}
+            keep = [i for i, fact_id in enumerate(ids) if fact_id not in gone]
+            kept = [ids[i] for i in keep]
+            tx.set_vectors(kept, vectors[keep] if len(keep) < len(ids) else vectors)
+            for fact_id in kept:
                 tx.audit(fact_id, "reembedded", actor, {"model": model.model_id})
             tx.add_rows("meta", model_rows(model), on_conflict="update")
-            return True
+            return len(kept)
 
         return self.transact(scope, run, "reembed")
 
@@ -727,6 +738,8 @@ def reembed_scope(
     ids: list[str] = []
     vectors: list[Vectors] = []
     last = 0
+    trail = backend.rows(scope, "audit", oldest_first=False, limit=1)
+    audit_seq = int(trail[0]["seq"]) if trail else 0  # facts purged after this are not re-embedded
     for _ in range(REEMBED_ROUNDS):
         for batch in backend.iter_contents(scope, batch_size, after_seq=last):
             vectors.append(np.asarray(embed([content for _, _, content in batch]), np.float32))
@@ -735,8 +748,9 @@ def reembed_scope(
             if progress is not None:
                 progress(len(batch))
         matrix = np.concatenate(vectors) if vectors else np.zeros((0, model.dimension), np.float32)
-        if backend.replace_vectors(scope, ids, matrix, model, last, actor):
-            return len(ids)
+        done = backend.replace_vectors(scope, ids, matrix, model, last, actor, audit_seq)
+        if done is not None:
+            return done
     raise SharedMemoryError(
         f"re-embedding {scope}: facts kept being written with the old model; run reembed() when writes pause"
     )

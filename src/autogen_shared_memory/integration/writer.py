@@ -9,10 +9,13 @@ before them.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
+import os
 import queue
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING
 
 from ..core.records import Record
@@ -32,13 +35,27 @@ class RecordWriter:
         self.store = store
         self.errors = 0  # batches that could not be written (logged)
         self.recorded = 0
-        self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=max_pending)
+        self._max_pending = max_pending
+        self._closed = False
+        self._start()
+        store._recorders.add(self)
+        _WRITERS.add(self)
+
+    def _start(self) -> None:
+        """A new queue and thread (at creation, and in a forked child: the parent's thread is not there, and
+        the records it had queued are the parent's to write)."""
+        self._pid = os.getpid()
+        self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=self._max_pending)
         self._thread = threading.Thread(target=self._drain, name="shared-memory-recorder", daemon=True)
         self._thread.start()
-        store._recorders.add(self)
 
     def put(self, record: Record) -> None:
-        """Queue ``record`` (``queue.Full`` when ``max_pending`` records wait: the caller drops it)."""
+        """Queue ``record`` (``queue.Full`` when ``max_pending`` records wait, RuntimeError once closed: the
+        caller drops it and logs why)."""
+        if self._closed:
+            raise RuntimeError("the recorder is closed (its store was closed)")
+        if self._pid != os.getpid():
+            self._start()
         self._queue.put_nowait(record)
 
     def _drain(self) -> None:
@@ -73,6 +90,8 @@ class RecordWriter:
         """Block until every record queued so far is written (for reads, tests and shutdown); False if some
         were still pending when ``timeout`` ran out."""
         deadline = time.monotonic() + timeout
+        if self._pid != os.getpid():  # a forked child: nothing of its own queued yet
+            return True
         if threading.get_ident() == self._thread.ident:  # the writer itself: waiting would never end
             return not self._queue.unfinished_tasks
         while self._queue.unfinished_tasks and self._thread.is_alive() and time.monotonic() < deadline:
@@ -83,7 +102,18 @@ class RecordWriter:
         return await asyncio.to_thread(self.flush, timeout)
 
     def close(self) -> None:
-        """Write what is pending and stop the thread."""
-        if self._thread.is_alive():
+        """Write what is pending and stop the thread (the store's ``close`` does this, and so does the
+        interpreter's exit: the thread is a daemon, and what it had not written would be lost)."""
+        self._closed = True
+        if self._pid == os.getpid() and self._thread.is_alive():
             self._queue.put(None)
             self._thread.join(timeout=30)
+
+
+_WRITERS: weakref.WeakSet[RecordWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for writer in list(_WRITERS):
+        writer.close()

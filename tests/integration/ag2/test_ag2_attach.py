@@ -479,3 +479,56 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
         holder.close()
     assert [r.content for r in store.conversation("alice")] == ["hello bob", "creates the file"]
     store.close()
+
+
+def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_path: Any) -> None:
+    """Recording queues messages (a background thread writes them): closing the store, the end of the
+    interpreter and a fork must not lose what was queued."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from autogen_shared_memory.testing import HashEmbedder
+
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    alice, bob = agent("alice", "unused"), agent("bob", "unused")
+    store.attach([alice, bob], group_id="pair")
+    for i in range(300):
+        alice.send(f"message {i}", bob, request_reply=False)
+    store.close()
+    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("alice", limit=1000)) == 300
+
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, sys.argv[2])
+        from scripted_agents import agent
+        from autogen_shared_memory import SharedMemoryStore
+        from autogen_shared_memory.testing import HashEmbedder
+        store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder())
+        carol, dave = agent("carol", "unused"), agent("dave", "unused")
+        store.attach([carol, dave], group_id="pair2")
+        for i in range(200):
+            carol.send(f"message {i}", dave, request_reply=False)
+        """  # ends without closing the store
+    )
+    here = os.path.dirname(__file__)
+    subprocess.run([sys.executable, "-c", script, str(tmp_path), here], check=True, timeout=120)
+    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("carol", limit=1000)) == 200
+
+    forked = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    erin, frank = agent("erin", "unused"), agent("frank", "unused")
+    forked.attach([erin, frank], group_id="pair3")
+    erin.send("before the fork", frank, request_reply=False)
+    forked._settle_records()
+    pid = os.fork()
+    if pid == 0:  # the child: its own messages, written by its own thread
+        try:
+            erin.send("from the child", frank, request_reply=False)
+            forked.close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    said = {r.content for r in SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("erin")}
+    assert said == {"before the fork", "from the child"}
