@@ -164,3 +164,29 @@ def test_watch_follows_another_process_until_ctrl_c(tmp_path: Path) -> None:
     assert proc.returncode == 0 and out == ""
     assert f"resume with --since {line['position']}" in err
     store.close()
+
+
+def test_watch_and_json_output_show_control_characters_as_escapes(tmp_path: Path) -> None:
+    """A forget reason is agent text: ``watch`` printed it raw (ESC[2K erased the line on a terminal), and
+    ``--json`` kept bidi overrides and C1 controls raw; both are escapes now (the same data for a parser)."""
+    from typer.testing import CliRunner
+
+    from autogen_shared_memory.cli import app
+
+    env = {"AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    fact = store.remember("a fact", "global")
+    reason = "obsolete\x1b[2K\x1b[1A APPROVED \u202e \x9b"
+    store.forget(fact.id, reason)
+    runner = CliRunner()
+    for extra in ([], ["--json"]):
+        args = ["--root", str(tmp_path), "watch", "--since", "start", "--count", "2", *extra]
+        out = runner.invoke(app, args, env=env).stdout
+        assert not any(ch in out for ch in "\x1b\u202e\x9b") and "APPROVED" in out
+    lines = runner.invoke(
+        app, ["--root", str(tmp_path), "watch", "--since", "start", "--count", "2", "--json"], env=env
+    )
+    assert json.loads(lines.stdout.splitlines()[1])["detail"]["reason"] == reason
+    shown = runner.invoke(app, ["--root", str(tmp_path), "show", fact.id, "--json"], env=env).stdout
+    assert "\u202e" not in shown and json.loads(shown)["tombstone_reason"] == reason
+    store.close()

@@ -233,8 +233,17 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def json_text(data: Any, indent: int | None = None) -> str:
+    """``data`` as JSON, non-ASCII text kept readable, but every character a terminal would act on (controls,
+    bidi overrides, format characters) as a ``\\u`` escape: the same data for a parser, inert on a screen."""
+    text = json.dumps(data, indent=indent, ensure_ascii=False, default=_json_default)
+    if text.isprintable() or all(ch.isprintable() or ch == "\n" for ch in text):
+        return text
+    return "".join(ch if ch.isprintable() or ch == "\n" else json.dumps(ch)[1:-1] for ch in text)
+
+
 def emit_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=_json_default))
+    typer.echo(json_text(data, indent=2))
 
 
 def warn(message: str) -> None:

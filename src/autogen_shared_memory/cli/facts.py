@@ -37,6 +37,8 @@ from .app import (
     confidence_option,
     emit_json,
     fact_json,
+    json_text,
+    terminal_safe,
     ttl_days_option,
     warn,
 )
@@ -334,12 +336,14 @@ def watch_cmd(
         if done.is_set():
             return  # past --count: not shown, so not part of the position printed at the end
         if as_json:
-            typer.echo(json.dumps(change_json(change), ensure_ascii=False))
+            typer.echo(json_text(change_json(change)))
         else:
             detail = ", ".join(f"{k}={v}" for k, v in change.detail.items() if v is not None and k != "session_id")
             typer.echo(
-                f"{_when(change.at)}  {change.scope}  {change.event:<10}  {change.fact_id}  by {change.actor}"
-                + (f"  ({detail})" if detail else "")
+                terminal_safe(
+                    f"{_when(change.at)}  {change.scope}  {change.event:<10}  {change.fact_id}  by {change.actor}"
+                    + (f"  ({detail})" if detail else "")
+                )
             )
         shown.append(change)
         if count is not None and len(shown) >= count:

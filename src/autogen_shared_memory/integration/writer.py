@@ -37,26 +37,33 @@ class RecordWriter:
         self.recorded = 0
         self._max_pending = max_pending
         self._closed = False
+        self._lock = threading.Lock()  # put, close and a restart in a forked child: one at a time
         self._start()
         store._recorders.add(self)
         _WRITERS.add(self)
 
     def _start(self) -> None:
         """A new queue and thread (at creation, and in a forked child: the parent's thread is not there, and
-        the records it had queued are the parent's to write)."""
-        self._pid = os.getpid()
+        the records it had queued are the parent's to write). Caller holds ``_lock`` (or owns the writer)."""
+        restart = hasattr(self, "_pid")
         self._queue: queue.Queue[Record | None] = queue.Queue(maxsize=self._max_pending)
         self._thread = threading.Thread(target=self._drain, name="shared-memory-recorder", daemon=True)
         self._thread.start()
+        self._pid = os.getpid()
+        if restart:  # a multiprocessing child ends with os._exit (no atexit): its finalizers still run
+            from multiprocessing.util import Finalize
+
+            Finalize(self, self.close, exitpriority=10)
 
     def put(self, record: Record) -> None:
         """Queue ``record`` (``queue.Full`` when ``max_pending`` records wait, RuntimeError once closed: the
         caller drops it and logs why)."""
-        if self._closed:
-            raise RuntimeError("the recorder is closed (its store was closed)")
-        if self._pid != os.getpid():
-            self._start()
-        self._queue.put_nowait(record)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the recorder is closed (its store was closed)")
+            if self._pid != os.getpid():
+                self._start()
+            self._queue.put_nowait(record)
 
     def _drain(self) -> None:
         while True:
@@ -104,13 +111,28 @@ class RecordWriter:
     def close(self) -> None:
         """Write what is pending and stop the thread (the store's ``close`` does this, and so does the
         interpreter's exit: the thread is a daemon, and what it had not written would be lost)."""
-        self._closed = True
-        if self._pid == os.getpid() and self._thread.is_alive():
-            self._queue.put(None)
+        with self._lock:
+            running = not self._closed and self._pid == os.getpid() and self._thread.is_alive()
+            self._closed = True
+            if running:
+                self._queue.put(None)  # after every record put before it (the thread drains without the lock)
+        if running and threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a lock another thread of the parent held would stay held here."""
+        self._lock = threading.Lock()
 
 
 _WRITERS: weakref.WeakSet[RecordWriter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for writer in list(_WRITERS):
+        writer._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -532,3 +532,16 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
     os.waitpid(pid, 0)
     said = {r.content for r in SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("erin")}
     assert said == {"before the fork", "from the child"}
+
+    import multiprocessing
+
+    def child() -> None:  # ends with os._exit, without atexit, and does not close the store
+        for i in range(100):
+            erin.send(f"from a multiprocessing child {i}", frank, request_reply=False)
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(60)
+    assert process.exitcode == 0
+    found = SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("erin", query="multiprocessing")
+    assert len(found) == 100

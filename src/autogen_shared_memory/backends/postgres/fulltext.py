@@ -8,9 +8,9 @@ neither, where FTS5 (``porter unicode61 remove_diacritics 2``) finds them. So th
 each the phrase of its FTS5 terms (what FTS5 reads in a quoted string). Both are given as
 ``tsvector``/``tsquery`` literals, so PostgreSQL's parser and dictionaries never see the text.
 
-Where PostgreSQL's limits bind, a row keeps what fits: terms of at most 2046 bytes, positions up to 16383,
-256 positions per term and about 1 MB in all (FTS5 has none of these limits; a text of 256 kB reaches the
-last only with unusual characters).
+Where PostgreSQL's limits bind (FTS5 has none of them), a row keeps what fits: terms of at most 2046 bytes,
+256 positions per term and about 1 MB in all; words after the 16383rd share that position, so they are found
+alone but not in a phrase.
 """
 
 from __future__ import annotations
@@ -36,8 +36,7 @@ def tsvector_literal(text: str | None) -> str | None:
     positions: dict[str, list[int]] = {}
     size = 0
     for i, term in enumerate(fts5_terms(text), 1):
-        if i > MAX_POSITION:
-            break
+        i = min(i, MAX_POSITION)  # later words share the last position, as to_tsvector gives them
         at = positions.get(term)
         if at is None:
             cost = len(term.encode()) + 8
@@ -45,7 +44,7 @@ def tsvector_literal(text: str | None) -> str | None:
                 continue
             positions[term] = at = []
             size += cost
-        if len(at) < MAX_POSITIONS and size + 2 <= MAX_TSVECTOR_BYTES:
+        if len(at) < MAX_POSITIONS and (not at or at[-1] < i) and size + 2 <= MAX_TSVECTOR_BYTES:
             at.append(i)
             size += 2
     return " ".join(f"{_quoted(term)}:{','.join(map(str, at))}" for term, at in positions.items())

@@ -35,7 +35,7 @@ from agent_framework import AgentSession, ContextProvider, FunctionTool, Message
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...core.capsule import MIN_CAPSULE_BYTES
-from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
+from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable, storable_text
 from ...core.types import validate_owner_id
 from ...facts import FactStore
 from ..toolkit import (
@@ -341,9 +341,9 @@ def _safe(text: str, what: str) -> str:
 
 def _json_safe(value: Any) -> dict[str, Any]:
     """Tool arguments as a JSON object a record can hold (anything else kept as its text)."""
-    try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError):
+    try:  # measured as stored: a lone surrogate or a NUL as its escape
+        text = json.dumps(storable(value), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
         return {"raw": _safe(repr(value), "tool arguments")}
     if len(text.encode("utf-8", "replace")) > 60_000 or not isinstance(value, dict):
         return {"raw": _safe(text, "tool arguments")}
