@@ -56,7 +56,35 @@ class Caller:
     error: str | None = None
 
 
-_CALLER: ContextVar[Caller | None] = ContextVar("autogen_shared_memory_ag2_caller", default=None)
+@dataclass
+class Asked:
+    """The memory calls of the one message a tool-call reply is running, and who asked for them. A memory
+    call runs only if it is one of these (each once): a call made anywhere else while that reply runs (in a
+    nested chat another tool of the message started, say) is not the asker's and is refused."""
+
+    caller: Caller
+    calls: list[tuple[str, str]]  # (tool name, arguments as canonical JSON), not yet run
+
+    def take(self, name: str, arguments: Mapping[str, Any]) -> bool:
+        key = (name, _canonical(arguments))
+        if key in self.calls:
+            self.calls.remove(key)
+            return True
+        return False
+
+
+NOT_ASKED = (
+    "ERROR: this memory call is not one the agent whose tool calls are running asked for (it was made "
+    "inside another tool, a nested chat say); shared memory only runs calls for the agent that made them. "
+    "Nothing was changed."
+)
+
+
+def _canonical(arguments: Mapping[str, Any]) -> str:
+    return json.dumps(arguments, sort_keys=True, default=str)
+
+
+_CALLER: ContextVar[Asked | None] = ContextVar("autogen_shared_memory_ag2_caller", default=None)
 
 # A memory call whose arguments are not a JSON object is handed to AG2 with this one key instead: AG2
 # itself crashes on such arguments (``null`` or a number end the chat with an exception).
@@ -79,9 +107,12 @@ def tool_function(name: str) -> Callable[..., str | Coroutine[Any, Any, str]]:
     """The function-map entry of one memory tool: runs the call for the agent that asked, or refuses."""
 
     def run(**arguments: Any) -> str | Coroutine[Any, Any, str]:
-        caller = _CALLER.get()
-        if caller is None:
+        asked = _CALLER.get()
+        if asked is None:
             return NO_CALLER
+        if not asked.take(name, arguments):
+            return NOT_ASKED
+        caller = asked.caller
         if caller.tools is None:
             return caller.error or NO_CALLER
         if INVALID_ARGUMENTS in arguments:
@@ -135,6 +166,8 @@ def _object_arguments(raw: Any) -> tuple[dict[str, Any] | None, str]:
         value = json.loads(raw, strict=False)
     except (ValueError, TypeError):
         return None, "text that is not JSON"
+    except RecursionError:
+        return None, "JSON nested too deep"
     return (value, "") if isinstance(value, dict) else (None, json_kind(value))
 
 
@@ -168,7 +201,7 @@ def tool_call_wrappers(
 
     def prepare(
         recipient: ConversableAgent, messages: list[dict[str, Any]] | None, sender: Any
-    ) -> tuple[Caller | None, list[dict[str, Any]] | None]:
+    ) -> tuple[Asked | None, list[dict[str, Any]] | None]:
         """Who the memory calls of the latest message run for, and the messages to hand to AG2."""
         history = messages
         if history is None and sender is not None:  # AG2 reads the history with the sender then
@@ -179,7 +212,12 @@ def tool_call_wrappers(
         fixed = _with_object_arguments(message)
         if fixed is not message and history:  # a copy: the history keeps what the model sent
             messages = [*history[:-1], dict(fixed)]
-        return resolve(asker_of(message, sender)), messages
+        calls = [
+            (c["function"]["name"], _canonical(json.loads(c["function"].get("arguments") or "{}")))
+            for c in fixed.get("tool_calls") or []
+            if _is_memory_call(c)
+        ]
+        return Asked(resolve(asker_of(message, sender)), calls), messages
 
     @functools.wraps(sync_original)
     def generate_tool_calls_reply(
