@@ -139,6 +139,23 @@ def test_user_tool_with_a_memory_name_is_a_clear_error(store: SharedMemoryStore)
     assert len(other._workbench) == 1  # all or nothing: the other agent was not touched either
 
 
+def test_an_agent_with_memory_tools_of_another_store_or_group_is_refused(
+    store: SharedMemoryStore, tmp_path: Path
+) -> None:
+    """Attaching reused any memory workbench the agent had: its tools wrote into the first store's (or the
+    dumped agent's) group while the attachment reported the new one."""
+    writer = AssistantAgent("writer", model_client=client())
+    other = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder())
+    other.attach(writer, group_id="team-a")
+    with pytest.raises(ValueError, match="'writer' already has shared memory tools bound to another store"):
+        store.attach(writer, group_id="team-a")
+    copy = AssistantAgent.load_component(writer.dump_component())  # bound to team-a of `other`
+    with pytest.raises(ValueError, match="bound to group 'team-a'"):
+        other.attach(copy, group_id="team-b")
+    assert other.attach(copy, group_id="team-a").group_id == "team-a"  # the same store and group: fine
+    other.close()
+
+
 def test_group_ids_are_stable_and_distinct() -> None:
     a, _ = crew()
     b, _ = crew()

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ from autogen_shared_memory.integration.toolkit import (
     RememberArgs,
     SearchArgs,
 )
+from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
 MEMORY_TOOLS = {"memory_search", "memory_remember", "memory_forget"}
@@ -295,6 +297,16 @@ def test_a_user_tool_named_like_a_memory_tool_is_a_clear_error_and_nothing_chang
     clash.context_providers.append(store.context_provider())
     with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
         asyncio.run(clash.run("go"))
+
+
+def test_an_agent_with_a_provider_of_another_store_is_refused(store: SharedMemoryStore, tmp_path: Path) -> None:
+    """Attaching reused the agent's provider of another store: its writes went there."""
+    writer = agent("writer", "ok")
+    other = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder())
+    other.attach(writer, group_id="crew")
+    with pytest.raises(ValueError, match="'writer' already has a shared memory provider of another store"):
+        store.attach(writer, group_id="crew")
+    other.close()
 
 
 def test_group_ids_are_stable_and_bad_ones_are_refused_before_any_change(store: SharedMemoryStore) -> None:

@@ -158,6 +158,11 @@ class Attacher:
             if done is not None and done.group_id != group_id:
                 raise ValueError(f"agent {name!r} is already attached to group {done.group_id!r}; detach it first")
             existing = _own_provider(agent)
+            if done is None and existing is not None and existing.store is not self.store:
+                raise ValueError(
+                    f"agent {name!r} already has a shared memory provider of another store; remove it or "
+                    "attach the agent with that store"
+                )
             if done is None and existing is not None and existing.group_id != group_id:
                 raise ValueError(
                     f"agent {name!r} already has a shared memory provider for group {existing.group_id!r}; "

@@ -91,6 +91,18 @@ def _existing_tool_names(agent: AssistantAgent) -> set[str]:
     return names
 
 
+def _memory_binding(agent: Any) -> tuple[FactStore, str | None] | None:
+    """The store and group the agent's memory tools are bound to, if it has them already."""
+    if not isinstance(agent, AssistantAgent):
+        return None
+    for wb in agent._workbench:
+        if isinstance(wb, StaticWorkbench) and _is_memory_workbench(wb):
+            tool = wb._tools[0]
+            if isinstance(tool, _MemoryTool):
+                return tool.store, tool.group_id
+    return None
+
+
 def _is_memory_workbench(wb: Any) -> bool:
     return isinstance(wb, StaticWorkbench) and bool(wb._tools) and all(isinstance(t, _MemoryTool) for t in wb._tools)
 
@@ -147,6 +159,14 @@ class Attacher:
             if done is not None and done.group_id != group_id:
                 raise ValueError(
                     f"agent {agent.name!r} is already attached to group {done.group_id!r}; detach it first"
+                )
+            bound = _memory_binding(agent) if done is None else None
+            if bound is not None and (bound[0] is not self.store or bound[1] != group_id):
+                where = "another store" if bound[0] is not self.store else f"group {bound[1]!r}"
+                raise ValueError(
+                    f"agent {agent.name!r} already has shared memory tools bound to {where} (an agent loaded "
+                    "from a dumped, attached one, or attached to another store): detach it there first, or "
+                    "attach it with that store and group"
                 )
             if done is None and isinstance(agent, AssistantAgent) and _function_calling(agent):
                 clash = _existing_tool_names(agent) & set(TOOL_NAMES)
