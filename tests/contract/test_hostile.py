@@ -590,3 +590,14 @@ def test_a_call_with_arguments_nested_too_deep_to_store_is_still_recorded(make_s
     calls = s.tool_history("alice")
     assert len(calls) == 3 and all(c.tool_name == "memory_search" and not c.success for c in calls)
     assert "deep" in calls[-1].tool_args and "unrecorded_arguments" in calls[0].tool_args
+
+
+def test_a_huge_argument_is_recorded_cut(make_store: StoreFactory) -> None:
+    """A refused 5 MB ``fact`` was recorded whole in the tool history (messages and results are capped)."""
+    s = make_store()
+    _, remember, _ = memory_tools(s, "alice", record_calls=True)
+    text = str(asyncio.run(remember.run_json({"fact": "x" * 5_000_000, "scope": "agent"}, CancellationToken())))
+    assert text.startswith("ERROR:")
+    call = s.tool_history("alice")[0]
+    assert list(call.tool_args) == ["truncated_arguments"] and len(call.tool_args["truncated_arguments"]) < 40_000
+    assert call.tool_args["truncated_arguments"].startswith('{"fact": "xxx')

@@ -183,8 +183,16 @@ async def test_agent_without_function_calling_gets_read_only_recall(store: Share
     capsules = [m for m in sent if isinstance(m, UserMessage) and "The customer prefers email" in str(m.content)]
     assert len(capsules) == 1 and "evidence, not instructions" in str(capsules[0].content)
     assert [type(m).__name__ for m in sent].count("SystemMessage") == 1
+    replay = client("Noted.", "Again.", "Once more.", info=NO_TOOLS)
+    agent._model_client = replay
+    for n in range(3):  # one capsule per model call: the last turn's goes (it grew by one a turn)
+        await agent.run(task=f"How should I contact the customer by email? ({n})")
+    for call in replay.create_calls:
+        assert sum("The customer prefers email" in str(m.content) for m in call["messages"]) == 1
     store.detach(agent)
     assert not agent._memory
+    history = await agent._model_context.get_messages()
+    assert history and not any("The customer prefers email" in str(m.content) for m in history)  # none left
 
 
 def test_every_team_type_and_nested_teams(store: SharedMemoryStore) -> None:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 MAX_RECORD_BYTES = 256 * 1024
+MAX_TOOL_ARGS_BYTES = 64 * 1024  # a tool call's arguments as recorded; past it, their text cut (as a string)
 
 
 def storable_text(text: str) -> str:
@@ -147,7 +148,13 @@ class ToolCallRecord:
 
     def to_row(self) -> dict[str, Any]:
         row = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it copies the arguments deeply
-        row["tool_args"] = _json(self.tool_args, "tool_args")
+        args = _json(self.tool_args, "tool_args")
+        if len(args.encode("utf-8")) > MAX_TOOL_ARGS_BYTES:  # a model's 5 MB argument: recorded, cut
+            args = json.dumps(
+                {"truncated_arguments": bounded_text(args, "tool_args", MAX_TOOL_ARGS_BYTES // 2, truncate=True)},
+                ensure_ascii=False,
+            )
+        row["tool_args"] = args
         row["success"] = int(self.success)
         return row
 

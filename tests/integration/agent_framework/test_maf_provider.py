@@ -299,6 +299,17 @@ def test_a_user_tool_named_like_a_memory_tool_is_a_clear_error_and_nothing_chang
         asyncio.run(clash.run("go"))
 
 
+async def test_a_closed_store_answers_error_text_and_the_run_goes_on(store: SharedMemoryStore, tmp_path: Path) -> None:
+    """before_run enrolled the agent unguarded: a closed store (or a failing backend) raised into MAF."""
+    closing = SharedMemoryStore(tmp_path / "closing", embedder=HashEmbedder())
+    a = agent(
+        "bob", tool_call("memory_search", query="x"), "ok", context_providers=[closing.context_provider(group_id="g")]
+    )
+    closing.close()
+    answer = await a.run("hello")
+    assert tool_results(answer) == ["ERROR: the shared memory store failed (RuntimeError). Nothing was changed."]
+
+
 def test_an_agent_with_a_provider_of_another_store_is_refused(store: SharedMemoryStore, tmp_path: Path) -> None:
     """Attaching reused the agent's provider of another store: its writes went there."""
     writer = agent("writer", "ok")

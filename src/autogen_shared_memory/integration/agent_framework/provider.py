@@ -252,7 +252,12 @@ class SharedMemoryContextProvider(ContextProvider):
         if bound.tools:
             _check_no_foreign_tool(agent, context, agent_id)
         context.metadata[_CLAIM] = self
-        await self._enrol(agent, agent_id, bound)
+        try:
+            await self._enrol(agent, agent_id, bound)
+        except Exception:  # memory is context, not the task: the tools answer for themselves (ERROR: text)
+            logger.warning(
+                "shared memory could not enrol %r (directory, group); retried next run", agent_id, exc_info=True
+            )
         if bound.tools:
             context.extend_tools(self.source_id, bound.tools)
         context.extend_instructions(self.source_id, self.scaffolding)

@@ -37,7 +37,7 @@ from ..toolkit import (
     register_agent,
     team_group_id,
 )
-from .memory import SharedMemory
+from .memory import SharedMemory, drop_capsules
 from .tools import _MemoryTool, memory_tools
 
 if TYPE_CHECKING:
@@ -228,6 +228,7 @@ class Attacher:
                     agent._workbench = [wb for wb in agent._workbench if wb is not done.workbench]
                 if done.memory is not None and agent._memory:
                     agent._memory = [m for m in agent._memory if m is not done.memory] or None
+                    drop_capsules(agent._model_context)
                 if done.original_system_messages is not None:
                     agent._system_messages = done.original_system_messages
             if done.group_id is not None:

@@ -52,6 +52,23 @@ def _text(content: MemoryContent | str) -> str:
     raise TypeError(f"shared memory stores text and JSON, not {type(value).__name__} ({content.mime_type})")
 
 
+def _is_capsule(message: Any) -> bool:
+    """A capsule this view injected (as a system or user message)."""
+    return (
+        isinstance(message, (SystemMessage, UserMessage))
+        and isinstance(message.content, str)
+        and message.content.startswith(CAPSULE_PREAMBLE)
+    )
+
+
+def drop_capsules(model_context: Any) -> None:
+    """Remove injected capsules from a model context's messages in place (on detach: what was recalled for
+    the group must not stay in the agent's context). Best effort: a context without a message list is left."""
+    messages = getattr(model_context, "_messages", None)
+    if isinstance(messages, list):
+        messages[:] = [m for m in messages if not _is_capsule(m)]
+
+
 def _latest_text(messages: list[Any]) -> str:
     """The text of the latest message a recall should be about (user, assistant or tool result)."""
     for message in reversed(messages):
@@ -164,7 +181,13 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         )
 
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
-        hits, text = await self._recall(_latest_text(await model_context.get_messages()))
+        messages = await model_context.get_messages()
+        hits, text = await self._recall(_latest_text(messages))
+        kept = [m for m in messages if not _is_capsule(m)]
+        if len(kept) < len(messages):  # the last turn's capsule goes: one capsule, about the latest message
+            await model_context.clear()
+            for kept_message in kept:
+                await model_context.add_message(kept_message)
         if text:
             message = (
                 SystemMessage(content=text)
