@@ -29,6 +29,8 @@ from autogen_core.models import CreateResult, ModelInfo, RequestUsage, SystemMes
 from autogen_core.tool_agent import ToolAgent
 from autogen_core.tools import FunctionTool
 from autogen_ext.models.replay import ReplayChatCompletionClient
+from hypothesis import given
+from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemory, SharedMemoryStore
 from autogen_shared_memory.integration import (
@@ -510,3 +512,18 @@ async def test_a_tool_call_the_store_cannot_serve_answers_error(store: SharedMem
     store.asearch = broken  # type: ignore[method-assign]
     answer = await search.run_json({"query": "fact"}, CancellationToken())
     assert answer == "ERROR: the shared memory store failed (RuntimeError). Nothing was changed."
+
+
+@given(
+    st.text(alphabet=st.sampled_from("ab_/\\%~:2F"), max_size=300),
+    st.text(alphabet=st.sampled_from("ab_/\\%~:2F"), max_size=300),
+)
+def test_runtime_names_map_to_memory_ids_one_to_one(a: str, b: str) -> None:
+    """``alice/42`` and ``alice_42`` were one memory identity (``/`` replaced by ``_``, long names cut): two
+    runtime agents read each other's private facts."""
+    from autogen_shared_memory.integration.autogen.runtime import agent_id_of, memory_id
+
+    assert (memory_id(a) == memory_id(b)) == (a == b)
+    if a:
+        assert len(memory_id(a)) <= 128 and "/" not in memory_id(a) and "\\" not in memory_id(a)
+    assert agent_id_of(AgentId("assistant", "alice/42")) != agent_id_of(AgentId("assistant", "alice_42"))

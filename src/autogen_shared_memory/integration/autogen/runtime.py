@@ -10,8 +10,10 @@ and a failure of the recorder is logged and counted, never allowed to drop, dela
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
+import re
 import time
 import warnings
 from collections import OrderedDict
@@ -32,7 +34,7 @@ from autogen_core.models import FunctionExecutionResult
 from pydantic import BaseModel, ValidationError
 
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
-from ...core.types import validate_owner_id
+from ...core.types import MAX_ID_CHARS, validate_owner_id
 from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, invalid_arguments
 from ..writer import RecordWriter
 from .tools import memory_tools
@@ -45,8 +47,22 @@ logger = logging.getLogger("autogen_shared_memory")
 
 def agent_id_of(agent: AgentId) -> str:
     """The memory identity of a runtime agent: its type, plus its key unless that is ``default``."""
-    name = agent.type if agent.key in ("default", "") else f"{agent.type}:{agent.key}"
-    return name.replace("/", "_").replace("\\", "_")[:128]
+    return memory_id(agent.type if agent.key in ("default", "") else f"{agent.type}:{agent.key}")
+
+
+def memory_id(name: str) -> str:
+    """A runtime name as a memory agent id, one to one: ``%``, ``/``, ``\\`` and ``~`` percent-encoded (ids
+    hold no path separator), and a name longer than an id may be cut with a hash of all of it after a ``~``
+    (which no encoded name holds). ``alice/42`` and ``alice_42`` stay two agents."""
+    encoded = "".join(_ESCAPES.get(ch, ch) for ch in name) if _NEEDS_ESCAPE.search(name) else name
+    if len(encoded) <= MAX_ID_CHARS:
+        return encoded
+    digest = hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"{encoded[: MAX_ID_CHARS - 21]}~{digest}"
+
+
+_ESCAPES = {"%": "%25", "/": "%2F", "\\": "%5C", "~": "%7E"}
+_NEEDS_ESCAPE = re.compile(r"[%/\\~]")
 
 
 def _text(message: Any) -> str:
@@ -132,7 +148,7 @@ class MemoryRecorder(DefaultInterventionHandler):
         if not self._first_time(message.id):
             return
         yield ConversationRecord(
-            agent_id=validate_owner_id(message.source.replace("/", "_")[:128] or "unknown", "source"),
+            agent_id=validate_owner_id(memory_id(message.source) or "unknown", "source"),
             content=bounded_text(_text(message), "message", truncate=True),
             role=role,
             source=message.source,
