@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -413,6 +414,38 @@ def _quoted(content: str) -> str:
     """A stored fact's text for a tool answer: on one line, at most 160 characters, quoted."""
     flat = " ".join(content.split())
     return repr(flat if len(flat) <= 160 else flat[:159] + "…")
+
+
+_HOLDS_LOCK = threading.Lock()
+
+
+def join_group(store: FactStore, group_id: str, agent_name: str) -> None:
+    """Make an attached agent a member of ``group_id``, counting the attachments that rely on it (of any
+    framework, on this store), and remembering whether it was a member before the first one."""
+    with _HOLDS_LOCK:
+        holds: dict[tuple[str, str], list[Any]] = store.__dict__.setdefault("_membership_holds", {})
+        entry = holds.get((group_id, agent_name))
+        if entry is None:
+            before = agent_name in store.group_members(group_id)
+            store.add_group_member(group_id, agent_name)
+            holds[(group_id, agent_name)] = [1, not before]
+        else:
+            entry[0] += 1
+
+
+def leave_group(store: FactStore, group_id: str, agent_name: str) -> None:
+    """Undo one :func:`join_group`: the membership goes with the last attachment relying on it, and only if
+    attaching added it (a member trusted code added stays one)."""
+    with _HOLDS_LOCK:
+        holds: dict[tuple[str, str], list[Any]] = store.__dict__.setdefault("_membership_holds", {})
+        entry = holds.get((group_id, agent_name))
+        if entry is None:
+            return
+        entry[0] -= 1
+        if entry[0] == 0:
+            del holds[(group_id, agent_name)]
+            if entry[1]:
+                store.remove_group_member(group_id, agent_name)
 
 
 def register_agent(store: FactStore, name: str, description: Any, model: Any, tools: list[str]) -> None:

@@ -52,6 +52,8 @@ from ..toolkit import (
     BoundTools,
     Mode,
     Recall,
+    join_group,
+    leave_group,
     register_agent,
     team_group_id,
 )
@@ -81,6 +83,7 @@ class AgentAttachment:
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)  # added to the function map
     reply_functions: list[tuple[ReplyFunc, ReplyFunc]] = field(default_factory=list)  # (original, wrapper)
     hooks: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
+    joined: bool = False  # attach made it a group member (join_group): detach leaves the group
 
 
 def _group_agents(group_chat: GroupChat) -> Iterator[ConversableAgent]:
@@ -398,7 +401,8 @@ class Attacher:
         done = AgentAttachment(agent.name, group_id, mode)
         try:
             if group_id is not None:
-                store.add_group_member(group_id, agent.name)
+                join_group(store, group_id, agent.name)
+                done.joined = True
             _register_in_directory(store, agent)
             # Every agent executes memory calls (for the agent that asked): the wrappers say who that is.
             done.reply_functions = _wrap_tool_call_replies(agent, self._caller)
@@ -458,8 +462,8 @@ class Attacher:
             agent.register_function(dict.fromkeys(ours), silent_override=True)  # type: ignore[arg-type]
         for original, wrapper in done.reply_functions:
             agent.replace_reply_func(wrapper, original)
-        if done.group_id is not None:
-            self.store.remove_group_member(done.group_id, agent.name)
+        if done.group_id is not None and done.joined:
+            leave_group(self.store, done.group_id, agent.name)
 
     def detach(self, target: Any) -> list[str]:
         """Undo attach for every agent of ``target``; returns the names of the agents it changed."""

@@ -27,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow
 
 from ...core.types import validate_owner_id
-from ..toolkit import READ_ONLY_SCAFFOLDING, TOOL_NAMES, Attachment, Mode, register_agent, team_group_id
+from ..toolkit import (
+    READ_ONLY_SCAFFOLDING,
+    TOOL_NAMES,
+    Attachment,
+    Mode,
+    join_group,
+    leave_group,
+    register_agent,
+    team_group_id,
+)
 from .provider import MemoryTool, SharedMemoryContextProvider, _tool_name, agent_identity
 
 if TYPE_CHECKING:
@@ -194,7 +203,7 @@ class Attacher:
             existing = _own_provider(agent)
             mode = existing.mode if existing is not None else "tools" if _runs_tools(agent) else "recall"
         if group_id is not None:
-            store.add_group_member(group_id, name)
+            join_group(store, group_id, name)
         _register_in_directory(store, agent, name, mode)
         if providers is None or mode == "member":
             return AgentAttachment(name, group_id, "member")
@@ -227,7 +236,7 @@ class Attacher:
                 if done.added_provider and providers is not None:
                     providers[:] = [p for p in providers if p is not done.provider]
             if done.group_id is not None:
-                self.store.remove_group_member(done.group_id, done.agent_name)
+                leave_group(self.store, done.group_id, done.agent_name)
             changed.append(done.agent_name)
         return changed
 

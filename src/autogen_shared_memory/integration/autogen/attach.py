@@ -34,6 +34,8 @@ from ..toolkit import (
     TOOL_NAMES,
     Attachment,
     Mode,
+    join_group,
+    leave_group,
     register_agent,
     team_group_id,
 )
@@ -192,7 +194,7 @@ class Attacher:
     def _attach_one(self, agent: ChatAgent, group_id: str | None, scaffolding: str, read_only: str) -> AgentAttachment:
         store = self.store
         if group_id is not None:
-            store.add_group_member(group_id, agent.name)
+            join_group(store, group_id, agent.name)
         _register_in_directory(store, agent)
         if not isinstance(agent, AssistantAgent):
             return AgentAttachment(agent.name, group_id, "member")
@@ -232,6 +234,6 @@ class Attacher:
                 if done.original_system_messages is not None:
                     agent._system_messages = done.original_system_messages
             if done.group_id is not None:
-                self.store.remove_group_member(done.group_id, agent.name)
+                leave_group(self.store, done.group_id, agent.name)
             changed.append(agent.name)
         return changed
