@@ -527,3 +527,49 @@ def test_runtime_names_map_to_memory_ids_one_to_one(a: str, b: str) -> None:
     if a:
         assert len(memory_id(a)) <= 128 and "/" not in memory_id(a) and "\\" not in memory_id(a)
     assert agent_id_of(AgentId("assistant", "alice/42")) != agent_id_of(AgentId("assistant", "alice_42"))
+
+
+@dataclass
+class Go:
+    city: str
+
+
+class WeatherAsker(RoutedAgent):
+    def __init__(self) -> None:
+        super().__init__("asks the tool agent")
+
+    @message_handler
+    async def on_go(self, message: Go, ctx: MessageContext) -> str:
+        # models number calls per response ("call_0"): the same id from two agents at once
+        call = FunctionCall(id="call_0", name="lookup", arguments=json.dumps({"city": message.city}))
+        result = await self.send_message(call, AgentId("tools", "default"))
+        return str(result.content)
+
+
+async def test_runtime_pairs_each_tool_result_with_its_own_call(store: SharedMemoryStore) -> None:
+    """Calls were paired with results by call id alone: bob's record got alice's arguments with his result,
+    and alice's call was lost."""
+    import asyncio
+
+    async def lookup(city: str) -> str:
+        await asyncio.sleep(0.05)
+        return f"weather in {city}: sunny"
+
+    recorder = store.runtime_handler()
+    runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
+    await ToolAgent.register(
+        runtime, "tools", lambda: ToolAgent("tools", [FunctionTool(lookup, description="weather")])
+    )
+    await WeatherAsker.register(runtime, "alice", WeatherAsker)
+    await WeatherAsker.register(runtime, "bob", WeatherAsker)
+    runtime.start()
+    await asyncio.gather(
+        runtime.send_message(Go("Paris"), AgentId("alice", "default")),
+        runtime.send_message(Go("Tokyo"), AgentId("bob", "default")),
+    )
+    await runtime.stop_when_idle()
+    await recorder.aflush()
+    for agent, city in (("alice", "Paris"), ("bob", "Tokyo")):
+        assert [(c.tool_args, c.result) for c in store.tool_history(agent)] == [
+            ({"city": city}, f"weather in {city}: sunny")
+        ]

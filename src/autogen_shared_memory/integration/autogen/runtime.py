@@ -92,7 +92,8 @@ class MemoryRecorder(DefaultInterventionHandler):
         self._unobserved = 0  # messages that could not be turned into records
         self._writer = RecordWriter(store, max_pending)
         self._seen: OrderedDict[str, None] = OrderedDict()  # message ids already recorded (relays repeat)
-        self._calls: dict[str, tuple[str, FunctionCall, float]] = {}  # core-API tool calls in flight
+        # core-API tool calls in flight, by (asker, tool agent, call id): models repeat call ids
+        self._calls: dict[tuple[str, str, str], tuple[str, FunctionCall, float]] = {}
         # autogen_core warns whenever a handler's on_response returns None, also when the response was None to
         # begin with (an RPC handler that returns nothing, as agentchat's do): this handler passes every
         # response through unchanged, so without the filter every such message would warn.
@@ -113,7 +114,7 @@ class MemoryRecorder(DefaultInterventionHandler):
         return message
 
     async def on_response(self, message: Any, *, sender: AgentId, recipient: AgentId | None) -> Any:
-        self._safely(self._observe_response, message, sender)
+        self._safely(self._observe_response, message, sender, recipient)
         return message
 
     def _safely(self, fn: Any, *args: Any) -> None:
@@ -211,7 +212,7 @@ class MemoryRecorder(DefaultInterventionHandler):
         elif sender is not None:
             agent = agent_id_of(sender)
             if isinstance(message, FunctionCall):  # core API: a tool call sent to a tool agent
-                self._calls[message.id] = (agent, message, time.time())
+                self._calls[(agent, str(recipient), message.id)] = (agent, message, time.time())
                 return
             context = {"type": type(message).__name__}
             if recipient is not None:
@@ -225,9 +226,10 @@ class MemoryRecorder(DefaultInterventionHandler):
                 context=context,
             )
 
-    def _observe_response(self, message: Any, sender: AgentId) -> Iterable[Record]:
-        if isinstance(message, FunctionExecutionResult) and message.call_id in self._calls:
-            agent, call, started = self._calls.pop(message.call_id)
+    def _observe_response(self, message: Any, sender: AgentId, recipient: AgentId | None) -> Iterable[Record]:
+        key = (agent_id_of(recipient) if recipient is not None else "", str(sender), getattr(message, "call_id", ""))
+        if isinstance(message, FunctionExecutionResult) and key in self._calls:
+            agent, call, started = self._calls.pop(key)
             yield self._tool_record(agent, message, call, started, time.time())
         elif message is not None:
             yield ConversationRecord(
