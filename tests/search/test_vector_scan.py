@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.embedding import Vectors, normalize
-from autogen_shared_memory.search.int8 import int8_bounds, pairs, quantize, shortlist
+from autogen_shared_memory.search.int8 import int8_bounds, int8_dots, largest, pairs, quantize, shortlist
 from autogen_shared_memory.testing import vector_at_cosine
 
 DIM = 64
@@ -171,6 +171,31 @@ def test_blockwise_best_shortlist_equals_the_whole_part_one(live: float, k: int)
         assert f.best is not None
         np.testing.assert_array_equal(f.estimate, p.estimate)
         np.testing.assert_array_equal(shortlist(f, q, mask, k), shortlist(p, q, mask, k))
+
+
+@given(
+    hnp.arrays(
+        np.float32,
+        st.integers(0, 3000),
+        elements=st.sampled_from([-np.inf, -1.0, 0.0, 0.25, 0.5, 1.0]) | st.floats(-1, 1, width=32),
+    ),
+    st.integers(1, 400),
+)
+def test_largest_are_the_k_largest_values(values: np.ndarray, k: int) -> None:
+    # the sample's floor must never drop one of the k largest: ties at the floor, -inf (masked rows), few values
+    got = largest(values, k)
+    assert len(got) == min(k, len(values))
+    assert np.sort(got).tolist() == np.sort(values)[len(values) - len(got) :].tolist()
+
+
+@given(st.integers(0, 40), st.integers(1, 1536), st.integers(0, 2**32 - 1))
+def test_int8_dots_are_the_exact_integer_products(n: int, dim: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(-127, 128, (n, dim), dtype=np.int8)
+    q = rng.choice(np.array([-127, 0, 127], dtype=np.int8), dim)
+    got = int8_dots(q, rows)
+    assert got.dtype == np.float32 and got.shape == (n,)
+    np.testing.assert_array_equal(got, (rows.astype(np.int64) @ q.astype(np.int64)).astype(np.float32))
 
 
 def test_a_scan_leaves_none_s_reference_count_alone() -> None:

@@ -136,6 +136,7 @@ def test_concurrent_writes_and_searches_leave_the_users_thread_settings(tmp_path
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(work, range(100)))
+    work(100)  # on this thread too (torch.set_num_threads anywhere would change every thread)
     assert blas_threads() == before
     assert torch.get_num_threads() == torch_before
 

@@ -7,7 +7,6 @@ the two legs overlap and how their rankings become one. It knows the backend onl
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -100,20 +99,6 @@ def side_by_side(jobs: Sequence[Callable[[], T]], threads: int = 2, pool: Thread
     return results  # type: ignore[return-value]  # every job has run
 
 
-def leave_a_core() -> None:
-    """Embed a search query on all cores but one, left to the full-text leg that runs meanwhile: a model
-    using every core stalls whenever one is taken (2 cores, 100k facts: 7.7 ms alone, 13.7 ms beside the
-    full-text leg, ~10.5 ms on one thread). OpenMP's setting is per thread: the caller's threads keep theirs.
-    An embedder without torch never pays for importing it here."""
-    if "torch" not in sys.modules:
-        return
-    import torch  # not sys.modules["torch"]: another thread may be half-way through importing it
-
-    threads = max(1, (os.cpu_count() or 1) - 1)
-    if torch.get_num_threads() != threads:
-        torch.set_num_threads(threads)
-
-
 def search(
     backend: Legs,
     refs: Sequence[ScopeRef],
@@ -125,23 +110,28 @@ def search(
     """The ``top_k`` facts of ``refs`` for ``query``, best first."""
     terms = query_terms(query)
 
+    def lexical_leg() -> list[tuple[ScopeRef, str, float]]:
+        return backend.lexical(refs, terms, settings.depth, filters)
+
     def semantic_leg() -> list[tuple[ScopeRef, str, float]]:
-        leave_a_core()
         vector = embed([query])[0]
         hits = backend.semantic(refs, vector, settings.depth, filters)
         return [h for h in hits if h[2] >= settings.min_similarity]
 
-    # The two legs run side by side (SQLite, ONNX Runtime, torch and numpy release the GIL): a helper thread
-    # embeds the query, then scans the vectors on every core, while this thread runs the full-text leg.
+    # The two legs run side by side (SQLite, ONNX Runtime, torch and numpy release the GIL): this thread
+    # embeds the query, then scans the vectors on every core, while a helper thread runs the full-text leg
+    # (shorter than the embedding: waiting for it costs nothing, and neither hand-off is on the critical path).
     # Measured on 2 cores, 100k global + 10k group facts, scope "all", medians of 6 alternating rounds:
     # OnnxEmbedder on 2 threads 8.3 ms side by side, 8.5 ms embedding first; on 1 thread 10.6 / 11.6 ms
-    # (query embedding alone: 3.6 ms on 2 threads, 5.2 ms on 1). Torch instead gets all cores but one
-    # (:func:`leave_a_core`): its idle OpenMP workers spin after each use, stalling the full-text leg.
-    pending = helper_pool().submit(semantic_leg)
+    # (query embedding alone: 3.6 ms on 2 threads, 5.2 ms on 1). Running the semantic leg here rather than on
+    # the helper: 100k facts, one scope, own work 0.85x. A torch embedder keeps the user's thread setting
+    # (``torch.set_num_threads`` is process-wide): 100k facts, one scope, 15.1 ms side by side or one leg
+    # after the other, 16.0 ms with torch on one thread.
+    pending = helper_pool().submit(lexical_leg)
     try:
-        lexical = backend.lexical(refs, terms, settings.depth, filters)
+        semantic = semantic_leg()
     finally:
-        semantic = pending.result()
+        lexical = pending.result()
     # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
     # small scope's weak keyword match level with a big scope's best): the backend ranks the hits of all
     # scopes together (lexical: comparable BM25; semantic: cosine, one model). Inside, a fact is keyed by its

@@ -85,6 +85,21 @@ class Codes:
         return products.astype(np.float32), error.astype(np.float32)
 
 
+def int8_dots(q8: npt.NDArray[np.int8], rows: npt.NDArray[np.int8]) -> npt.NDArray[np.float32]:
+    """``rows @ q8`` with SimSIMD's integer kernels: exact integer sums, rounded once to float32 (beyond 2**24,
+    at 1536-d say: the bounds' relative margin covers it), releasing the GIL.
+
+    ``dot`` on the query broadcast to every row, never ``cdist``: cdist sets the calling thread's OpenMP
+    thread count (to 1), which reaches torch's when torch shares its OpenMP runtime, and the caller's thread
+    scans too. Never ``out=``: SimSIMD 6.5 then returns None without a reference of its own, and every call
+    takes one from None until the interpreter aborts ("deallocating None"), a few thousand searches on."""
+    import simsimd
+
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.float32)
+    return np.asarray(simsimd.dot(np.broadcast_to(q8, rows.shape), rows, out_dtype="float32"), dtype=np.float32)
+
+
 def levels(vectors: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]:
     """Each row scaled so that its largest component is 127 and rounded."""
     peak = np.abs(vectors).max(axis=1, initial=0.0)
@@ -152,8 +167,6 @@ def int8_bounds(
     evenly over every core whichever part they come from; the caller's thread scans too, and each block is
     scaled and partitioned where it was scanned (serial work a search would otherwise wait for).
     """
-    import simsimd
-
     from .engine import side_by_side
 
     qc = quantize(q.reshape(1, -1))
@@ -165,17 +178,15 @@ def int8_bounds(
 
     def block(j: int, lo: int, hi: int) -> None:
         codes, out = parts[j], dots[j]
-        # Exact integer sums, rounded once to float32 (beyond 2**24, at 1536-d say): the relative margin covers it.
-        # Never cdist(out=...): SimSIMD 6.5 then returns None without a reference of its own, and every call
-        # takes one from None until the interpreter aborts ("deallocating None"), a few thousand searches on.
-        out[:, lo:hi] = simsimd.cdist(q8, codes.coarse[lo:hi], metric="dot", out_dtype="float32")
+        out[0, lo:hi] = int8_dots(q8[0], codes.coarse[lo:hi])
         estimate = out[0, lo:hi]
         estimate *= codes.scale[lo:hi]
         estimate *= q_scale
         if masks is not None and k > 0:
-            live = np.where(masks[j][lo:hi], estimate, -np.inf).astype(np.float32)
-            best[j].append(live if hi - lo <= k else np.partition(live, hi - lo - k)[hi - lo - k :])
+            live = estimate if whole[j] else np.where(masks[j][lo:hi], estimate, np.float32(-np.inf))
+            best[j].append(largest(live, k))
 
+    whole = [masks is not None and bool(m.all()) for m in masks or ()]
     total, workers = sum(len(p) for p in parts), os.cpu_count() or 1
     blocks = []
     for j, part in enumerate(parts):
@@ -194,6 +205,23 @@ def int8_bounds(
         )
         for j, (part, dot) in enumerate(zip(parts, dots, strict=True))
     ]
+
+
+def largest(values: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.float32]:
+    """The ``k`` largest of ``values``, in no order (all of them if fewer). A subset's k-th largest is at most
+    the whole's, so a strided sample's gives a floor that only a few hundred values reach, and only those
+    are partitioned (25k rows: ~30 us instead of ~70 us)."""
+    n = len(values)
+    if n <= k:
+        return values
+    sample = values[::SAMPLE_STRIDE]
+    if len(sample) > k:
+        floor = np.partition(sample, len(sample) - k)[len(sample) - k]
+        values = values[values >= floor]  # the sample's k values >= floor are among them
+    return np.partition(values, len(values) - k)[len(values) - k :]
+
+
+SAMPLE_STRIDE = 8
 
 
 def shortlist(
@@ -224,13 +252,10 @@ def coarse_bounds(
 ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
     """Estimates of ``q_j . x`` for ``rows`` from both sides' coarse codes and a bound on each one's error
     (:class:`Bounds`' terms), for a few hundred gathered rows: one SimSIMD int8 call."""
-    import simsimd
-
     q8, q_scale = q.coarse[j : j + 1], float(q.scale[j])
     reach = q_scale * float(np.sqrt(np.einsum("ij,ij->", q8, q8, dtype=np.float64)))
     spill = float(q.coarse_slack[j]) + ROUNDING * float(q.norm[j])
-    dots = simsimd.cdist(q8, codes.coarse[rows], metric="dot", out_dtype="float32")
-    estimate = np.asarray(dots, dtype=np.float32)[0] * (codes.scale[rows] * np.float32(q_scale))
+    estimate = int8_dots(q8[0], codes.coarse[rows]) * (codes.scale[rows] * np.float32(q_scale))
     error = reach * codes.coarse_slack[rows] + spill * codes.norm[rows] + np.float32(1e-30)
     return estimate, error.astype(np.float32)
 
