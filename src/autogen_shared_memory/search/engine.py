@@ -120,18 +120,15 @@ def search(
 
     # The two legs run side by side (SQLite, ONNX Runtime, torch and numpy release the GIL): this thread
     # embeds the query, then scans the vectors on every core, while a helper thread runs the full-text leg
-    # (shorter than the embedding: waiting for it costs nothing, and neither hand-off is on the critical path).
+    # (shorter than the embedding: waiting for it costs nothing, and neither hand-off is on the critical path;
+    # with every helper busy, this thread runs it after).
     # Measured on 2 cores, 100k global + 10k group facts, scope "all", medians of 6 alternating rounds:
     # OnnxEmbedder on 2 threads 8.3 ms side by side, 8.5 ms embedding first; on 1 thread 10.6 / 11.6 ms
     # (query embedding alone: 3.6 ms on 2 threads, 5.2 ms on 1). Running the semantic leg here rather than on
     # the helper: 100k facts, one scope, own work 0.85x. A torch embedder keeps the user's thread setting
     # (``torch.set_num_threads`` is process-wide): 100k facts, one scope, 15.1 ms side by side or one leg
     # after the other, 16.0 ms with torch on one thread.
-    pending = helper_pool().submit(lexical_leg)
-    try:
-        semantic = semantic_leg()
-    finally:
-        lexical = pending.result()
+    semantic, lexical = side_by_side([semantic_leg, lexical_leg])
     # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
     # small scope's weak keyword match level with a big scope's best): the backend ranks the hits of all
     # scopes together (lexical: comparable BM25; semantic: cosine, one model). Inside, a fact is keyed by its
