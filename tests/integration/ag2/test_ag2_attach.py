@@ -113,6 +113,30 @@ def test_carols_private_note_lands_in_carols_scope_whoever_executes_it(store: Sh
     assert [c.tool_name for c in store.tool_history("ted")] == ["memory_search"]
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_speaker_given_the_floor_again_runs_its_own_call_for_itself(store: SharedMemoryStore, mode: Mode) -> None:
+    # GroupChat may pick the speaker of a tool call to run it ("auto" or "random" selection, say): its own copy
+    # of the message has no name; the call still runs for it, and for nobody else.
+    alice = agent("alice", tool_call("memory_remember", fact="I prefer tabs", scope="agent"), "Saved.", then="Ok.")
+    bob = agent("bob", then="Ok.")
+    order = iter([alice, alice, bob])
+    chat = GroupChat([alice, bob], messages=[], max_round=4, speaker_selection_method=lambda *_: next(order))
+    manager = GroupChatManager(chat, llm_config=False)
+    store.attach(chat)
+    run(mode, bob, manager, "Go.")
+    assert tool_results(chat) == [
+        ("alice", f"created fact {store.search('tabs', 'agent', agent_id='alice')[0].fact.id} in scope agent:alice")
+    ]
+    assert store.search("tabs", "agent", agent_id="bob") == []
+    # the speaker's own message is told by the very list it sent, not by equal contents
+    own = alice.chat_messages[manager][1]
+    assert own.get("name") is None and asker_of(own, manager, alice) is alice
+    copy = {**own, "tool_calls": [dict(c) for c in own["tool_calls"]]}
+    assert isinstance(asker_of(copy, manager, alice), str) and isinstance(asker_of(own, manager, bob), str)
+    store.detach(chat)
+    assert all(h.__name__ != "note_sent" for h in alice.hook_lists["process_message_before_send"])
+
+
 def test_a_speaker_cannot_take_another_name_in_a_group_chat(store: SharedMemoryStore) -> None:
     spoof = {**tool_call("memory_remember", fact="mallory wrote this", scope="agent"), "name": "alice"}
     mallory = agent("mallory", spoof, "Done.")

@@ -58,7 +58,7 @@ from ..toolkit import (
     team_group_id,
 )
 from ..writer import RecordWriter
-from .tools import Caller, ReplyFunc, recall_hook, tool_call_wrappers, tool_function, tool_schema
+from .tools import Caller, ReplyFunc, note_sent, recall_hook, tool_call_wrappers, tool_function, tool_schema
 
 if TYPE_CHECKING:
     from ...facts import FactStore
@@ -414,6 +414,8 @@ class Attacher:
             done.hooks.append(("process_message_before_send", link))
             if mode == "tools":
                 done.tools = BoundTools(store, agent.name, group_id, record_calls=record)
+                agent.register_hook("process_message_before_send", note_sent)
+                done.hooks.append(("process_message_before_send", note_sent))
                 for name in TOOL_NAMES:
                     add = functools.partial(agent.update_tool_signature, tool_schema(name), is_remove=False)
                     _change_tools_keeping_client(agent, add)

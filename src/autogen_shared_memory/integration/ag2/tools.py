@@ -15,6 +15,10 @@ it runs, a context variable holds the memory tools of the agent that *asked*:
   role to ``assistant``, and ``append`` overwrites the ``name`` of every message that is not a
   ``function`` result). AG2's own ``GroupToolExecutor`` (``set_tool_call_originator``) and its safeguards
   find the sender of a tool call the same way; the name must match exactly one agent of the chat;
+* except the speaker's own message, back in its turn to run it (a ``GroupChat`` may hand it the floor
+  again): the speaker's copy in its own history has no ``name``. It runs for the speaker only when its
+  tool calls are the very list the speaker sent to that manager (:func:`note_sent`, a hook on every agent
+  with the tools), which no other agent's message can be;
 * in a two-agent chat the asker is the sender itself (a message relayed under another ``name`` is
   refused);
 * the asker must be an agent this store attached with the tools. Otherwise (no sender, an unknown name,
@@ -30,9 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import json
 import logging
+import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -124,12 +130,40 @@ def tool_function(name: str) -> Callable[..., str | Coroutine[Any, Any, str]]:
     return run
 
 
-def asker_of(message: Mapping[str, Any], sender: Any) -> ConversableAgent | str:
-    """The agent whose model made the tool calls of ``message`` (received from ``sender``), or an error."""
+# The tool calls each agent with the tools last sent to each recipient: the list object itself, which AG2
+# keeps in the sender's own history (weakly keyed: the agents and the chat's manager come and go).
+_SENT: weakref.WeakKeyDictionary[Any, weakref.WeakKeyDictionary[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def note_sent(sender: Any, message: Any, recipient: Any, silent: Any) -> Any:
+    """A ``process_message_before_send`` hook: keeps the tool-call list of a message the agent sends."""
+    calls = message.get("tool_calls") if isinstance(message, Mapping) else None
+    if calls:
+        # an agent class without weak references: its own calls are not told apart (they answer ERROR)
+        with contextlib.suppress(TypeError):
+            _SENT.setdefault(sender, weakref.WeakKeyDictionary())[recipient] = calls
+    return message
+
+
+def _sent(sender: Any, recipient: Any) -> Any:
+    """The tool-call list ``sender`` last sent to ``recipient`` (:func:`note_sent`), or None."""
+    try:
+        return _SENT.get(sender, {}).get(recipient)
+    except TypeError:  # not weakly referable: nothing was kept
+        return None
+
+
+def asker_of(message: Mapping[str, Any], sender: Any, recipient: Any = None) -> ConversableAgent | str:
+    """The agent whose model made the tool calls of ``message`` (received from ``sender``, in the history
+    of ``recipient``, the agent running them), or an error."""
     name = message.get("name")
     if sender is None:
         return "ERROR: shared memory cannot tell which agent asked for this call (no sender). Nothing was changed."
     if isinstance(sender, GroupChatManager):
+        calls = message.get("tool_calls")
+        own = name is None and calls is not None and calls is _sent(recipient, sender)
+        if own and isinstance(recipient, ConversableAgent):  # its own message (those it received are named)
+            return recipient
         matches = [a for a in sender.groupchat.agents if a.name == name] if isinstance(name, str) else []
         if len(matches) != 1 or not isinstance(matches[0], ConversableAgent):
             return (
@@ -217,7 +251,7 @@ def tool_call_wrappers(
             for c in fixed.get("tool_calls") or []
             if _is_memory_call(c)
         ]
-        return Asked(resolve(asker_of(message, sender)), calls), messages
+        return Asked(resolve(asker_of(message, sender, recipient)), calls), messages
 
     @functools.wraps(sync_original)
     def generate_tool_calls_reply(
