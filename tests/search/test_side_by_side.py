@@ -3,7 +3,9 @@ every helper thread is busy, and a failing job's error reaches the caller."""
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -35,3 +37,19 @@ def test_an_error_in_a_job_reaches_the_caller() -> None:
 
     with pytest.raises(ValueError, match="boom"):
         side_by_side([lambda: 1, fail, lambda: 3], threads=2)
+
+
+def test_the_caller_runs_the_first_job_itself() -> None:
+    # a search's semantic leg (first) stays on the caller's thread: a helper taking it would put two thread
+    # hand-offs on the search's critical path
+    caller = threading.get_ident()
+    pool = ThreadPoolExecutor(1)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the GIL changes hands as often as it can: a helper would win some races
+    try:
+        for _ in range(3000):
+            pool.submit(time.sleep, 0).result()  # the helper is awake and idle
+            assert side_by_side([threading.get_ident, threading.get_ident], 2, pool)[0] == caller
+    finally:
+        sys.setswitchinterval(interval)
+        pool.shutdown()

@@ -75,23 +75,28 @@ def side_by_side(jobs: Sequence[Callable[[], T]], threads: int = 2, pool: Thread
     """The results of ``jobs``, run on the calling thread and up to ``threads - 1`` threads of ``pool`` (the
     helper pool by default), each taking the next job when free (pass the longest first). The caller works
     too, so the jobs finish even when every thread of the pool is busy (one that has not started is
-    cancelled), and a single job costs no hand-off."""
+    cancelled), and a single job costs no hand-off. The caller takes the first job before any helper can
+    (a search's semantic leg: the caller's thread embeds and scans)."""
     results: list[T | None] = [None] * len(jobs)
     todo = iter(range(len(jobs)))
     lock = threading.Lock()
 
-    def drain() -> None:
+    def drain(i: int | None = None) -> None:
         while True:
-            with lock:
-                i = next(todo, None)
             if i is None:
-                return
+                with lock:
+                    i = next(todo, None)
+                if i is None:
+                    return
             results[i] = jobs[i]()
+            i = None
 
+    first = next(todo, None)
     pool = pool or helper_pool()
     helpers = [pool.submit(drain) for _ in range(min(threads, len(jobs)) - 1)]
     try:
-        drain()
+        if first is not None:
+            drain(first)
     finally:
         for helper in helpers:
             if not helper.cancel():
