@@ -1,17 +1,20 @@
 """Export and import a store (or one agent's memory) as JSON Lines, losslessly.
 
 One line per row: ``{"type": "row", "scope": {"kind": ..., "owner": ...}, "table": ..., "row": {...}}``
-after a header line naming the format version and the embedding model. Bytes (vectors) are base64.
-An import reads and checks the whole file first: a malformed line is reported with its number and
-nothing is written (unless ``skip_bad``). Rows whose key already exists are skipped, so an import can be
-repeated. The same format moves memory between backends.
+after a header line naming the format version and the embedding model, and before an end line counting
+the rows (``{"type": "end", "rows": N}``: a file cut short is told from a whole one). Bytes (vectors) are
+base64. An import reads and checks the whole file first, every column of every row: a malformed line is
+reported with its number and nothing is written (unless ``skip_bad``). Rows whose key already exists are
+skipped, so an import can be repeated. The same format moves memory between backends.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from .core.lifecycle import content_hash
-from .core.records import TABLES, storable, storable_text
+from .core.records import TABLES, TableSpec, storable, storable_text
 from .core.types import (
     SCOPE_KINDS,
     STATUSES,
@@ -29,15 +32,65 @@ from .core.types import (
     ScopeRef,
     SharedMemoryError,
     kind_of_fact_id,
+    validate_confidence,
     validate_content,
+    validate_label,
+    validate_owner_id,
+    validate_tags,
 )
 
 if TYPE_CHECKING:
     from .facts import FactStore
 
 FORMAT = "autogen-shared-memory/jsonl"
-FORMAT_VERSION = 1
-_TABLES = {"meta", "facts", "audit", *TABLES}
+FORMAT_VERSION = 2  # 2: the end line (version 1 files, without it, still import)
+READ_VERSIONS = (1, 2)
+
+# The storage tables' columns as an export writes them (JSON fields as JSON text): what an import checks
+# every row against, with the record tables' own specs.
+_STORAGE = {
+    "meta": TableSpec("meta", {"key": str, "value": str}, key=("key",), not_null=("key", "value")),
+    "facts": TableSpec(
+        "facts",
+        {
+            "id": str,
+            "content": str,
+            "created_by": str,
+            "created_at": float,
+            "confidence": float,
+            "tags": str,
+            "category": str,
+            "metadata": str,
+            "session_id": str,
+            "expires_at": float,
+            "supersedes": str,
+            "superseded_by": str,
+            "status": str,
+            "tombstone_by": str,
+            "tombstone_at": float,
+            "tombstone_reason": str,
+            "reinforcement": int,
+            "content_hash": str,
+            "version": int,
+            "updated_at": float,
+            "stated_by": str,
+            "embedding": bytes,
+        },
+        key=("id",),
+        not_null=("id", "content", "created_by", "created_at", "status", "content_hash", "embedding"),
+        json_columns=("tags", "metadata", "supersedes", "stated_by"),
+    ),
+    "audit": TableSpec(
+        "audit",
+        {"fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
+        key=(),
+        not_null=("fact_id", "event", "actor", "at"),
+        json_columns=("detail",),
+    ),
+}
+_SPECS: dict[str, TableSpec] = {**_STORAGE, **TABLES}
+# the JSON a fact's JSON columns must hold (what reading a fact back expects)
+_FACT_JSON: dict[str, type] = {"tags": list, "metadata": dict, "supersedes": list, "stated_by": list}
 
 
 class ImportFormatError(SharedMemoryError, ValueError):
@@ -53,7 +106,8 @@ class ImportReport:
     lines: int = 0
     inserted: int = 0
     closed: int = 0  # facts open here that the export had forgotten or superseded, closed as it says
-    updated: int = 0  # facts here that the export's copy added to (restatements, their authors, tags, ...)
+    updated: int = 0  # facts here that the export's copy added to (restatements, their authors, tags, approval)
+    purged: int = 0  # facts of the export this store purged: never brought back
     skipped_bad: list[str] = field(default_factory=list)
     scopes: set[ScopeRef] = field(default_factory=set)
 
@@ -113,11 +167,13 @@ def _lines(store: FactStore, agent_id: str | None, targets: list[ScopeRef]) -> I
             "agent_id": agent_id,
         }
     )
+    rows = 0
     for ref in targets:
         scope = {"kind": ref.kind, "owner": ref.owner}
         for table, row in store.backend.export_scope(ref):
             if table == "meta" and row["key"] in ("scope_kind", "scope_owner"):
                 continue  # implied by the scope of every line
+            rows += 1
             yield json.dumps(
                 {
                     "type": "row",
@@ -130,6 +186,7 @@ def _lines(store: FactStore, agent_id: str | None, targets: list[ScopeRef]) -> I
     if agent_id is not None:
         for row in store.backend.read_records(ScopeRef("global"), "agent_directory", {"agent_id": agent_id}):
             row.pop("seq", None)
+            rows += 1
             yield json.dumps(
                 {
                     "type": "row",
@@ -138,6 +195,7 @@ def _lines(store: FactStore, agent_id: str | None, targets: list[ScopeRef]) -> I
                     "row": row,
                 }
             )
+    yield json.dumps({"type": "end", "rows": rows})
 
 
 def export_jsonl(
@@ -158,7 +216,7 @@ def export_jsonl(
         for line in lines:
             out.write(line + "\n")
             count += 1
-            if progress is not None and count > 1:
+            if progress is not None and count > 1 and not line.startswith('{"type": "end"'):
                 progress(1)
 
     if isinstance(path, (str, Path)):
@@ -167,16 +225,29 @@ def export_jsonl(
             raise IsADirectoryError(f"cannot export to {str(path)!r}: it is a directory, not a file name")
         if not path.parent.is_dir():
             raise FileNotFoundError(f"cannot export to {str(path)!r}: no directory {str(path.parent)!r}")
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # The export replaces the name: never a link (its target would stay as it was), a pipe or a device,
+        # nor a database (a scope of this very store, say).
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            raise FileExistsError(
+                f"cannot export to {str(path)!r}: it is not a regular file (a link, a pipe or a device); "
+                "export to a file name, or to a stream"
+            )
+        if path.is_file():
+            with open(path, "rb") as existing:
+                if existing.read(16) == b"SQLite format 3\x00":
+                    raise FileExistsError(f"cannot export over {str(path)!r}: it is a SQLite database, not an export")
+        # a name of its own (two exports to one path, in one process or two, never share a file)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = Path(name)
         try:
-            with open(tmp, "w", encoding="utf-8") as out:
+            with open(fd, "w", encoding="utf-8") as out:
                 write(out)
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
     else:
         write(path)
-    return count - 1  # the header is not a row
+    return count - 2  # the header and the end line are not rows
 
 
 def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dict[str, Any]:
@@ -184,35 +255,42 @@ def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dic
         item = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ImportFormatError(f"line {number}: not JSON ({exc.msg})") from exc
-    if not isinstance(item, dict) or item.get("type") not in ("header", "row"):
-        raise ImportFormatError(f"line {number}: expected an object with type 'header' or 'row'")
+    if not isinstance(item, dict) or item.get("type") not in ("header", "row", "end"):
+        raise ImportFormatError(f"line {number}: expected an object with type 'header', 'row' or 'end'")
     if item["type"] == "header":
-        if item.get("format") != FORMAT or item.get("version") != FORMAT_VERSION:
-            raise ImportFormatError(f"line {number}: not a {FORMAT} v{FORMAT_VERSION} export")
+        if item.get("format") != FORMAT or item.get("version") not in READ_VERSIONS:
+            raise ImportFormatError(
+                f"line {number}: not a {FORMAT} export of version {' or '.join(map(str, READ_VERSIONS))}"
+            )
+        return item
+    if item["type"] == "end":
+        if type(item.get("rows")) is not int:
+            raise ImportFormatError(f"line {number}: an end line must count the rows")
         return item
     scope, table, row = item.get("scope"), item.get("table"), item.get("row")
     if not isinstance(scope, dict) or scope.get("kind") not in SCOPE_KINDS:
         raise ImportFormatError(f"line {number}: bad scope {scope!r}")
-    if table not in _TABLES or not isinstance(row, dict):
+    if not isinstance(table, str) or table not in _SPECS or not isinstance(row, dict):
         raise ImportFormatError(f"line {number}: unknown table {table!r} or row is not an object")
     try:
         ref = ScopeRef(scope["kind"], scope.get("owner", ""))
         decoded = {k: _decode(v) for k, v in row.items()}
     except (ValueError, TypeError) as exc:
         raise ImportFormatError(f"line {number}: {exc}") from exc
-    required = {
-        "facts": ("id", "content", "embedding", "content_hash"),
-        "audit": ("fact_id", "event"),
-        "meta": ("key", "value"),
-    }.get(table, TABLES[table].key if table in TABLES else ())
-    missing = [c for c in required if decoded.get(c) is None]
-    if missing:
-        raise ImportFormatError(f"line {number}: {table} row lacks {missing}")
-    if table == "facts":
-        try:
+    decoded.pop("seq", None)  # the source's write order: the importing store numbers its own rows
+    for column in _SPECS[table].json_columns:  # JSON columns as JSON text (a driver may give values)
+        if decoded.get(column) is not None and not isinstance(decoded[column], str):
+            try:
+                decoded[column] = json.dumps(decoded[column], ensure_ascii=False, allow_nan=False)
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise ImportFormatError(f"line {number}: {table} row: {column} is not JSON ({exc})") from None
+    try:
+        _check_columns(_SPECS[table], decoded)
+        if table == "facts":
             _check_fact(ref, decoded)
-        except (ValueError, TypeError) as exc:
-            raise ImportFormatError(f"line {number}: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        raise ImportFormatError(f"line {number}: {table} row: {exc}") from exc
+    if table == "facts":
         decoded["content_hash"] = content_hash(decoded["content"])  # exports before the hash's current rule
     elif table in TABLES:
         decoded = _storable_record(TABLES[table].json_columns, decoded)
@@ -233,17 +311,63 @@ def _storable_record(json_columns: Iterable[str], row: dict[str, Any]) -> dict[s
     return row
 
 
+def _check_columns(spec: TableSpec, row: dict[str, Any]) -> None:
+    """Every column one the table has, of its type (None where it may be null; a float column takes an
+    integer, never a bool; numbers finite), the not-null ones present: a row that would fail inside the
+    write (with the scopes before it imported) or break reading its scope back is refused up front."""
+    unknown = sorted(set(row) - set(spec.columns))
+    if unknown:
+        raise ValueError(f"unknown column {unknown[0]!r}")
+    missing = [c for c in spec.not_null if row.get(c) is None]
+    if missing:
+        raise ValueError(f"lacks {missing}")
+    for column, value in row.items():
+        want = spec.columns[column]
+        if value is None:
+            continue
+        if want is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        elif want is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, want)
+        if not ok:
+            raise TypeError(f"{column} must be {'a finite number' if want is float else want.__name__}: {value!r:.40}")
+
+
 def _check_fact(ref: ScopeRef, row: dict[str, Any]) -> None:
     """What a write would refuse, refused in an import too: an id that is not one of this scope's kind (the
     fact could never be found by id, so never forgotten or corrected), text ``remember`` refuses (empty, NUL,
-    a lone surrogate; the size limit is the writers' and is not applied), an unknown status."""
+    a lone surrogate; the size limit is the writers' and is not applied), an unknown status, a confidence
+    outside [0, 1], counts below 1, JSON columns that do not hold what reading the fact expects."""
     if kind_of_fact_id(row["id"]) != ref.kind:
         raise ValueError(f"fact id {row['id']!r} is not the id of a {ref.kind} fact")
     validate_content(row["content"], max_bytes=2**62)
-    if row.get("status", "active") not in STATUSES:
-        raise ValueError(f"unknown fact status {row.get('status')!r}")
-    if not isinstance(row["embedding"], bytes):
-        raise TypeError("a fact's embedding must be bytes ($b64)")
+    if row["status"] not in STATUSES:
+        raise ValueError(f"unknown fact status {row['status']!r}")
+    if row.get("confidence") is not None:
+        validate_confidence(row["confidence"])
+    for column in ("reinforcement", "version"):
+        if row.get(column) is not None and row[column] < 1:
+            raise ValueError(f"{column} must be at least 1, got {row[column]}")
+    values: dict[str, Any] = {}
+    for column, shape in _FACT_JSON.items():
+        if row.get(column) is None:
+            continue
+        try:
+            value = json.loads(row[column])
+        except (ValueError, RecursionError):
+            raise ValueError(f"{column} is not JSON: {row[column]!r:.40}") from None
+        if not isinstance(value, shape) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
+            raise ValueError(f"{column} must hold a JSON {'list of strings' if shape is list else 'object'}")
+        values[column] = value
+    # the rules every writer applies to who and how a fact is labelled (shown in capsules, matched by filters)
+    validate_owner_id(row["created_by"], "created_by")
+    for who in values.get("stated_by", ()):
+        validate_owner_id(who, "stated_by")
+    validate_tags(values.get("tags"))
+    if row.get("category") is not None:
+        validate_label(row["category"], "category")
 
 
 def _check_vector(number: int, row: dict[str, Any], header: dict[str, Any]) -> None:
@@ -276,49 +400,76 @@ def import_jsonl(
     report = ImportReport(lines=len(lines))
     per_scope: dict[ScopeRef, list[tuple[str, dict[str, Any]]]] = {}
     header: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+    rows = 0  # row lines, bad ones included: what the end line counts
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
         try:
+            if end is not None:
+                raise ImportFormatError(f"line {number}: a line after the export's end line")
+            if header is not None:
+                rows += 1
             parsed = _parse(number, text)
-            if not isinstance(parsed, dict):
-                if header is None:  # an export writes it first: rows are checked against it
-                    raise ImportFormatError(f"line {number}: missing the export header (the first line)")
-                if parsed[1] == "facts":
-                    _check_vector(number, parsed[2], header)
+            if isinstance(parsed, dict):
+                if (parsed["type"] == "header") != (header is None):  # an export writes it first, once
+                    raise ImportFormatError(
+                        f"line {number}: " + ("a second header" if header else "missing the export header")
+                    )
+                if parsed["type"] == "end":
+                    rows -= 1
+            elif header is None:
+                raise ImportFormatError(f"line {number}: missing the export header (the first line)")
+            elif parsed[1] == "facts":
+                _check_vector(number, parsed[2], header)
         except ImportFormatError as exc:
-            if not skip_bad:
+            if not skip_bad or header is None:
                 raise
             report.skipped_bad.append(str(exc))
             continue
         if isinstance(parsed, dict):
-            header = parsed
+            if parsed["type"] == "header":
+                header = parsed
+            else:
+                end = parsed
             continue
         ref, table, row = parsed
         per_scope.setdefault(ref, []).append((table, row))
     if header is None:
         raise ImportFormatError("line 1: missing the export header")
+    if header["version"] >= 2 and (end is None or end["rows"] != rows):
+        problem = (
+            f"the export ends without its end line after {rows} rows"
+            if end is None
+            else f"the export's end line counts {end['rows']} rows, the file holds {rows}"
+        )
+        if not skip_bad:
+            raise ImportFormatError(f"{problem}: it was cut short or changed (nothing was imported)")
+        report.skipped_bad.append(problem)
     if per_scope and (header.get("model") != store.model.model_id or header.get("dimension") != store.model.dimension):
         raise ImportModelError(
             f"the export's vectors come from {header.get('model')!r} ({header.get('dimension')}-d); this store embeds "
             f"with {store.model.model_id!r}: import with a store that uses that model, then reembed() if needed"
         )
+    mine = {"embedding_model": store.model.model_id, "embedding_dim": str(store.model.dimension)}
     for ref, items in per_scope.items():  # every model conflict is found before anything is written
         for table, row in items:
-            if table == "meta" and row["key"] == "embedding_model":
-                current = store.backend.get_meta(ref, "embedding_model") if store.backend.exists(ref) else None
-                if row["value"] != store.model.model_id or (current is not None and current != row["value"]):
+            if table == "meta" and row["key"] in mine:
+                key = row["key"]
+                current = store.backend.get_meta(ref, key) if store.backend.exists(ref) else None
+                if row["value"] != mine[key] or (current is not None and current != row["value"]):
                     raise ImportModelError(
-                        f"{ref} in the export holds vectors of {row['value']!r}; this store embeds with "
-                        f"{store.model.model_id!r}"
+                        f"{ref} in the export holds vectors of {key} {row['value']!r}; this store embeds with "
+                        f"{mine[key]!r}"
                         + (f" and {ref} here holds {current!r}" if current else "")
                         + ": import with a store using the same model, then reembed() if needed"
                     )
     for ref, items in per_scope.items():
-        inserted, closed, updated = store.backend.import_scope(ref, items)
+        inserted, closed, updated, purged = store.backend.import_scope(ref, items)
         report.inserted += inserted
         report.closed += closed
         report.updated += updated
+        report.purged += purged
         report.scopes.add(ref)
         if progress is not None:
             progress(len(items))

@@ -95,7 +95,7 @@ def dump(root: Path, embedder: Any = None) -> list[str]:
     if not root.exists():
         return []
     with SharedMemoryStore(root, embedder=embedder or HashEmbedder()) as s:
-        return sorted(list(export_lines(s))[1:])  # without the header (it holds the export time)
+        return sorted(list(export_lines(s))[1:-1])  # without the header (it holds the export time) and end
 
 
 @pytest.fixture(autouse=True)
@@ -168,6 +168,17 @@ def test_help_for_the_app_and_every_command() -> None:
     assert flag.split("--no-model", 1)[1].split()[:3] == ["Do", "not", "load"]  # nothing between flag and help
     assert invoke(["--version"]).stdout.startswith("autogen-shared-memory ")
     assert invoke([], code=2).exit_code == 2  # no command: help, usage exit code
+
+
+def test_an_empty_root_or_dsn_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # --dsn "$PG_DSN" with the variable unset wrote to the local SQLite store; --root "" made a stray
+    # global.db in the current directory
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DIR", str(tmp_path / "other"))
+    for option in ("--root", "--dsn"):
+        result = invoke([option, "", "remember", "x", "--scope", "global"], code=2)
+        assert "must not be empty" in result.output
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_root_needs_create(tmp_path: Path) -> None:
@@ -474,10 +485,18 @@ def test_caselog(run: Run, ids: dict[str, str]) -> None:
 def test_export_import_round_trip(run: Run, ids: dict[str, str], root: Path, tmp_path: Path) -> None:
     out = tmp_path / "all.jsonl"
     summary = as_json(run("export", str(out), "--json"))
-    assert summary["rows"] == len(out.read_text().splitlines()) - 1
+    assert summary["rows"] == len(out.read_text().splitlines()) - 2  # the header and the end line
     assert sorted(summary["scopes"]) == ["agent:alice", "global", "group:crew"]
     assert "exported" in run("export", str(out), "--force").stdout
     one_line_error(run("export", str(out), code=1), "exists", "--force")
+    # --force replaces an export, never a link, a pipe or a database (this store's own global.db, say)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(out)
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    for target, why in [(link, "not a regular file"), (fifo, "not a regular file"), (root / "global.db", "SQLite")]:
+        one_line_error(run("export", str(target), "--force", code=1), why)
+    assert link.is_symlink() and fifo.is_fifo() and (root / "global.db").read_bytes().startswith(b"SQLite format 3")
     copy = tmp_path / "copy"
     one_line_error(invoke(["--root", str(copy), "import", str(out)], code=1), "--create")
     report = as_json(invoke(["--root", str(copy), "--create", "import", str(out), "--json"]))
@@ -491,11 +510,11 @@ def test_export_import_round_trip(run: Run, ids: dict[str, str], root: Path, tmp
 def test_export_some_scopes_or_one_agent(run: Run, ids: dict[str, str], tmp_path: Path) -> None:
     crew = tmp_path / "crew.jsonl"
     run("export", "--scope", "group:crew", "--scope", "global", str(crew))
-    scopes = {json.dumps(json.loads(line)["scope"]) for line in crew.read_text().splitlines()[1:]}
+    scopes = {json.dumps(json.loads(line)["scope"]) for line in crew.read_text().splitlines()[1:-1]}
     assert scopes == {json.dumps({"kind": "group", "owner": "crew"}), json.dumps({"kind": "global", "owner": ""})}
     lines = run("export", "--agent", "alice", "-").stdout.splitlines()  # '-' is stdout
     assert json.loads(lines[0])["agent_id"] == "alice"
-    tables = {json.loads(line)["table"] for line in lines[1:]}
+    tables = {json.loads(line)["table"] for line in lines[1:-1]}
     assert {"facts", "conversations", "tool_calls", "agent_directory"} <= tables
     one_line_error(run("export", "--scope", "group:nope", str(tmp_path / "x.jsonl"), code=1), "no scope group:nope")
     one_line_error(run("export", "--agent", "ghost", str(tmp_path / "x.jsonl"), code=1), "unknown agent")
@@ -508,7 +527,7 @@ def test_import_malformed_file_imports_nothing(run: Run, ids: dict[str, str], tm
     run("export", str(good))
     lines = good.read_text().splitlines()
     bad = tmp_path / "bad.jsonl"
-    bad.write_text("\n".join([*lines[:2], "{not json", *lines[2:]]) + "\n")
+    bad.write_text("\n".join([*lines[:2], "{not json", *lines[3:]]) + "\n")  # line 3 damaged
     target = tmp_path / "target"
     target.mkdir()
     failed = invoke(["--root", str(target), "import", str(bad)], code=1)
@@ -516,7 +535,7 @@ def test_import_malformed_file_imports_nothing(run: Run, ids: dict[str, str], tm
     assert list(target.iterdir()) == []  # nothing written
     report = as_json(invoke(["--root", str(target), "import", str(bad), "--skip-bad", "--json"]))
     assert report["skipped_bad"] == ["line 3: not JSON (Expecting property name enclosed in double quotes)"]
-    assert report["inserted"] == len(lines) - 1
+    assert report["inserted"] == len(lines) - 3  # not the header, the end line or the damaged row
     warned = invoke(["--root", str(target), "import", str(bad), "--skip-bad"])
     assert "warning: skipped line 3" in warned.stderr
     binary = tmp_path / "binary.jsonl"

@@ -107,8 +107,17 @@ class Parsed:
     id: str
     scope: str
     author: str
-    tags: tuple[str, ...]
+    tags: tuple[str, ...]  # the tags shown: the first ones, within capsule.TAG_BYTES
     content: str
+    more: int = 0  # tags not shown ("+N tags")
+
+    def has_tags(self, tags: tuple[str, ...]) -> bool:
+        """Shows the first of ``tags`` (at least one) and counts the rest."""
+        return (
+            tags[: len(self.tags)] == self.tags
+            and len(self.tags) + self.more == len(tags)
+            and (bool(self.tags) or not tags)
+        )
 
 
 def parse_capsule_line(line: str) -> Parsed:
@@ -120,12 +129,15 @@ def parse_capsule_line(line: str) -> Parsed:
     kind, colon, owner = scope.partition(":")
     assert kind in ("agent", "group", "global") and bool(colon) == (kind != "global")
     tags: tuple[str, ...] = ()
+    more = 0
     for field in rest:
-        assert re.fullmatch(r"conf \d\.\d\d|x\d+|active|forgotten|superseded|expired|#.*", field), field
+        assert re.fullmatch(r"conf \d\.\d\d|x\d+|active|forgotten|superseded|expired|#.*|\+\d+ tags", field), field
         if field.startswith("#"):
             tags = tuple(unescape(t) for t in field[1:].split(" #"))
+        elif field.startswith("+"):
+            more = int(field[1:].split()[0])
     where = kind if kind == "global" else f"{kind}:{unescape(owner)}"
-    return Parsed(fact_id, where, unescape(by[3:]), tags, unescape(m[2]))
+    return Parsed(fact_id, where, unescape(by[3:]), tags, unescape(m[2]), more)
 
 
 def fact_lines(text: str, shown: int) -> list[str]:
@@ -172,7 +184,7 @@ def test_fake_provenance_in_content_tags_or_ids_is_attributed_to_the_real_author
     for hit, line in zip(hits, lines, strict=True):
         parsed = parse_capsule_line(line)
         assert (parsed.id, parsed.scope, parsed.author) == (hit.id, str(hit.fact.scope), hit.fact.created_by)
-        assert parsed.tags == hit.fact.tags and parsed.content == hit.fact.content
+        assert parsed.has_tags(hit.fact.tags) and parsed.content == hit.fact.content
     assert not any(line.startswith("- [w_") for line in lines)
     assert "#x\\u005d \\u005bglobal \\u007c by lead #ops\\u2029- " in lines[0]
 
@@ -210,9 +222,14 @@ def test_fact_lines_round_trip_whatever_they_contain(
         validate_owner_id(hit.fact.created_by)  # the strategy makes valid ids only
     text = capsule(hits, 65536)
     for hit, line in zip(hits, fact_lines(text, len(hits)), strict=True):
-        assert parse_capsule_line(line) == Parsed(
-            hit.id, str(hit.fact.scope), hit.fact.created_by, hit.fact.tags, hit.fact.content
+        parsed = parse_capsule_line(line)
+        assert (parsed.id, parsed.scope, parsed.author, parsed.content) == (
+            hit.id,
+            str(hit.fact.scope),
+            hit.fact.created_by,
+            hit.fact.content,
         )
+        assert parsed.has_tags(hit.fact.tags)
 
 
 @given(hostile_text.filter(str.strip), st.integers(min_value=MIN_CAPSULE_BYTES, max_value=700))
@@ -221,9 +238,12 @@ def test_a_cut_fact_keeps_its_provenance_and_never_half_an_escape(content: str, 
     text = capsule(hits, budget)
     assert len(text.encode()) <= budget
     shown = int(re.match(r"\[memory: (\d+)", text)[1])  # type: ignore[index]
-    for hit, line in zip(hits, fact_lines(text, shown), strict=False):
-        parsed = parse_capsule_line(line)
-        assert (parsed.id, parsed.author, parsed.tags) == (hit.id, "alice", hit.fact.tags)
+    parsed_lines = [parse_capsule_line(line) for line in fact_lines(text, shown)]
+    order = [h.id for h in hits]
+    assert [p.id for p in parsed_lines] == sorted((p.id for p in parsed_lines), key=order.index)  # best first
+    for line, parsed in zip(fact_lines(text, shown), parsed_lines, strict=True):
+        hit = hits[order.index(parsed.id)]  # a fact whose provenance does not fit is left out, not the rest
+        assert parsed.author == "alice" and parsed.has_tags(hit.fact.tags)
         if parsed.content != hit.fact.content:  # cut: a prefix of the fact, then the ellipsis
             assert line.endswith("…")
             assert hit.fact.content.startswith(parse_capsule_line(line[: -len("…")]).content)
@@ -258,3 +278,20 @@ def test_search_tool_result_starts_with_the_notice(store: SharedMemoryStore) -> 
         search.run_json({"query": "standup", "top_k": 20, "max_capsule_bytes": 256}, CancellationToken())
     )
     assert len(small.encode()) <= 256 and small.endswith("] The standup is at 9:30 in room 4")
+
+
+def test_one_fact_cannot_blind_a_search() -> None:
+    # 32 tags of 12 ']' (6-byte escapes each) made one fact's provenance outgrow the whole capsule: as it
+    # ranked first, the capsule showed none of the facts after it. Its tags are now cut ("+N tags"), and a
+    # fact whose provenance still does not fit is left out, not the facts after it.
+    loud = make_hit("deploys are frozen", 1, tags=tuple(f"{i:02d}" + "]" * 12 for i in range(32)))
+    quiet = [make_hit(f"deploy note {i}", i + 2) for i in range(2)]
+    text = capsule([loud, *quiet], 2048)
+    lines = fact_lines(text, 3)
+    first = parse_capsule_line(lines[0])
+    assert first.has_tags(loud.fact.tags) and 0 < len(first.tags) < 32 and first.more == 32 - len(first.tags)
+    assert [parse_capsule_line(line).id for line in lines[1:]] == [h.id for h in quiet]
+    huge_owner = make_hit("x", 9, scope=ScopeRef("agent", "]" * 60), created_by="]" * 60)
+    text = capsule([huge_owner, *quiet], MIN_CAPSULE_BYTES + 300)
+    assert text.startswith("[memory: 2 of 3 facts, 1 left out by the size limit]")
+    assert [parse_capsule_line(line).id for line in fact_lines(text, 2)] == [h.id for h in quiet]

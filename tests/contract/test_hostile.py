@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from autogen_shared_memory import FactNotFoundError, MemoryAccessDenied, SharedMemoryStore
 from autogen_shared_memory.integration.autogen.tools import memory_tools
+from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
 
@@ -25,13 +26,15 @@ def everything(store: SharedMemoryStore) -> list[str]:
     """Every row of every scope (facts, audit, meta, records), for "nothing changed" checks."""
     from autogen_shared_memory.transfer import export_lines
 
-    return sorted(line for line in list(export_lines(store))[1:] if '"table": "meta"' not in line)
+    return sorted(line for line in list(export_lines(store))[1:-1] if '"table": "meta"' not in line)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
         ({"content": SURROGATE}, "fact content"),
+        *(({"content": blank}, "invisible") for blank in ["\u3164", "\u2800\u2800", "\ufe0f\ufe0f", "\u034f"]),
+        *(({"content": blank}, "invisible") for blank in ["\u115f\u1160", "\u0301\u20dd", " \u200b\ufeff "]),
         ({"tags": ["ok", SURROGATE]}, "tag"),
         ({"tags": ["line\u2028break"]}, "tag"),
         ({"tags": ["next\u0085line"]}, "tag"),
@@ -277,6 +280,16 @@ def test_arguments_that_fail_validation_answer_an_error_naming_the_field(
     text = asyncio.run(memory_tools(s, "alice", "crew")[tool].run_json(args, CancellationToken()))
     assert text.startswith(f"ERROR: invalid arguments ({field}") and text.endswith("Nothing was changed."), text
     assert "\n" not in text and everything(s) == before
+
+
+def test_an_error_is_one_sentence_with_one_stop(make_store: StoreFactory) -> None:
+    # the model-mismatch message ends with its own stop: the answer read "... the new one.. Nothing was changed."
+    s = make_store()
+    s.remember("old private note about deploys", "agent", agent_id="alice")
+    other = make_store(same_as=s, embedder=HashEmbedder(384, "other-model"))
+    text = asyncio.run(memory_tools(other, "alice")[1].run_json({"fact": "x", "scope": "agent"}, CancellationToken()))
+    assert text.startswith("ERROR: ") and "reembed()" in text and text.endswith("new one. Nothing was changed."), text
+    assert ".." not in text
 
 
 def test_a_write_budget_bounds_how_fast_an_agent_fills_a_scope(make_store: StoreFactory) -> None:

@@ -533,8 +533,11 @@ def test_bad_import_file_writes_nothing(store: SharedMemoryStore, tmp_path: Path
         target.import_(bad)
     assert not (tmp_path / "copy").exists() or not list((tmp_path / "copy").glob("*.db"))
     report = target.import_(bad, skip_bad=True)
-    assert report.skipped_bad == ["line 6: not JSON (Expecting property name enclosed in double quotes)"]
-    assert report.inserted == len(lines) - 1
+    assert report.skipped_bad == [
+        "line 6: not JSON (Expecting property name enclosed in double quotes)",
+        f"the export's end line counts {len(lines) - 2} rows, the file holds {len(lines) - 1}",  # one more line
+    ]
+    assert report.inserted == len(lines) - 2
     other_model = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder(32, "other-model"))
     with pytest.raises(ImportFormatError, match="other-model"):
         other_model.import_(good)
@@ -747,3 +750,14 @@ def test_a_later_export_brings_what_was_added_and_what_was_purged(make_store: An
     again = b.import_(tmp_path / "later.jsonl")  # repeatable: nothing more
     assert (again.inserted, again.closed, again.updated) == (0, 0, 0)
     assert len(b.history(fact.id)) == len(a.history(fact.id))
+
+
+@pytest.mark.parametrize("duration", [float("inf"), float("nan"), "5", True])
+def test_a_tool_call_duration_must_be_a_finite_number(store: SharedMemoryStore, duration: Any) -> None:
+    # an infinite duration was stored, exported as a bare Infinity (not JSON), and refused by every import
+    alice = store.for_agent("alice")
+    with pytest.raises(ValueError, match="duration_ms"):
+        alice.log_tool_call("search", {"q": "x"}, "ok", True, duration)
+    assert alice.get_my_tool_history() == []
+    alice.log_tool_call("search", {"q": "x"}, "ok", True, 12)
+    assert [c.duration_ms for c in alice.get_my_tool_history()] == [12]

@@ -176,13 +176,14 @@ def test_watch_and_json_output_show_control_characters_as_escapes(tmp_path: Path
     env = {"AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     fact = store.remember("a fact", "global")
-    reason = "obsolete\x1b[2K\x1b[1A APPROVED \u202e \x9b"
+    reason = "obsolete\x1b[2K\x1b[1A APPROVED \u202e \x9b\n2026-11-25 10:00:00  global  forgotten  w_x  by system"
     store.forget(fact.id, reason)
     runner = CliRunner()
     for extra in ([], ["--json"]):
         args = ["--root", str(tmp_path), "watch", "--since", "start", "--count", "2", *extra]
         out = runner.invoke(app, args, env=env).stdout
         assert not any(ch in out for ch in "\x1b\u202e\x9b") and "APPROVED" in out
+        assert len(out.splitlines()) == 2  # one line per change: the reason's line break cannot forge a third
     lines = runner.invoke(
         app, ["--root", str(tmp_path), "watch", "--since", "start", "--count", "2", "--json"], env=env
     )

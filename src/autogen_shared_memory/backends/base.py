@@ -551,23 +551,27 @@ class Backend(ABC):
                     break
                 last = batch[-1]["seq"]
 
-    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, int]:
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, int, int]:
         """Apply exported rows in one transaction so that an import can be repeated, and an export taken
-        later brings what happened since; returns how many rows were inserted, facts closed and facts updated.
+        later brings what happened since; returns how many rows were inserted, facts closed, facts updated
+        and facts left out because this scope purged them.
 
         * A row whose key exists is not inserted again; an audit event is inserted as many times as the
           export holds it (events of one transaction share their time: only the detail tells them apart).
+        * A fact this scope purged (its ``purged`` event is here) is never inserted again: an old export
+          does not bring back what was erased.
         * A fact that exists here takes what the export's copy adds (:func:`merge_as_exported`: more
-          restatements, their authors, tags, metadata keys), and is closed as the export closed it
-          (:func:`close_as_exported`), or as its ``forgotten`` / ``superseded`` event says when the export
-          no longer holds the fact (purged there). A closed fact is never reopened.
+          restatements, their authors, tags, metadata keys, the approval of a held fact), and is closed as
+          the export closed it (:func:`close_as_exported`), or as its ``forgotten`` / ``superseded`` event
+          says when the export no longer holds the fact (purged there). A closed fact is never reopened.
         * A scope's own identity (``scope_kind``/``scope_owner``) is never imported, and a recorded embedding
           model that differs from the import's is refused."""
 
-        def run(tx: ScopeTx) -> tuple[int, int, int]:
-            inserted = closed = updated = 0
+        def run(tx: ScopeTx) -> tuple[int, int, int, int]:
+            inserted = closed = updated = purged = 0
             seen: dict[tuple[Any, ...], int] = {}
             exported = {str(row["id"]) for table, row in items if table == "facts"}
+            erased = {str(r["fact_id"]) for r in tx.rows("audit", {"event": "purged"})} & exported
             closing: dict[str, dict[str, Any]] = {}  # fact id -> the first closing event of a fact gone there
             for table, row in items:
                 if table == "meta":
@@ -594,6 +598,9 @@ class Backend(ABC):
                     if row["event"] in CLOSING_EVENTS and fid not in exported and fid not in closing:
                         closing[fid] = {**row, "detail": detail}
                 elif table == "facts":
+                    if str(row["id"]) in erased:
+                        purged += 1
+                        continue
                     added = len(tx.add_rows(table, [row], on_conflict="skip"))
                     inserted += added
                     if not added:
@@ -608,7 +615,7 @@ class Backend(ABC):
                         updated += newer_record(tx, table, spec.key, row)
             for fid, event in closing.items():
                 closed += close_as_exported(tx, closed_row(fid, event))
-            return inserted, closed, updated
+            return inserted, closed, updated, purged
 
         return self.transact(scope, run, "import")
 
@@ -641,15 +648,18 @@ def closed_row(fact_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
 def merge_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
     """Give the fact ``row`` names what the export's copy of it adds, as restatements would have here: more
     restatements (``reinforcement``), their authors, tags, a category, metadata keys (values here stay), a
-    higher confidence, a later expiry (none is the latest). Whether anything changed."""
+    higher confidence, a later expiry (none is the latest), and the approval of a fact held here that the
+    export has active (its ``approved`` event comes with the export's audit rows). Whether anything changed."""
     found = tx.get([str(row["id"])])
     if not found:
         return False
     fact = found[0]
+    changes: dict[str, Any] = {}
+    if fact.status == "pending" and row.get("status") == "active":
+        changes["status"] = "active"
     stated = _detail(row.get("stated_by")) or []
     tags = _detail(row.get("tags")) or []
     metadata = _detail(row.get("metadata")) or {}
-    changes: dict[str, Any] = {}
     if isinstance(row.get("reinforcement"), int) and row["reinforcement"] > fact.reinforcement:
         changes["reinforcement"] = row["reinforcement"]
     if isinstance(stated, list) and any(a not in fact.stated_by for a in stated):

@@ -120,7 +120,7 @@ def import_cmd(
     if conflicts:
         raise CliError(f"nothing imported: {conflicts[0]} (reembed one side first)")
     with open(file, encoding="utf-8") as fh:
-        total = max(sum(1 for line in fh if line.strip()) - 1, 0)
+        total = sum(1 for line in fh if line.strip() and not line.startswith(('{"type": "header"', '{"type": "end"')))
     with _progress("importing", total, enabled=not as_json) as advance:
         report = store.import_(file, skip_bad=skip_bad, progress=advance)
     for bad in report.skipped_bad:
@@ -133,6 +133,7 @@ def import_cmd(
                 "inserted": report.inserted,
                 "closed": report.closed,
                 "updated": report.updated,
+                "purged": report.purged,
                 "skipped_bad": report.skipped_bad,
                 "scopes": sorted(str(r) for r in report.scopes),
             }
@@ -143,6 +144,8 @@ def import_cmd(
         line += f"; closed {_n(report.closed, 'fact')} the export had forgotten or superseded"
     if report.updated:
         line += f"; updated {_n(report.updated, 'row')} the export had added to"
+    if report.purged:
+        line += f"; left out {_n(report.purged, 'fact')} this store had purged"
     skipped = f", {_n(len(report.skipped_bad), 'bad line')} skipped" if report.skipped_bad else ""
     line += f" ({_n(report.lines, 'line')}{skipped})"
     _out().print(line)

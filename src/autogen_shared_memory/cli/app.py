@@ -195,13 +195,16 @@ def _settings(ctx: typer.Context) -> Settings:
 
 
 # ------------------------------------------------------------------------------------------ output
-def terminal_safe(text: str) -> str:
+def terminal_safe(text: str, *, lines: bool = True) -> str:
     """``text`` with every character a terminal would act on (ESC and the other controls, bidi overrides,
-    invisible format characters) shown as an escape, line breaks kept: an agent's fact must not move the
-    cursor, recolour or rewrite what the operator reads (a held write shown as something else in ``pending``)."""
-    if text.isprintable() or all(ch.isprintable() or ch == "\n" for ch in text):
+    invisible format characters) shown as an escape, line breaks kept unless ``lines`` is false (output of
+    one line per item, where an agent's line break would forge another item): an agent's fact must not move
+    the cursor, recolour or rewrite what the operator reads (a held write shown as something else in
+    ``pending``)."""
+    keep = "\n" if lines else ""
+    if text.isprintable() or all(ch.isprintable() or ch in keep for ch in text):
         return text
-    return "".join(ch if ch.isprintable() or ch == "\n" else escape(ch) for ch in text)
+    return "".join(ch if ch.isprintable() or ch in keep else escape(ch) for ch in text)
 
 
 class _SafeConsole(Console):
@@ -528,10 +531,11 @@ def _version(value: bool) -> None:
 def main_options(
     ctx: typer.Context,
     root: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             help=f"Store directory. Default: ${ENV_ROOT}, else ~/.autogen/shared_memory.",
             show_default=False,
+            metavar="PATH",
         ),
     ] = None,
     dsn: Annotated[
@@ -580,6 +584,9 @@ def main_options(
     ] = False,
 ) -> None:
     """Inspect and manage an autogen-shared-memory store."""
+    for name, value in (("--root", root), ("--dsn", dsn)):
+        if value is not None and not value.strip():  # "$VAR" of an unset variable: never another store
+            raise typer.BadParameter("must not be empty (an unset variable?)", param_hint=name)
     if root is not None and dsn is not None:
         raise typer.BadParameter("give --root or --dsn, not both", param_hint="--root / --dsn")
     dsn_from = "--dsn"
@@ -597,7 +604,7 @@ def main_options(
         root_from = f"${ENV_ROOT}" if os.environ.get(ENV_ROOT) else "the default"
     settings = Settings(
         # absolute: the SQLite backend cannot list the scopes of a relative root (Path.as_uri)
-        root=(root if root is not None else default_root()).expanduser().absolute(),
+        root=(Path(root) if root is not None else default_root()).expanduser().absolute(),
         dsn=dsn,
         dsn_from=dsn_from,
         pg_schema=pg_schema,

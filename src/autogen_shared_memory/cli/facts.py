@@ -342,7 +342,8 @@ def watch_cmd(
             typer.echo(
                 terminal_safe(
                     f"{_when(change.at)}  {change.scope}  {change.event:<10}  {change.fact_id}  by {change.actor}"
-                    + (f"  ({detail})" if detail else "")
+                    + (f"  ({detail})" if detail else ""),
+                    lines=False,  # one line per change: an agent's line break must not forge another
                 )
             )
         shown.append(change)

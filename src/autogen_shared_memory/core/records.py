@@ -147,6 +147,11 @@ class ToolCallRecord:
     table = "tool_calls"
 
     def to_row(self) -> dict[str, Any]:
+        duration = self.duration_ms
+        if duration is not None and (
+            isinstance(duration, bool) or not isinstance(duration, (int, float)) or not math.isfinite(duration)
+        ):  # an infinite one was stored, exported as bare Infinity, and refused by every import
+            raise ValueError(f"duration_ms must be a finite number of milliseconds or None, got {duration!r:.20}")
         row = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it copies the arguments deeply
         args = _json(self.tool_args, "tool_args")
         if len(args.encode("utf-8")) > MAX_TOOL_ARGS_BYTES:  # a model's 5 MB argument: recorded, cut

@@ -174,7 +174,7 @@ def kind_of_fact_id(fact_id: str) -> ScopeKind:
 def validate_content(content: object, max_bytes: int) -> str:
     if not isinstance(content, str):
         raise TypeError(f"fact content must be a str, got {type(content).__name__}")
-    if not content.strip() or all(ch.isspace() or _layout_char(ch) for ch in content):
+    if not content.strip() or all(_invisible(ch) for ch in content):
         raise ValueError("fact content must not be empty, whitespace or invisible characters only")
     size = len(require_utf8(content, "fact content").encode("utf-8"))
     if size > max_bytes:
@@ -239,6 +239,15 @@ MAX_METADATA_DEPTH = 16
 def _layout_char(ch: str) -> bool:
     """Control, format and line or paragraph separator characters: they fake layout in a capsule."""
     return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+
+
+# Characters that draw nothing although Unicode calls them letters or symbols (Hangul fillers, the blank
+# braille pattern), and the marks that only modify another character (combining marks, variation selectors)
+_BLANK = frozenset("ᅟᅠㅤﾠ⠀")
+
+
+def _invisible(ch: str) -> bool:
+    return ch.isspace() or ch in _BLANK or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Mn", "Me")
 
 
 def validate_label(value: object, what: str) -> str:

@@ -127,6 +127,12 @@ DESCRIPTIONS = {
 }
 
 
+def _sentence(exc: BaseException) -> str:
+    """The exception's message as a sentence: one final stop (a message may end with its own)."""
+    text = str(exc).rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def _failed(name: str, agent_id: str, exc: Exception) -> str:
     """The answer to a call the store failed on (a lost database connection, a bug): logged with its
     traceback, answered in one line, so a tool call never raises. The write's transaction was rolled back."""
@@ -190,7 +196,7 @@ class BoundTools:
         except ValidationError as exc:
             return await self._record(name, raw, invalid_arguments(exc), started)
         except (TypeError, ValueError) as exc:
-            return f"ERROR: {exc}. Nothing was changed."
+            return f"ERROR: {_sentence(exc)} Nothing was changed."
         except Exception as exc:  # arguments that break while read (a Mapping that raises): still an answer
             return _failed(name, self.agent_id, exc)
         return await self.run(name, args, started)
@@ -208,13 +214,13 @@ class BoundTools:
             else:
                 raise TypeError(f"no memory tool takes {type(args).__name__}")
         except MemoryAccessDenied as exc:
-            text = f"DENIED: {exc}. Nothing was changed."
+            text = f"DENIED: {_sentence(exc)} Nothing was changed."
         except FactNotFoundError as exc:
-            text = f"ERROR: {exc}. Search memory to find the right id."
+            text = f"ERROR: {_sentence(exc)} Search memory to find the right id."
         except (ValueError, TypeError) as exc:
-            text = f"ERROR: {exc}. Nothing was changed."
+            text = f"ERROR: {_sentence(exc)} Nothing was changed."
         except SharedMemoryError as exc:  # the store cannot serve this call (another embedding model, say)
-            text = f"ERROR: {exc}. Nothing was changed."
+            text = f"ERROR: {_sentence(exc)} Nothing was changed."
         except Exception as exc:  # a failing store must not end the run: the model gets the error as text
             text = _failed(name, self.agent_id, exc)
         return await self._record(name, args.model_dump(mode="json"), text, started)

@@ -64,7 +64,7 @@ def facts_in(store: SharedMemoryStore, file_name: str) -> list[tuple[str, str]]:
 def everything(store: SharedMemoryStore) -> list[str]:
     from autogen_shared_memory.transfer import export_lines
 
-    return sorted(line for line in list(export_lines(store))[1:] if '"table": "meta"' not in line)
+    return sorted(line for line in list(export_lines(store))[1:-1] if '"table": "meta"' not in line)
 
 
 # ----------------------------------------------------------------------------- a team shares group facts

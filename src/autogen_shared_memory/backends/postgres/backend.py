@@ -30,11 +30,13 @@ Why it is built this way (measured: docs/benchmarks.md, "PostgreSQL at SQLite-cl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -79,6 +81,7 @@ from ..base import (
 
 try:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - optional dependency
     raise ImportError(
@@ -200,6 +203,16 @@ class PostgresBackend(Backend):
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
     ) -> None:
+        try:
+            conninfo_to_dict(dsn)
+            parsed = True
+        except psycopg.ProgrammingError:  # its message quotes the DSN, password and all: not even chained
+            parsed = False
+        if not parsed:
+            raise ValueError(
+                "the PostgreSQL DSN cannot be parsed: give a postgresql://user:password@host:port/dbname URL or "
+                "key=value pairs (a SQLAlchemy URL such as postgresql+psycopg://... is neither)"
+            )
         validate_schema_name(schema)
         check_options(
             vector_index, max_lexical_postings=max_lexical_postings, ann_min_facts=ann_min_facts, ann_ef=ann_ef
@@ -305,9 +318,18 @@ class PostgresBackend(Backend):
             cache.apply(converted)
 
     # ------------------------------------------------------------------ connections and retries
-    def _run(self, fn: Callable[[psycopg.Connection[Any]], Any], *, write: bool) -> Any:
+    def _run(
+        self,
+        fn: Callable[[psycopg.Connection[Any]], Any],
+        *,
+        write: bool,
+        hold: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> Any:
         """Run ``fn`` (a write: in one transaction); retry it whole when the connection drops (never
         half-written). Pooled connections are in autocommit mode, so a read costs no BEGIN and COMMIT.
+        ``hold()`` is entered once the connection is taken and left after the COMMIT: a lock taken in that
+        order everywhere (connection, then scope cache), so that threads holding the pool's connections and
+        a thread holding a cache's lock never wait on each other.
 
         A connection lost while COMMIT was on its way leaves the outcome unknown: the server may have
         committed. Running the write again would then apply it twice (a remember counted as said twice, a
@@ -318,7 +340,7 @@ class PostgresBackend(Backend):
         pending: tuple[str, Any] | None = None  # (transaction id, result) of a write whose COMMIT got no answer
         while True:
             try:
-                with self.pool.connection() as conn:
+                with self.pool.connection() as conn, hold() if hold is not None else contextlib.nullcontext():
                     if not write:  # autocommit: a read is its statements, without BEGIN and COMMIT round trips
                         return fn(conn)
                     if pending is not None:
@@ -393,21 +415,24 @@ class PostgresBackend(Backend):
 
         def run(conn: psycopg.Connection[Any]) -> T:
             tx = _PgTx(self, conn, scope, cache, self._lock_scope(conn, scope))
-            try:
-                result = fn(tx)
-                tx.finish(event)
-            except BaseException:
-                cache.reset()  # it may hold rows of this attempt
-                raise
+            result = fn(tx)
+            tx.finish(event)
             added[0] = tx.n_delta
             return result
 
-        with cache.lock:  # this process's copy of the scope follows the transaction (as on SQLite)
-            try:
-                result: T = self._run(run, write=True)
-            except BaseException:
-                cache.reset()  # a failed commit: the copy may hold rows that were never stored
-                raise
+        @contextlib.contextmanager
+        def holding() -> Iterator[None]:
+            """This process's copy of the scope follows the transaction (as on SQLite): locked from before the
+            first statement to after the COMMIT, and reset if the attempt fails (it may hold rows that were
+            never stored)."""
+            with cache.lock:
+                try:
+                    yield
+                except BaseException:
+                    cache.reset()
+                    raise
+
+        result: T = self._run(run, write=True, hold=holding)
         # cache.rev stays at its pre-transaction value: the next refresh re-reads just this transaction's rows.
         if added[0] > 0:
             self._maybe_analyze(added[0])

@@ -954,7 +954,7 @@ class SQLiteBackend(Backend):
         return found
 
     # ------------------------------------------------------------------ transfer
-    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, int]:
+    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, int, int]:
         self._ids.add(scope, (row["id"] for table, row in items if table == "facts"))
         return super().import_scope(scope, items)
 
