@@ -294,13 +294,14 @@ def test_the_listener_keeps_one_connection_and_listens_when_subscribe_returns(pg
     store.close()
 
 
-def test_writes_and_searches_sharing_a_small_pool_never_wait_on_each_other(pg_dsn: str) -> None:
-    # A write took the scope cache's lock, then waited for a pooled connection; each search leg held a pooled
-    # connection, then waited for that lock: with the pool's connections all held by searches, every call
-    # stalled for the pool's 30 s timeout, three times, then failed. The lock now comes after the connection.
-    store = SharedMemoryStore(
-        Path("unused"), backend=PostgresBackend(pg_dsn, schema=schema(), max_size=2), embedder=HashEmbedder()
-    )
+@pytest.mark.parametrize("index", ["exact", "hnsw"])
+def test_writes_and_searches_sharing_a_small_pool_never_wait_on_each_other(pg_dsn: str, index: str) -> None:
+    # A write (and build_ann) took the scope cache's lock, then waited for a pooled connection; each search
+    # leg held a pooled connection, then waited for that lock: with the pool's connections all held by
+    # searches, every call stalled for the pool's 30 s timeout, three times, then failed. The lock now comes
+    # after the connection everywhere.
+    backend = PostgresBackend(pg_dsn, schema=schema(), max_size=2, vector_index=index, ann_min_facts=100)  # type: ignore[arg-type]
+    store = SharedMemoryStore(Path("unused"), backend=backend, embedder=HashEmbedder())
     store.remember_many([f"base fact {i} about deploys" for i in range(200)], "global")
     stop, errors, slowest = threading.Event(), [], [0.0]
 
@@ -316,6 +317,8 @@ def test_writes_and_searches_sharing_a_small_pool_never_wait_on_each_other(pg_ds
     counter = iter(range(1 << 30))
     jobs = [lambda: store.remember(f"fresh fact {next(counter)} about servers", "global")]
     jobs += [lambda r=r: store.search(f"deploys {r}", "global") for r in range(4)]
+    if index == "hnsw":
+        jobs.append(lambda: backend.build_ann(ScopeRef("global")))
     threads = [threading.Thread(target=call, args=(job,), daemon=True) for job in jobs]
     for t in threads:
         t.start()

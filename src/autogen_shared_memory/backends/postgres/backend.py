@@ -693,12 +693,14 @@ class PostgresBackend(Backend):
         """Build the scope's HNSW graph now, in this thread (searches go on meanwhile, exactly). Returns False
         when there is nothing to build (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts)."""
         cache = self._cache(scope)
-        return cache.build_graph(
-            self.vector_index,
-            self.ann_min_facts,
-            self.ann_ef,
-            lambda: self._read(lambda conn: self._refresh(conn, scope, cache)),
-        )
+
+        def refresh(conn: psycopg.Connection[Any]) -> None:
+            with cache.lock:  # after the connection: the order of every path (see _run)
+                self._refresh(conn, scope, cache)
+
+        if self.vector_index == "hnsw":
+            self._read(refresh)
+        return cache.build_graph(self.vector_index, self.ann_min_facts, self.ann_ef, lambda: None)
 
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         if not fact_ids:
