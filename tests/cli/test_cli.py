@@ -218,6 +218,8 @@ def test_usage_errors_exit_2(run: Run, ids: dict[str, str]) -> None:
         ["forget", ids["style"]],  # --reason is required
         ["tasks", "--status", "bogus"],
         ["export", "--scope", "planet:x", "out.jsonl"],
+        ["search", "x", "--as-of", "0001-01-01"],  # before year 1 in UTC east of Greenwich: was exit 1
+        ["watch", "--poll", "inf"],
         ["nosuchcommand"],
     ):
         result = run(*args, code=2)

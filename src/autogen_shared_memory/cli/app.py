@@ -423,8 +423,8 @@ def _moment(value: str | None) -> str | None:
     """An ISO 8601 date or date-time (local time unless it carries an offset)."""
     if value is not None:
         try:
-            datetime.fromisoformat(value)
-        except ValueError:
+            datetime.fromisoformat(value).timestamp()  # 0001-01-01 local may fall before year 1 in UTC
+        except (ValueError, OverflowError, OSError):
             raise typer.BadParameter(
                 f"{value!r} is not a date or time: use e.g. 2026-11-20 or 2026-11-20T14:30"
             ) from None

@@ -322,7 +322,9 @@ def watch_cmd(
     poll: Annotated[
         float | None,
         typer.Option(
-            min=0.01, help="Seconds between looks at SQLite files (default 0.2); with --dsn, a safety re-read."
+            min=0.01,
+            max=3600.0,
+            help="Seconds between looks at SQLite files (default 0.2); with --dsn, a safety re-read.",
         ),
     ] = None,
     as_json: JsonOpt = False,
