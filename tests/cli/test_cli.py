@@ -726,10 +726,19 @@ def test_dsn_when_the_postgres_backend_is_missing(monkeypatch: pytest.MonkeyPatc
 
 
 def test_dsn_with_a_real_postgres(pg_dsn: str) -> None:
-    base = ["--dsn", pg_dsn, "--pg-schema", f"cli{uuid.uuid4().hex[:12]}"]
-    receipt = json.loads(
-        invoke([*base, "remember", "The VPN needs a hardware key", "--scope", "global", "--json"]).stdout
-    )
+    import psycopg
+
+    name = f"cli{uuid.uuid4().hex[:12]}"
+    base = ["--dsn", pg_dsn, "--pg-schema", name]
+    # a schema that does not exist is an error, as a missing --root is: a typo never makes a new tenant
+    for args in (["scopes"], ["remember", "x", "--scope", "global"]):
+        one_line_error(invoke([*base, *args], code=1), f"no memory store in PostgreSQL schema '{name}'", "--create")
+    doctor = json.loads(invoke([*base, "doctor", "--json", "--no-model"], code=1).stdout)
+    assert doctor["checks"][0]["name"] == "backend" and doctor["checks"][0]["status"] == "fail"
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (name,)).fetchone() is None
+    remember = ["remember", "The VPN needs a hardware key", "--scope", "global", "--json"]
+    receipt = json.loads(invoke([*base[:2], "--pg-schema", name, "--create", *remember]).stdout)
     scopes = json.loads(invoke([*base, "scopes", "--json"]).stdout)
     assert [(s["scope"], s["counts"]["active"]) for s in scopes] == [("global", 1)]
     hits = json.loads(invoke([*base, "search", "VPN hardware key", "--json"]).stdout)

@@ -77,8 +77,10 @@ class CliError(Exception):
 
 
 # ------------------------------------------------------------------------------------------- settings
-def make_backend(dsn: str, schema: str | None = None) -> Backend:
-    """The storage backend behind ``--dsn``: the PostgreSQL backend, when this installation has it."""
+def make_backend(dsn: str, schema: str | None = None, *, create: bool = True) -> Backend:
+    """The storage backend behind ``--dsn``: the PostgreSQL backend, when this installation has it. Without
+    ``create``, a schema that does not exist is an error (a mistyped ``--pg-schema`` never makes a new,
+    empty tenant), as a missing ``--root`` directory is."""
     try:
         module = importlib.import_module("autogen_shared_memory.backends.postgres")
     except ModuleNotFoundError as exc:
@@ -90,6 +92,12 @@ def make_backend(dsn: str, schema: str | None = None) -> Backend:
         raise CliError(
             f"the PostgreSQL backend needs {exc.name!r}: pip install 'autogen-shared-memory[postgres]'"
         ) from exc
+    name = schema or module.DEFAULT_SCHEMA
+    if not create and module.schema_exists(dsn, name) is False:
+        raise CliError(
+            f"no memory store in PostgreSQL schema {name!r} of that database (to make one, pass --create "
+            "before the command)"
+        )
     try:
         backend = module.PostgresBackend(dsn) if schema is None else module.PostgresBackend(dsn, schema=schema)
     except (SharedMemoryError, ValueError):
@@ -169,7 +177,7 @@ class Settings:
         embedder = self.embedder(model_dir)
         if self.dsn:
             store = SharedMemoryStore(
-                backend=make_backend(self.dsn, self.pg_schema),
+                backend=make_backend(self.dsn, self.pg_schema, create=self.create),
                 embedder=embedder,
                 global_writers=self.global_writers,
                 operator_id=self.operator,

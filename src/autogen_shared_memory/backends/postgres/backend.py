@@ -95,6 +95,8 @@ from .schema import SCHEMA_VERSION, ensure_extension, migrate
 
 logger = logging.getLogger("autogen_shared_memory")
 
+DEFAULT_SCHEMA = "autogen_shared_memory"
+
 # The approved events of the fact of an ``asm_facts`` row (every filter query reads that table unaliased).
 _APPROVALS = (
     "SELECT 1 FROM asm_audit a WHERE a.scope_kind = asm_facts.scope_kind AND a.owner = asm_facts.owner "
@@ -171,6 +173,17 @@ class _ScopeCache(VectorIndex):
         self.hashes = _Hashes(np.zeros(0, dtype=np.int64), set())
 
 
+def schema_exists(dsn: str, schema: str, connect_timeout: float = 10.0) -> bool | None:
+    """Whether ``schema`` exists in the database (None when that cannot be told: the DSN cannot be parsed or
+    the server cannot be reached, which opening the backend then reports, without the password)."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+            row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    except psycopg.Error:
+        return None
+    return row is not None
+
+
 class PostgresBackend(Backend):
     """Facts and records of every scope in one PostgreSQL database (needs the pgvector extension).
 
@@ -192,7 +205,7 @@ class PostgresBackend(Backend):
         self,
         dsn: str,
         *,
-        schema: str = "autogen_shared_memory",
+        schema: str = DEFAULT_SCHEMA,
         min_size: int = 1,
         max_size: int = 8,
         retries: int = 2,
