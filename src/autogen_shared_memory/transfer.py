@@ -14,7 +14,7 @@ import base64
 import json
 import math
 import os
-import tempfile
+import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +36,6 @@ from .core.types import (
     validate_content,
     validate_label,
     validate_owner_id,
-    validate_tags,
 )
 
 if TYPE_CHECKING:
@@ -236,9 +235,10 @@ def export_jsonl(
             with open(path, "rb") as existing:
                 if existing.read(16) == b"SQLite format 3\x00":
                     raise FileExistsError(f"cannot export over {str(path)!r}: it is a SQLite database, not an export")
-        # a name of its own (two exports to one path, in one process or two, never share a file)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        tmp = Path(name)
+        # a name of its own (two exports to one path, in one process or two, never share a file), made with
+        # the mode any new file gets (mkstemp's 0600 would hide a backup from the job that copies it)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with open(fd, "w", encoding="utf-8") as out:
                 write(out)
@@ -342,7 +342,7 @@ def _check_fact(ref: ScopeRef, row: dict[str, Any]) -> None:
     outside [0, 1], counts below 1, JSON columns that do not hold what reading the fact expects."""
     if kind_of_fact_id(row["id"]) != ref.kind:
         raise ValueError(f"fact id {row['id']!r} is not the id of a {ref.kind} fact")
-    validate_content(row["content"], max_bytes=2**62)
+    validate_content(row["content"], max_bytes=2**62, stored=True)
     if row["status"] not in STATUSES:
         raise ValueError(f"unknown fact status {row['status']!r}")
     if row.get("confidence") is not None:
@@ -365,7 +365,8 @@ def _check_fact(ref: ScopeRef, row: dict[str, Any]) -> None:
     validate_owner_id(row["created_by"], "created_by")
     for who in values.get("stated_by", ()):
         validate_owner_id(who, "stated_by")
-    validate_tags(values.get("tags"))
+    for tag in values.get("tags", ()):  # each as a write checks it; not their count: restatements add tags
+        validate_label(tag, "each tag")
     if row.get("category") is not None:
         validate_label(row["category"], "category")
 

@@ -238,3 +238,62 @@ def test_parsing_a_row_either_refuses_it_or_gives_columns_of_their_types(data: s
         assert not isinstance(value, bool)
     for name in spec.not_null:
         assert row.get(name) is not None
+
+
+def test_a_store_s_own_export_imports_whatever_restatements_added(make_store: StoreFactory, tmp_path: Path) -> None:
+    # restatements merge their tags without the per-write limit of 32, and stores before the invisible-text
+    # rule kept a Hangul filler as content: the import check refused such a store's own backup, whole
+    src: SharedMemoryStore = make_store()
+    fact = src.remember("The runbook lives in the wiki", "global", tags=[f"a{i}" for i in range(20)])
+    again = src.remember("The runbook lives in the wiki", "global", tags=[f"b{i}" for i in range(20)])
+    assert again.status == "reinforced" and len(src.get(fact.id).tags) == 40
+    lines = list(export_lines(src))
+    filler = json.loads(lines[-2] if '"facts"' in lines[-2] else next(x for x in lines if '"table": "facts"' in x))
+    filler["row"] = {**filler["row"], "id": "w_" + "f" * 20, "content": "\u3164"}  # as an older store kept it
+    text = "\n".join([*lines[:-1], json.dumps(filler), json.dumps({"type": "end", "rows": len(lines) - 1})])
+    target: SharedMemoryStore = make_store()
+    assert target.import_(io.StringIO(text + "\n")).inserted == len(lines) - 1
+    assert len(target.get(fact.id).tags) == 40 and target.get("w_" + "f" * 20).content == "\u3164"
+
+
+def test_a_fact_held_here_is_closed_whatever_purge_events_came_with_imports(
+    make_store: StoreFactory, tmp_path: Path
+) -> None:
+    # A purged event imported from a store that purged X (expired there) must not stop a later export, where
+    # X was forgotten, from closing the X this store still holds: it was skipped as "purged here".
+    import time
+
+    a: SharedMemoryStore = make_store()
+    fact = a.remember("The office opens at nine", "global", ttl_days=1 / 86400)  # one second
+    first, purged, later = tmp_path / "first.jsonl", tmp_path / "purged.jsonl", tmp_path / "later.jsonl"
+    a.export(first)
+    b: SharedMemoryStore = make_store()
+    d: SharedMemoryStore = make_store()
+    for s in (b, d):
+        s.import_(first)
+        s.remember("The office opens at nine", "global")  # restated without a ttl: it lives on here
+    time.sleep(1.2)
+    assert a.purge(0) == 1
+    a.export(purged)
+    assert b.import_(purged).purged == 0 and b.get(fact.id).status == "active"  # and b holds its purged event
+    d.forget(fact.id, "the office moved")
+    d.export(later)
+    report = b.import_(later)
+    assert (report.closed, report.purged) == (1, 0) and b.get(fact.id).status == "forgotten"
+
+
+def test_an_export_file_gets_the_mode_of_any_new_file(make_store: StoreFactory, tmp_path: Path) -> None:
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        store: SharedMemoryStore = make_store()
+        store.remember("x", "global")
+        path = tmp_path / "backup.jsonl"
+        store.export(path)
+        assert path.stat().st_mode & 0o777 == 0o644  # mkstemp made it 0600: hidden from a backup job
+        path.chmod(0o640)
+        store.export(path)  # replaced (as --force does): a new file's mode again, never 0600
+        assert path.stat().st_mode & 0o777 == 0o644
+    finally:
+        os.umask(mask)

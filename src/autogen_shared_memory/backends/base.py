@@ -321,14 +321,12 @@ class Backend(ABC):
         """Apply ``lifecycle.set_status`` and return the updated fact (FactNotFoundError if absent)."""
         if not self.exists(scope):
             raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
-        self.transact(
-            scope,
-            lambda tx: lifecycle.set_status(
-                tx, scope, change.fact_id, change.status, change.actor, change.at, change.reason
-            ),
-            change.status,
-        )
-        return self.get(scope, [change.fact_id])[0]
+
+        def run(tx: ScopeTx) -> Fact:
+            lifecycle.set_status(tx, scope, change.fact_id, change.status, change.actor, change.at, change.reason)
+            return tx.get([change.fact_id])[0]  # read in the transaction: a purge may delete it right after
+
+        return self.transact(scope, run, change.status)
 
     def approve(
         self, scope: ScopeRef, change: StatusChange, vector: Vectors, model: ModelInfo, near_duplicate_threshold: float
@@ -340,14 +338,15 @@ class Backend(ABC):
             raise FactNotFoundError(f"no fact {change.fact_id!r} in {scope}")
         array = np.asarray(vector, dtype=np.float32)
 
-        def run(tx: ScopeTx) -> str:
+        def run(tx: ScopeTx) -> Fact:
             claim_model(tx, scope, model)
             tx.vectors = array
-            return lifecycle.approve(
+            holder = lifecycle.approve(
                 tx, scope, change.fact_id, change.actor, change.at, change.reason, near_duplicate_threshold
             )
+            return tx.get([holder])[0]  # read in the transaction: a purge may delete it right after
 
-        return self.get(scope, [self.transact(scope, run, "active")])[0]
+        return self.transact(scope, run, "active")
 
     def purge(self, scope: ScopeRef, before: float, actor: str) -> list[str]:
         """Apply ``lifecycle.purge`` (nothing for a scope that does not exist); return the deleted ids."""
@@ -572,6 +571,8 @@ class Backend(ABC):
             seen: dict[tuple[Any, ...], int] = {}
             exported = {str(row["id"]) for table, row in items if table == "facts"}
             erased = {str(r["fact_id"]) for r in tx.rows("audit", {"event": "purged"})} & exported
+            erased -= {f.id for f in tx.get(sorted(erased))} if erased else set()  # held here (restated
+            # here, purged elsewhere, that purge's event imported since): merged and closed as usual
             closing: dict[str, dict[str, Any]] = {}  # fact id -> the first closing event of a fact gone there
             for table, row in items:
                 if table == "meta":

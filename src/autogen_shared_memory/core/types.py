@@ -171,10 +171,13 @@ def kind_of_fact_id(fact_id: str) -> ScopeKind:
 
 
 # ---------------------------------------------------------------------------------------------- facts
-def validate_content(content: object, max_bytes: int) -> str:
+def validate_content(content: object, max_bytes: int, *, stored: bool = False) -> str:
+    """Fact text a write accepts. ``stored``: text an earlier version stored (an import), held to that
+    version's blank rule (whitespace, control and format characters), not the later one (marks and fillers)."""
     if not isinstance(content, str):
         raise TypeError(f"fact content must be a str, got {type(content).__name__}")
-    if not content.strip() or all(_invisible(ch) for ch in content):
+    blank = (lambda ch: ch.isspace() or _layout_char(ch)) if stored else _invisible
+    if not content.strip() or all(blank(ch) for ch in content):
         raise ValueError("fact content must not be empty, whitespace or invisible characters only")
     size = len(require_utf8(content, "fact content").encode("utf-8"))
     if size > max_bytes:
