@@ -440,7 +440,7 @@ def import_jsonl(
         raise ImportFormatError("line 1: missing the export header")
     if header["version"] >= 2 and (end is None or end["rows"] != rows):
         problem = (
-            f"the export ends without its end line after {rows} rows"
+            f"the export ends without its end line after {rows} row{'' if rows == 1 else 's'}"
             if end is None
             else f"the export's end line counts {end['rows']} rows, the file holds {rows}"
         )
