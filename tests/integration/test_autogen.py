@@ -40,6 +40,7 @@ from autogen_shared_memory.integration import (
     SearchRequest,
     derive_group_id,
 )
+from autogen_shared_memory.integration.autogen.runtime import memory_id
 from autogen_shared_memory.integration.autogen.tools import memory_tools
 from autogen_shared_memory.testing import HashEmbedder
 
@@ -123,7 +124,7 @@ def test_attach_twice_is_idempotent_and_detach_removes_everything(store: SharedM
     assert store.group_members(first.group_id or "") == {"researcher", "writer", "reviewer"}
     assert sorted(store.detach(team)) == ["researcher", "reviewer", "writer"]
     assert agent._workbench == before_wb and agent._system_messages == before_sys
-    assert store.group_members(first.group_id or "") == set()
+    assert store.group_members(first.group_id or "") == {"researcher", "writer", "reviewer"}  # shared state stays
     with pytest.raises(ValueError, match="already attached to group"):
         store.attach(team, group_id="x")
         store.attach(team, group_id="y")
@@ -149,7 +150,7 @@ def test_an_agent_with_memory_tools_of_another_store_or_group_is_refused(
     writer = AssistantAgent("writer", model_client=client())
     other = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder())
     other.attach(writer, group_id="team-a")
-    with pytest.raises(ValueError, match="'writer' already has shared memory tools bound to another store"):
+    with pytest.raises(ValueError, match="'writer' already has shared memory bound to another store"):
         store.attach(writer, group_id="team-a")
     copy = AssistantAgent.load_component(writer.dump_component())  # bound to team-a of `other`
     with pytest.raises(ValueError, match="bound to group 'team-a'"):
@@ -573,3 +574,112 @@ async def test_runtime_pairs_each_tool_result_with_its_own_call(store: SharedMem
         assert [(c.tool_args, c.result) for c in store.tool_history(agent)] == [
             ({"city": city}, f"weather in {city}: sunny")
         ]
+
+
+def test_an_agent_made_from_another_agents_dumped_config_is_refused(store: SharedMemoryStore) -> None:
+    """A template agent's dumped config loaded under another name kept memory tools bound to the template
+    agent, and attach reused them: the new agent read and wrote the template's private scope."""
+    researcher = AssistantAgent("researcher", model_client=client())
+    store.attach(researcher, group_id="crew")
+    config = researcher.dump_component()
+    config.config["name"] = "writer"
+    writer = AssistantAgent.load_component(config)
+    with pytest.raises(ValueError, match="'writer' already has shared memory bound to agent 'researcher'"):
+        store.attach(writer, group_id="crew")
+    assert "writer" not in store.group_members("crew")  # nothing attached
+
+
+async def test_two_memory_views_on_one_agent_each_keep_their_capsule(store: SharedMemoryStore, tmp_path: Path) -> None:
+    """A second store attached to a recall agent was accepted, and each view's update_context removed the
+    other's capsule: only the last view's facts reached the model."""
+    other = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder())
+    store.remember("The launch venue is Hall B", "global")
+    other.remember("The launch caterer is Acme", "global")
+    agent = AssistantAgent("planner", model_client=client("ok", info=NO_TOOLS))
+    store.attach(agent, group_id="g")
+    with pytest.raises(ValueError, match="'planner' already has shared memory bound to another store"):
+        other.attach(agent, group_id="g")
+    both = AssistantAgent(
+        "host",
+        model_client=client("ok", "ok", info=NO_TOOLS),
+        memory=[store.memory_for("host"), other.memory_for("host")],
+    )
+    for task in ("Tell me the launch venue and caterer", "The launch venue and caterer again, please"):
+        await both.run(task=task)
+        texts = [m.content for m in await both._model_context.get_messages() if isinstance(m.content, str)]
+        capsules = [t for t in texts if t.startswith("Shared memory")]
+        assert len(capsules) == 2, texts  # one per view: this turn's, never an earlier turn's
+        assert any("Hall B" in c for c in capsules) and any("Acme" in c for c in capsules)
+    other.close()
+
+
+async def test_runtime_records_the_text_sent_with_tool_calls_and_long_names_once(store: SharedMemoryStore) -> None:
+    """The text a model sends with its tool calls (a ThoughtEvent) was never recorded; tool calls of a name
+    past 128 characters went under its first 128 (shared by two agents) while its messages went elsewhere."""
+    recorder = store.runtime_handler()
+    runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
+    long = "a" * 128
+
+    def ping() -> str:
+        return "pong"
+
+    turn = CreateResult(
+        finish_reason="function_calls",
+        thought="I will ping first.",
+        content=[FunctionCall(id="1", name="ping", arguments="{}")],
+        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+        cached=False,
+    )
+    agents = [
+        AssistantAgent(name, model_client=client(reply), tools=[FunctionTool(ping, description="ping")])
+        for name, reply in ((f"{long}_one", turn), (f"{long}_two", call("ping")))
+    ]
+    team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(3), runtime=runtime)
+    runtime.start()
+    await team.run(task="go")
+    await runtime.stop_when_idle()
+    await recorder.aflush()
+    one, two = (memory_id(a.name) for a in agents)
+    said = [(r.content, r.context["type"]) for r in store.conversation(one, limit=10)]
+    assert ("I will ping first.", "ThoughtEvent") in said
+    assert [c.tool_name for c in store.tool_history(one)] == ["ping"]
+    assert [c.tool_name for c in store.tool_history(two)] == ["ping"]
+    assert store.tool_history(long) == []
+    recorder.close()
+
+
+@dataclass
+class Note:
+    text: str
+
+
+class Analyst(RoutedAgent):
+    def __init__(self) -> None:
+        super().__init__("analyst")
+
+    @message_handler
+    async def on_note(self, message: Note, ctx: MessageContext) -> str:
+        call = FunctionCall(
+            id="c1", name="memory_remember", arguments=json.dumps({"fact": message.text, "scope": "group"})
+        )
+        result = await self.send_message(call, AgentId("analyst_tools", "default"))
+        return str(result.content)
+
+
+async def test_a_memory_call_of_recording_tools_on_a_recording_runtime_is_recorded_once(
+    store: SharedMemoryStore,
+) -> None:
+    """tools_for's tools record their own calls, and the runtime recorder recorded the same call again."""
+    recorder = store.runtime_handler()
+    runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
+    tools = store.tools_for("analyst", "fin")
+    await ToolAgent.register(runtime, "analyst_tools", lambda: ToolAgent("memory tools", list(tools)))
+    await Analyst.register(runtime, "analyst", Analyst)
+    runtime.start()
+    out = await runtime.send_message(Note("Budgets are in EUR"), AgentId("analyst", "default"))
+    await runtime.stop_when_idle()
+    await recorder.aflush()
+    assert out.startswith("created fact")
+    calls = store.tool_history("analyst")
+    assert [(c.tool_name, c.call_id) for c in calls] == [("memory_remember", "c1")]
+    recorder.close()

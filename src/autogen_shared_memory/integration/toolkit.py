@@ -18,6 +18,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
@@ -181,8 +182,9 @@ class BoundTools:
         self.agent_id = validate_owner_id(self.agent_id, "agent_id")
         self.group_id = None if self.group_id is None else validate_owner_id(self.group_id, "group_id")
 
-    async def call(self, name: str, arguments: Mapping[str, Any] | BaseModel) -> str:
-        """Run one tool call from raw (model-chosen) arguments; answers text, never raises."""
+    async def call(self, name: str, arguments: Mapping[str, Any] | BaseModel, call_id: str | None = None) -> str:
+        """Run one tool call from raw (model-chosen) arguments; answers text, never raises. ``call_id``, the
+        framework's id of the call, goes into the record."""
         started = time.perf_counter()
         if name not in ARGS:
             return f"ERROR: unknown memory tool {name!r}; the tools are {', '.join(TOOL_NAMES)}."
@@ -194,14 +196,14 @@ class BoundTools:
             raw = dict(arguments)
             args = ARGS[name].model_validate(raw)
         except ValidationError as exc:
-            return await self._record(name, raw, invalid_arguments(exc), started)
+            return await self._record(name, raw, invalid_arguments(exc), started, call_id)
         except (TypeError, ValueError) as exc:
             return f"ERROR: {_sentence(exc)} Nothing was changed."
         except Exception as exc:  # arguments that break while read (a Mapping that raises): still an answer
             return _failed(name, self.agent_id, exc)
-        return await self.run(name, args, started)
+        return await self.run(name, args, started, call_id)
 
-    async def run(self, name: str, args: BaseModel, started: float | None = None) -> str:
+    async def run(self, name: str, args: BaseModel, started: float | None = None, call_id: str | None = None) -> str:
         """Run one tool call from validated arguments; answers text, never raises for bad input."""
         started = time.perf_counter() if started is None else started
         try:
@@ -223,11 +225,14 @@ class BoundTools:
             text = f"ERROR: {_sentence(exc)} Nothing was changed."
         except Exception as exc:  # a failing store must not end the run: the model gets the error as text
             text = _failed(name, self.agent_id, exc)
-        return await self._record(name, args.model_dump(mode="json"), text, started)
+        return await self._record(name, args.model_dump(mode="json"), text, started, call_id)
 
-    async def _record(self, name: str, arguments: dict[str, Any], text: str, started: float) -> str:
+    async def _record(
+        self, name: str, arguments: dict[str, Any], text: str, started: float, call_id: str | None = None
+    ) -> str:
         """``text``, after logging the call in the agent's tool history when ``record_calls`` (a refused call
-        too: what the model tried is part of the record)."""
+        too: what the model tried is part of the record). A call with an id is noted as recorded, so that a
+        runtime recorder that sees it too (:func:`recorded_by_tool`) does not record it a second time."""
         if self.record_calls:
             failed = text.startswith(FAILURE_PREFIXES)
             duration_ms = (time.perf_counter() - started) * 1000.0
@@ -241,6 +246,7 @@ class BoundTools:
                     success=not failed,
                     duration_ms=duration_ms,
                     error=text if failed else None,
+                    call_id=call_id,
                 )
 
             try:
@@ -250,6 +256,8 @@ class BoundTools:
                     await log({"unrecorded_arguments": str(exc)[:200]})
             except Exception:  # the call's answer stands; a record that cannot be written is logged
                 logger.exception("could not record a %s call of %s", name, self.agent_id)
+            if call_id is not None:
+                _note_recorded(self.store, name, call_id)
         return text
 
     async def search(self, query: str, scope: str = "all", top_k: int = 5, max_capsule_bytes: int = 2048) -> str:
@@ -422,36 +430,34 @@ def _quoted(content: str) -> str:
     return repr(flat if len(flat) <= 160 else flat[:159] + "…")
 
 
-_HOLDS_LOCK = threading.Lock()
+_RECORDED_LOCK = threading.Lock()
 
 
-def join_group(store: FactStore, group_id: str, agent_name: str) -> None:
-    """Make an attached agent a member of ``group_id``, counting the attachments that rely on it (of any
-    framework, on this store), and remembering whether it was a member before the first one."""
-    with _HOLDS_LOCK:
-        holds: dict[tuple[str, str], list[Any]] = store.__dict__.setdefault("_membership_holds", {})
-        entry = holds.get((group_id, agent_name))
-        if entry is None:
-            before = agent_name in store.group_members(group_id)
-            store.add_group_member(group_id, agent_name)
-            holds[(group_id, agent_name)] = [1, not before]
-        else:
-            entry[0] += 1
+def _note_recorded(store: FactStore, name: str, call_id: str) -> None:
+    with _RECORDED_LOCK:
+        noted: OrderedDict[tuple[str, str], None] = store.__dict__.setdefault("_tool_recorded_calls", OrderedDict())
+        noted[(name, call_id)] = None
+        while len(noted) > 10_000:
+            noted.popitem(last=False)
 
 
-def leave_group(store: FactStore, group_id: str, agent_name: str) -> None:
-    """Undo one :func:`join_group`: the membership goes with the last attachment relying on it, and only if
-    attaching added it (a member trusted code added stays one)."""
-    with _HOLDS_LOCK:
-        holds: dict[tuple[str, str], list[Any]] = store.__dict__.setdefault("_membership_holds", {})
-        entry = holds.get((group_id, agent_name))
-        if entry is None:
-            return
-        entry[0] -= 1
-        if entry[0] == 0:
-            del holds[(group_id, agent_name)]
-            if entry[1]:
-                store.remove_group_member(group_id, agent_name)
+def recorded_by_tool(store: FactStore, name: str, call_id: str) -> bool:
+    """Whether a memory tool that records its own calls has recorded call ``call_id`` of ``name`` (once:
+    the note goes, as models reuse call ids)."""
+    with _RECORDED_LOCK:
+        noted: OrderedDict[tuple[str, str], None] = store.__dict__.get("_tool_recorded_calls", OrderedDict())
+        return noted.pop((name, call_id), False) is None
+
+
+def join_group(store: FactStore, group_id: str, agent_name: str) -> bool:
+    """Make an attached agent a member of ``group_id``. Detach leaves the membership: it is shared state, and
+    the same team attached in another process (or by another framework) may still rely on it; it grants
+    nothing a model can use once no tools are bound to that name and group (``store.remove_group_member``
+    removes it). True if it made the agent a member (an attach that fails part-way takes it back)."""
+    if agent_name in store.group_members(group_id):
+        return False
+    store.add_group_member(group_id, agent_name)
+    return True
 
 
 def register_agent(store: FactStore, name: str, description: Any, model: Any, tools: list[str]) -> None:

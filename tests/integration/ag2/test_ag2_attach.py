@@ -346,7 +346,7 @@ def test_attach_twice_changes_nothing_and_detach_undoes_exactly(store: SharedMem
 
     assert sorted(store.detach(chat)) == ["alice", "bob", "user"]
     assert {a.name: _state(a) for a in (alice, bob, user)} == before
-    assert store.group_members(first.group_id or "") == set()
+    assert store.group_members(first.group_id or "") == {"alice", "bob", "user"}  # shared state: it stays
     assert store.detach(chat) == []
 
 
@@ -419,6 +419,20 @@ def test_messages_are_recorded_in_the_authors_records(store: SharedMemoryStore) 
     alice.initiate_chat(manager, message="Here is the plan.")
     assert [r.content for r in reversed(store.conversation("alice"))] == ["Here is the plan.", "The plan is ready."]
     assert [r.content for r in store.conversation("bob")] == ["Looks good."]
+
+
+def test_the_text_sent_with_tool_calls_is_recorded(store: SharedMemoryStore) -> None:
+    """A message holding text and tool calls (what real models often send) lost its text in the records."""
+    turn = tool_call(REMEMBER, fact="The budget is 40,000 EUR", scope="group")
+    turn["content"] = "I will record the budget decision."
+    alice = agent("alice", turn, then="Done.")
+    bob = agent("bob", "Thanks.")
+    chat, manager = group(alice, bob, rounds=4)
+    store.attach(chat)
+    bob.initiate_chat(manager, message="Plan the launch", silent=True)
+    said = [r.content for r in store.conversation("alice")]
+    assert "I will record the budget decision." in said
+    assert [c.tool_name for c in store.tool_history("alice")] == [REMEMBER]
 
 
 # ----------------------------------------------------------------------------- store.attach dispatch

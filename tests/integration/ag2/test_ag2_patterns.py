@@ -213,7 +213,7 @@ def test_attach_a_pattern_twice_changes_nothing_and_detach_undoes_it(store: Shar
     assert [entry["reply_func"] for entry in executor._reply_func_list] == wrapped
     assert sorted(store.detach(p)) == ["alice", "bob"]
     assert [entry["reply_func"] for entry in executor._reply_func_list] == original
-    assert store.group_members(first.group_id) == set()
+    assert store.group_members(first.group_id) == {"alice", "bob"}  # shared state: it stays
     assert not set(TOOL_NAMES) & set(alice.function_map) and alice.system_message == "You are alice."
 
 

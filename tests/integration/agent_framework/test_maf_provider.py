@@ -11,7 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_framework import Agent, AgentExecutor, BaseChatClient, ChatResponse, FunctionTool, Message
+from agent_framework import (
+    Agent,
+    AgentExecutor,
+    BaseChatClient,
+    ChatResponse,
+    Executor,
+    FunctionTool,
+    Message,
+    WorkflowBuilder,
+    WorkflowContext,
+    handler,
+)
 from agent_framework_orchestrations import GroupChatBuilder, GroupChatState, HandoffBuilder, SequentialBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -265,7 +276,7 @@ def test_attach_twice_changes_nothing_and_detach_removes_exactly_what_attach_add
     kept = [p for p in alice.context_providers if not isinstance(p, SharedMemoryContextProvider)]
     assert len(kept) == 1
     assert sorted(store.detach(builder)) == ["alice", "bob"]
-    assert alice.context_providers == kept and store.group_members(group) == set()
+    assert alice.context_providers == kept and store.group_members(group) == {"alice", "bob"}  # it stays
     assert store.detach(builder) == []
     store.attach(builder, group_id="x")
     with pytest.raises(ValueError, match="already attached to group 'x'"):
@@ -372,7 +383,7 @@ async def test_handoff_builder_copies_attached_agents_and_detaching_the_workflow
     assert sorted(store.detach(workflow)) == ["billing", "triage"]
     everyone = [triage, billing, *copies]
     assert not any(isinstance(p, SharedMemoryContextProvider) for a in everyone for p in a.context_providers)
-    assert store.group_members("support") == set()
+    assert store.group_members("support") == {"billing", "triage"}  # shared state: it stays
 
 
 def test_factories_are_refused_with_a_hint(store: SharedMemoryStore) -> None:
@@ -547,3 +558,22 @@ async def test_arguments_outside_the_schema_or_of_another_type_are_refused(store
     assert not_json.startswith("ERROR: the arguments of memory_search must be a JSON object, got text that is not")
     assert invisible.startswith("ERROR: fact content must not be empty, whitespace or invisible characters only")
     assert store.stats() == [] or all(not any(s.counts.values()) for s in store.stats())
+
+
+class Echo(Executor):
+    @handler
+    async def echo(self, message: str, ctx: WorkflowContext) -> None:
+        pass
+
+
+def test_a_workflow_with_agents_in_sub_workflows_attaches_them(store: SharedMemoryStore) -> None:
+    """``with_request_info()`` wraps each agent in a sub-workflow: attach found no agent there and silently
+    gave no one memory; a workflow without any agent is now an error."""
+    alpha = Agent(ScriptedChatClient(["hi"]), "x", name="alpha")
+    beta = Agent(ScriptedChatClient(["hi"]), "x", name="beta")
+    workflow = SequentialBuilder(participants=[alpha, beta]).with_request_info().build()
+    assert sorted(store.attach(workflow, group_id="g").agents) == ["alpha", "beta"]
+    assert any(isinstance(p, SharedMemoryContextProvider) for p in alpha.context_providers)
+    assert store.group_members("g") == {"alpha", "beta"}
+    with pytest.raises(TypeError, match="no agent executors"):
+        store.attach(WorkflowBuilder(start_executor=Echo(id="echo")).build())

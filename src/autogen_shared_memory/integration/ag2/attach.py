@@ -53,7 +53,6 @@ from ..toolkit import (
     Mode,
     Recall,
     join_group,
-    leave_group,
     register_agent,
     team_group_id,
 )
@@ -83,7 +82,7 @@ class AgentAttachment:
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)  # added to the function map
     reply_functions: list[tuple[ReplyFunc, ReplyFunc]] = field(default_factory=list)  # (original, wrapper)
     hooks: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
-    joined: bool = False  # attach made it a group member (join_group): detach leaves the group
+    joined: bool = False  # attach made it a group member: an attach that fails part-way takes that back
 
 
 def _group_agents(group_chat: GroupChat) -> Iterator[ConversableAgent]:
@@ -242,8 +241,9 @@ def _recorder(writer: RecordWriter, agent_name: str) -> Callable[..., Any]:
         try:
             m = message if isinstance(message, Mapping) else {"content": message}
             content = m.get("content")
-            if m.get("role") in ("tool", "function") or m.get("tool_calls") or m.get("tool_responses"):
-                return message  # memory tool calls are recorded by the tools themselves
+            if m.get("role") in ("tool", "function") or m.get("tool_responses"):
+                return message  # memory tool calls are recorded by the tools themselves; the text a model
+                # sends with its calls ("I will note that...") is a message of its own, recorded below
             if isinstance(content, str) and content.strip():
                 writer.put(
                     ConversationRecord(
@@ -353,7 +353,7 @@ class Attacher:
                 result.agents[agent.name] = done
         except BaseException:
             for agent in reversed(added):
-                self._undo(agent, self._attached.pop(agent))
+                self._undo(agent, self._attached.pop(agent), failed=True)
             raise
         return result
 
@@ -401,8 +401,7 @@ class Attacher:
         done = AgentAttachment(agent.name, group_id, mode)
         try:
             if group_id is not None:
-                join_group(store, group_id, agent.name)
-                done.joined = True
+                done.joined = join_group(store, group_id, agent.name)
             _register_in_directory(store, agent)
             # Every agent executes memory calls (for the agent that asked): the wrappers say who that is.
             done.reply_functions = _wrap_tool_call_replies(agent, self._caller)
@@ -437,12 +436,15 @@ class Attacher:
                 agent.register_hook("process_message_before_send", hook)
                 done.hooks.append(("process_message_before_send", hook))
         except BaseException:
-            self._undo(agent, done)
+            self._undo(agent, done, failed=True)
             raise
         return done
 
-    def _undo(self, agent: ConversableAgent, done: AgentAttachment) -> None:
-        """Remove what ``done`` says attach added (whatever was added; the rest is left alone)."""
+    def _undo(self, agent: ConversableAgent, done: AgentAttachment, failed: bool = False) -> None:
+        """Remove what ``done`` says attach added (whatever was added; the rest is left alone); the group
+        membership too if attach ``failed`` (it is all or nothing; a detach leaves it, see :func:`join_group`)."""
+        if failed and done.joined and done.group_id is not None:
+            self.store.remove_group_member(done.group_id, agent.name)
         for hookable, hook in done.hooks:
             hooks = agent.hook_lists.get(hookable, [])
             if hook in hooks:
@@ -464,8 +466,6 @@ class Attacher:
             agent.register_function(dict.fromkeys(ours), silent_override=True)  # type: ignore[arg-type]
         for original, wrapper in done.reply_functions:
             agent.replace_reply_func(wrapper, original)
-        if done.group_id is not None and done.joined:
-            leave_group(self.store, done.group_id, agent.name)
 
     def detach(self, target: Any) -> list[str]:
         """Undo attach for every agent of ``target``; returns the names of the agents it changed."""

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow
+from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow, WorkflowExecutor
 
 from ...core.types import validate_owner_id
 from ..toolkit import (
@@ -33,7 +33,6 @@ from ..toolkit import (
     Attachment,
     Mode,
     join_group,
-    leave_group,
     register_agent,
     team_group_id,
 )
@@ -76,9 +75,7 @@ def iter_agents(target: Any) -> Iterator[Any]:
         for item in target:
             yield from iter_agents(item)
     elif isinstance(target, Workflow):
-        for executor in target.executors.values():
-            if isinstance(executor, AgentExecutor):
-                yield executor.agent
+        yield from _workflow_agents(target)
     elif _is_builder(target):
         for participant in _participants(target):
             if isinstance(participant, AgentExecutor):
@@ -91,6 +88,28 @@ def iter_agents(target: Any) -> Iterator[Any]:
         raise TypeError(
             "attach takes a Microsoft Agent Framework agent, a list of agents, an orchestration builder or a "
             f"workflow, got {type(target).__name__}"
+        )
+
+
+def _workflow_agents(workflow: Workflow) -> Iterator[Any]:
+    """The agents of a workflow's executors, sub-workflows included (``with_request_info()`` wraps each
+    agent in one); a workflow without any is an error, not an attach that silently gives no one memory."""
+    found = False
+
+    def walk(flow: Workflow) -> Iterator[Any]:
+        nonlocal found
+        for executor in flow.executors.values():
+            if isinstance(executor, AgentExecutor):
+                found = True
+                yield executor.agent
+            elif isinstance(executor, WorkflowExecutor):
+                yield from walk(executor.workflow)
+
+    yield from walk(workflow)
+    if not found:
+        raise TypeError(
+            "this workflow has no agent executors (nor sub-workflows holding any), so there is nothing to attach "
+            "shared memory to: attach the agents, or give them store.context_provider(...)"
         )
 
 
@@ -235,8 +254,6 @@ class Attacher:
                 providers = _providers(holder)
                 if done.added_provider and providers is not None:
                     providers[:] = [p for p in providers if p is not done.provider]
-            if done.group_id is not None:
-                leave_group(self.store, done.group_id, done.agent_name)
             changed.append(done.agent_name)
         return changed
 

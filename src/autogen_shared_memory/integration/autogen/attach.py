@@ -35,7 +35,6 @@ from ..toolkit import (
     Attachment,
     Mode,
     join_group,
-    leave_group,
     register_agent,
     team_group_id,
 )
@@ -55,6 +54,7 @@ class AgentAttachment:
     mode: Mode
     workbench: StaticWorkbench | None = None
     memory: SharedMemory | None = None
+    added_memory: bool = True  # False: the agent already had this store's view for it; detach leaves it
     original_system_messages: list[SystemMessage] | None = None
 
 
@@ -93,15 +93,19 @@ def _existing_tool_names(agent: AssistantAgent) -> set[str]:
     return names
 
 
-def _memory_binding(agent: Any) -> tuple[FactStore, str | None] | None:
-    """The store and group the agent's memory tools are bound to, if it has them already."""
+def _memory_binding(agent: Any) -> tuple[FactStore, str | None, str] | None:
+    """The store, group and agent id the agent's memory tools (or recall view) are bound to, if it has
+    them already."""
     if not isinstance(agent, AssistantAgent):
         return None
     for wb in agent._workbench:
         if isinstance(wb, StaticWorkbench) and _is_memory_workbench(wb):
             tool = wb._tools[0]
             if isinstance(tool, _MemoryTool):
-                return tool.store, tool.group_id
+                return tool.store, tool.group_id, tool.agent_id
+    for memory in agent._memory or []:
+        if isinstance(memory, SharedMemory):
+            return memory.store, memory.group_id, memory.agent_id
     return None
 
 
@@ -163,12 +167,17 @@ class Attacher:
                     f"agent {agent.name!r} is already attached to group {done.group_id!r}; detach it first"
                 )
             bound = _memory_binding(agent) if done is None else None
-            if bound is not None and (bound[0] is not self.store or bound[1] != group_id):
-                where = "another store" if bound[0] is not self.store else f"group {bound[1]!r}"
+            if bound is not None and (bound[0] is not self.store or bound[1] != group_id or bound[2] != agent.name):
+                if bound[0] is not self.store:
+                    where = "another store"
+                elif bound[2] != agent.name:
+                    where = f"agent {bound[2]!r}"
+                else:
+                    where = f"group {bound[1]!r}"
                 raise ValueError(
-                    f"agent {agent.name!r} already has shared memory tools bound to {where} (an agent loaded "
+                    f"agent {agent.name!r} already has shared memory bound to {where} (an agent loaded "
                     "from a dumped, attached one, or attached to another store): detach it there first, or "
-                    "attach it with that store and group"
+                    "build it without the memory tools and memory view"
                 )
             if done is None and isinstance(agent, AssistantAgent) and _function_calling(agent):
                 clash = _existing_tool_names(agent) & set(TOOL_NAMES)
@@ -213,10 +222,15 @@ class Attacher:
             return AgentAttachment(
                 agent.name, group_id, "tools", workbench=workbench, original_system_messages=original
             )
-        memory = SharedMemory(store, agent.name, group_id)
-        agent._memory = [*(agent._memory or []), memory]
+        memory = next((m for m in agent._memory or [] if isinstance(m, SharedMemory)), None)
+        added = memory is None  # one already there is bound to this store, group and agent (attach checked)
+        if memory is None:
+            memory = SharedMemory(store, agent.name, group_id)
+            agent._memory = [*(agent._memory or []), memory]
         agent._system_messages = _with_scaffolding(original, read_only)
-        return AgentAttachment(agent.name, group_id, "recall", memory=memory, original_system_messages=original)
+        return AgentAttachment(
+            agent.name, group_id, "recall", memory=memory, added_memory=added, original_system_messages=original
+        )
 
     def detach(self, target: Any) -> list[str]:
         """Undo attach for every agent of ``target``; returns the names of the agents it changed."""
@@ -228,12 +242,10 @@ class Attacher:
             if isinstance(agent, AssistantAgent):
                 if done.workbench is not None:
                     agent._workbench = [wb for wb in agent._workbench if wb is not done.workbench]
-                if done.memory is not None and agent._memory:
+                if done.memory is not None and done.added_memory and agent._memory:
                     agent._memory = [m for m in agent._memory if m is not done.memory] or None
                     drop_capsules(agent._model_context)
                 if done.original_system_messages is not None:
                     agent._system_messages = done.original_system_messages
-            if done.group_id is not None:
-                leave_group(self.store, done.group_id, agent.name)
             changed.append(agent.name)
         return changed

@@ -69,6 +69,13 @@ def drop_capsules(model_context: Any) -> None:
         messages[:] = [m for m in messages if not _is_capsule(m)]
 
 
+def _without_stale_capsules(messages: list[Any], own: str) -> list[Any]:
+    """``messages`` without the capsules of earlier turns (a message follows them) and without this view's
+    own last one; a capsule at the end that another memory view of the agent added this turn stays."""
+    last = max((i for i, m in enumerate(messages) if not _is_capsule(m)), default=-1)
+    return [m for i, m in enumerate(messages) if not (_is_capsule(m) and (i < last or m.content == own))]
+
+
 def _latest_text(messages: list[Any]) -> str:
     """The text of the latest message a recall should be about (user, assistant or tool result)."""
     for message in reversed(messages):
@@ -126,6 +133,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
             max_capsule_bytes=max_capsule_bytes,
             context_role=context_role,
         )
+        self._injected = ""  # the capsule this view added last (another view's, added this turn, stays)
         self._recall = Recall(
             store,
             self._config.agent_id,
@@ -183,7 +191,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
     async def update_context(self, model_context: ChatCompletionContext) -> UpdateContextResult:
         messages = await model_context.get_messages()
         hits, text = await self._recall(_latest_text(messages))
-        kept = [m for m in messages if not _is_capsule(m)]
+        kept = _without_stale_capsules(messages, self._injected)
         if len(kept) < len(messages):  # the last turn's capsule goes: one capsule, about the latest message
             await model_context.clear()
             for kept_message in kept:
@@ -195,6 +203,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
                 else UserMessage(content=text, source="shared_memory")
             )
             await model_context.add_message(message)
+        self._injected = text
         return UpdateContextResult(memories=MemoryQueryResult(results=[self._content(h) for h in hits]))
 
     async def query(

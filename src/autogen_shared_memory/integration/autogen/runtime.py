@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from autogen_agentchat.messages import BaseChatMessage, ToolCallExecutionEvent, ToolCallRequestEvent
+from autogen_agentchat.messages import BaseChatMessage, ThoughtEvent, ToolCallExecutionEvent, ToolCallRequestEvent
 from autogen_agentchat.teams._group_chat._events import (
     GroupChatAgentResponse,
     GroupChatMessage,
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
 from ...core.types import MAX_ID_CHARS, validate_owner_id
-from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, invalid_arguments
+from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, invalid_arguments, recorded_by_tool
 from ..writer import RecordWriter
 from .tools import memory_tools
 
@@ -159,16 +159,29 @@ class MemoryRecorder(DefaultInterventionHandler):
             created_at=_ts(message.created_at),
         )
 
-    def _tool_events(self, events: Iterable[Any]) -> Iterable[Record]:
+    def _inner_events(self, events: Iterable[Any]) -> Iterable[Record]:
+        """An agentchat agent's inner events: its tool calls, and the text a model sent with them."""
         requests: dict[str, tuple[FunctionCall | None, float | None, str]] = {}
         for event in events:
-            if isinstance(event, ToolCallRequestEvent):
+            if isinstance(event, ThoughtEvent) and self._first_time(event.id) and event.content.strip():
+                yield ConversationRecord(
+                    agent_id=validate_owner_id(memory_id(event.source) or "unknown", "source"),
+                    content=bounded_text(event.content, "message", truncate=True),
+                    role="assistant",
+                    source=event.source,
+                    session_id=self.session_id,
+                    task_id=self.task_id,
+                    context={"type": "ThoughtEvent"},
+                    created_at=_ts(event.created_at),
+                )
+            elif isinstance(event, ToolCallRequestEvent):
                 for request in event.content:
                     requests[request.id] = (request, _ts(event.created_at), event.source)
             elif isinstance(event, ToolCallExecutionEvent):
                 for result in event.content:
                     call, started, source = requests.get(result.call_id, (None, None, event.source))
-                    yield self._tool_record(source, result, call, started, _ts(event.created_at))
+                    agent = validate_owner_id(memory_id(source) or "unknown", "agent")
+                    yield self._tool_record(agent, result, call, started, _ts(event.created_at))
 
     def _tool_record(
         self,
@@ -183,7 +196,7 @@ class MemoryRecorder(DefaultInterventionHandler):
         except (TypeError, ValueError):
             args = {"raw": call.arguments if call is not None else None}
         return ToolCallRecord(
-            agent_id=validate_owner_id(agent.replace("/", "_")[:128] or "unknown", "agent"),
+            agent_id=agent,
             tool_name=result.name or (call.name if call is not None else "unknown"),
             tool_args=args if isinstance(args, dict) else {"value": args},
             result=bounded_text(result.content, "tool result", truncate=True),
@@ -199,7 +212,7 @@ class MemoryRecorder(DefaultInterventionHandler):
     def _observe_direct(self, message: Any, sender: AgentId | None, recipient: AgentId | None) -> Iterable[Record]:
         if isinstance(message, GroupChatAgentResponse):
             response = message.response
-            yield from self._tool_events(response.inner_messages or [])
+            yield from self._inner_events(response.inner_messages or [])
             yield from self._chat_message(response.chat_message, "assistant", {"team_agent": message.name})
         elif isinstance(message, GroupChatStart):
             for task in message.messages or []:
@@ -230,7 +243,8 @@ class MemoryRecorder(DefaultInterventionHandler):
         key = (agent_id_of(recipient) if recipient is not None else "", str(sender), getattr(message, "call_id", ""))
         if isinstance(message, FunctionExecutionResult) and key in self._calls:
             agent, call, started = self._calls.pop(key)
-            yield self._tool_record(agent, message, call, started, time.time())
+            if not recorded_by_tool(self.store, call.name, call.id):  # tools_for's tools record their calls
+                yield self._tool_record(agent, message, call, started, time.time())
         elif message is not None:
             yield ConversationRecord(
                 agent_id=agent_id_of(sender),

@@ -9,6 +9,7 @@ raising. The tools are AutoGen components, so an agent or team that holds them d
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from autogen_core import CancellationToken, Component, ComponentBase, ComponentLoader, ComponentModel
@@ -55,6 +56,9 @@ def load_store(model: ComponentModel) -> FactStore:
     """A store loaded from its component config (the same instance as an equal store of this process)."""
     store: FactStore = ComponentLoader.load_component(model, FactStore)
     return store
+
+
+_CALL_ID: ContextVar[str | None] = ContextVar("memory_tool_call_id", default=None)
 
 
 class MemoryToolConfig(BaseModel):
@@ -115,14 +119,18 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
         try:
             self._args_type.model_validate(args)
         except ValidationError:  # answered (and recorded, with ``record_calls``) as the toolkit answers it
-            return await self._bound().call(self.name, args)
-        return await super().run_json(args, cancellation_token, call_id)
+            return await self._bound().call(self.name, args, call_id)
+        token = _CALL_ID.set(call_id)  # for run(), which BaseTool.run_json calls without it
+        try:
+            return await super().run_json(args, cancellation_token, call_id)
+        finally:
+            _CALL_ID.reset(token)
 
     def _bound(self) -> BoundTools:
         return BoundTools(self.store, self.agent_id, self.group_id, record_calls=self.record_calls)
 
     async def run(self, args: BaseModel, cancellation_token: CancellationToken) -> Any:
-        return await self._bound().run(self.name, args)
+        return await self._bound().run(self.name, args, call_id=_CALL_ID.get())
 
 
 class MemorySearchTool(_MemoryTool, Component[MemoryToolConfig]):
