@@ -121,6 +121,17 @@ def _timestamp(value: float | datetime | None, what: str) -> float | None:
     return finite_number(value, what)
 
 
+def _distinct(planned: Sequence[tuple[Any, Draft]], refs: Sequence[ScopeRef], ref: ScopeRef) -> int:
+    """How many distinct facts a batch says in ``ref`` (the same text twice is one fact and its restatement):
+    what counts against a write budget, as one call per item would count them."""
+    return len({draft.content_hash for (_, draft), r in zip(planned, refs, strict=True) if r == ref})
+
+
+def _in_a_day(events: list[dict[str, Any]], now: float) -> int:
+    """How many of ``events`` (audit rows) happened in the 24 hours before ``now``: a write budget's count."""
+    return sum(1 for e in events if e["at"] >= now - 86400.0)
+
+
 def _positive_int(value: object, what: str, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{what} must be an int, got {type(value).__name__}")
@@ -397,10 +408,8 @@ class FactStore:
         anything is embedded; :meth:`_budget_in_tx` counts again under the write's lock)."""
         if self.write_budget is None or agent_id is None:
             return
-        recent = Filters(created_by=(agent_id,), since=now - 86400.0, include_inactive=True)
-        self._refuse_over_budget(
-            agent_id, ref, len(self.backend.select_ids(ref, recent, self.write_budget + 1)), adding
-        )
+        created = self.backend.rows(ref, "audit", {"actor": agent_id, "event": "created"})
+        self._refuse_over_budget(agent_id, ref, _in_a_day(created, now), adding)  # counted as the write will
 
     def _budget_in_tx(
         self, agent_id: str | None, ref: ScopeRef, adding: int, now: float
@@ -411,8 +420,8 @@ class FactStore:
             return None
 
         def check(tx: ScopeTx) -> None:
-            events = tx.rows("audit", {"actor": agent_id, "event": "created"})
-            self._refuse_over_budget(agent_id, ref, sum(1 for e in events if e["at"] >= now - 86400.0), adding)
+            created = tx.rows("audit", {"actor": agent_id, "event": "created"})
+            self._refuse_over_budget(agent_id, ref, _in_a_day(created, now), adding)
 
         return check
 
@@ -516,7 +525,7 @@ class FactStore:
         for ref in dict.fromkeys(refs):
             if ref not in held:
                 self.policy.check_write(agent_id, ref)
-            self._check_budget(agent_id, ref, refs.count(ref), now)
+            self._check_budget(agent_id, ref, _distinct(planned, refs, ref), now)
             self.backend.check_model(ref, self.model)
         if not planned:
             return []
@@ -541,7 +550,7 @@ class FactStore:
                 self.model,
                 self.near_duplicate_threshold,
                 self.similar_threshold,
-                self._budget_in_tx(agent_id, ref, len(positions), now),
+                self._budget_in_tx(agent_id, ref, _distinct(planned, refs, ref), now),
             )
             for i, receipt in zip(positions, written, strict=True):
                 receipts[i] = receipt
@@ -572,7 +581,8 @@ class FactStore:
         group_id: str | None = None,
         reason: str | None = None,
     ) -> int:
-        """Tombstone every active fact of the caller in a scope (in group and global: the facts it wrote).
+        """Tombstone every active fact of the caller in a scope (in group and global: the facts it wrote,
+        except those another agent has stated too: they are that agent's as well).
 
         Trusted code (no ``agent_id``) clears the whole scope. Returns how many facts were forgotten.
         """
@@ -583,6 +593,13 @@ class FactStore:
         filters = Filters(created_by=(agent_id,) if mine and agent_id else ())
         actor = agent_id if agent_id is not None else self.operator_id
         ids = self.backend.select_ids(ref, filters, 1_000_000)
+        if mine:  # a fact another agent has stated too is theirs as well: clearing one's own facts keeps it
+            ids = [
+                f.id
+                for i in range(0, len(ids), 500)
+                for f in self.backend.get(ref, ids[i : i + 500])
+                if set(f.stated_by) <= {agent_id}
+            ]
         now = time.time()
         for fact_id in ids:
             self.backend.set_status(ref, StatusChange(fact_id, "forgotten", actor, now, reason))

@@ -310,6 +310,28 @@ def test_a_write_budget_bounds_how_fast_an_agent_fills_a_scope(make_store: Store
     assert text.startswith("DENIED") and "write budget" in text
 
 
+def test_a_batch_counts_against_the_budget_as_single_calls_do(make_store: StoreFactory) -> None:
+    """The same text three times in one batch was three writes (refused at a budget of 2; three single calls
+    pass: one fact and two restatements). And purged facts counted in the write's transaction (audit events)
+    but not in the check before it: a batch over two scopes wrote its first one, then was refused."""
+    s = make_store(write_budget=2)
+    s.add_group_member("crew", "alice")
+    venue = s.remember_many(["The venue is Hall B"] * 3, "group", agent_id="alice", group_id="crew")
+    assert [r.status for r in venue] == ["created", "reinforced", "reinforced"]
+    caterer = s.remember("The caterer is Acme", "group", agent_id="alice", group_id="crew")
+    for fact_id in (venue[0].id, caterer.id):
+        s.forget(fact_id, agent_id="alice", group_id="crew")
+    s.purge(older_than=0)
+    before = everything(s)
+    with pytest.raises(MemoryAccessDenied, match="has written 2 facts to group:crew"):
+        s.remember_many(
+            [{"content": "My private note", "scope": "agent"}, {"content": "A group note", "scope": "group"}],
+            agent_id="alice",
+            group_id="crew",
+        )
+    assert everything(s) == before  # all or nothing: the agent scope was written before
+
+
 def test_approving_a_fact_said_meanwhile_reinforces_it_instead_of_copying_it(make_store: StoreFactory) -> None:
     s = make_store(review_global_writes=True, global_writers=["lead"])
     held = s.remember(
@@ -454,6 +476,21 @@ def test_forget_all_checks_its_reason_as_forget_does(make_store: StoreFactory) -
         with pytest.raises((ValueError, TypeError)):
             s.forget_all("global", reason=reason)  # type: ignore[arg-type]
     assert s.get(kept.id).status == "active"
+
+
+def test_forget_all_keeps_a_fact_another_agent_stated_too(make_store: StoreFactory) -> None:
+    """Bob restated Alice's group fact ("your statement was recorded on it"); Alice clearing her own facts
+    tombstoned it, and Bob's statement went with it."""
+    s = make_store()
+    for agent in ("alice", "bob"):
+        s.add_group_member("crew", agent)
+    shared = s.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
+    assert s.remember("The launch is on March 3", "group", agent_id="bob", group_id="crew").status == "reinforced"
+    alone = s.remember("I draft the press release", "group", agent_id="alice", group_id="crew")
+    assert s.forget_all("group", agent_id="alice", group_id="crew") == 1
+    assert s.get(alone.id).status == "forgotten" and s.get(shared.id).status == "active"
+    assert s.forget_all("group", group_id="crew") == 1  # trusted code clears the whole scope
+    assert s.get(shared.id).status == "forgotten"
 
 
 def test_an_items_own_text_wins_over_a_default_one(make_store: StoreFactory) -> None:

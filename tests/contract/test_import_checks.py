@@ -241,13 +241,18 @@ def test_parsing_a_row_either_refuses_it_or_gives_columns_of_their_types(data: s
 
 
 def test_a_store_s_own_export_imports_whatever_restatements_added(make_store: StoreFactory, tmp_path: Path) -> None:
-    # restatements merge their tags without the per-write limit of 32, and stores before the invisible-text
-    # rule kept a Hangul filler as content: the import check refused such a store's own backup, whole
+    # restatements merged their tags without the per-write limit of 32 before it applied to them too, and
+    # stores before the invisible-text rule kept a Hangul filler as content: the import check refused such a
+    # store's own backup, whole
     src: SharedMemoryStore = make_store()
     fact = src.remember("The runbook lives in the wiki", "global", tags=[f"a{i}" for i in range(20)])
-    again = src.remember("The runbook lives in the wiki", "global", tags=[f"b{i}" for i in range(20)])
-    assert again.status == "reinforced" and len(src.get(fact.id).tags) == 40
     lines = list(export_lines(src))
+    forty = [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)]  # as an older store merged them
+    rows = [json.loads(line) for line in lines]
+    for row in rows:
+        if row.get("table") == "facts" and row["row"]["id"] == fact.id:
+            row["row"]["tags"] = json.dumps(forty)
+    lines = [json.dumps(row) for row in rows]
     filler = json.loads(lines[-2] if '"facts"' in lines[-2] else next(x for x in lines if '"table": "facts"' in x))
     filler["row"] = {**filler["row"], "id": "w_" + "f" * 20, "content": "\u3164"}  # as an older store kept it
     text = "\n".join([*lines[:-1], json.dumps(filler), json.dumps({"type": "end", "rows": len(lines) - 1})])

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -89,6 +90,8 @@ def test_exact_duplicates_after_normalisation(a: str, b: str) -> None:
         ("Run make clean && make . in the repo root", "Run make clean && make in the repo root"),  # "make ."
         ("for f in files:\n    compile(f)\n    upload(f)", "for f in files:\n    compile(f)\nupload(f)"),
         ("Config:\nretries: 3\nbackoff:\n  max: 10", "Config:\nretries: 3\nbackoff:\nmax: 10"),  # YAML nesting
+        ("Sales peaked in the 1990's.", "Sales peaked in the 1990."),  # a decade, not a year
+        ("Grades were mostly A's.", "Grades were mostly A."),  # a plural of a letter
     ],
 )
 def test_a_different_word_keeps_facts_apart(a: str, b: str) -> None:
@@ -108,6 +111,7 @@ def test_a_different_word_keeps_facts_apart(a: str, b: str) -> None:
         ("Use **tables** for the reports.", "use tables for reports"),  # markdown bold, an article left out
         ("Dana is on call: page her first.", "Dana is on call page her first"),  # a colon after a word
         ("Staging: port 5432 in us-east-1.", "Staging port 5432 in us-east-1"),  # a colon after a word
+        ("Sales peaked in the 1990's.", "Sales peaked in the 1990s."),  # a decade written two ways
     ],
 )
 def test_the_same_wording_lets_cosine_decide(a: str, b: str) -> None:
@@ -415,6 +419,10 @@ def test_a_restatement_keeps_what_it_carried(make_store: StoreFactory) -> None:
     other = s.remember("The VPN rotates keys monthly", "global", agent_id="alice", category="security")
     assert other.status == "reinforced" and s.get(first.id).category == "infra"  # another author's: audit only
     assert s.history(first.id)[-1].detail["category"] == "security"
+    tagged = s.remember("Backups run at 02:00", "global", agent_id="bob", tags=[f"a{i}" for i in range(32)])
+    s.remember("Backups run at 02:00", "global", agent_id="bob", tags=[f"b{i}" for i in range(32)])
+    assert s.get(tagged.id).tags == tuple(f"a{i}" for i in range(32))  # at most 32, as a write may carry
+    assert s.history(tagged.id)[-1].detail["tags"] == [f"b{i}" for i in range(32)]  # the rest: in the audit
 
 
 def test_the_capsule_counts_distinct_agents_not_calls(make_store: StoreFactory) -> None:
@@ -447,6 +455,28 @@ def test_search_as_of_recalls_what_was_believed_then(make_store: StoreFactory) -
     assert believed(time.time() + 2 * 86400) == set()  # expired by then
     assert believed(0.0) == set()  # before anything was written
     assert s.get(first.id).valid_to == s.get(second.id).created_at
+
+
+def test_a_write_is_stamped_when_it_commits_not_before_its_embedding(make_store: StoreFactory) -> None:
+    """A correction's time was taken before the embedding: ``search(as_of=t)`` at a ``t`` while it was being
+    embedded (readers saw the old fact) named the correction, and its TTL ran from that earlier time."""
+    s = make_store()
+    old = s.remember("The VPN gateway is vpn1", "global")
+    embed, moments = s.embedder.embed, []
+
+    def slow(texts: Any) -> Any:  # the batch is embedded while readers still see the old fact
+        time.sleep(0.02)
+        moments.append(time.time())
+        time.sleep(0.02)
+        return embed(texts)
+
+    s.embedder.embed = slow  # type: ignore[method-assign]
+    new = s.remember("The VPN gateway is vpn2", "global", supersedes=[old.id], ttl_days=1)
+    moment = moments[0]
+    assert [h.id for h in s.search("VPN gateway", "global", as_of=moment)] == [old.id]
+    stored = s.get(new.id)
+    assert stored.created_at > moment and s.get(old.id).valid_to == stored.created_at
+    assert stored.expires_at == pytest.approx(stored.created_at + 86400, abs=1e-3)
 
 
 def test_remember_tool_names_the_similar_fact_and_how_to_replace_it(make_store: StoreFactory) -> None:

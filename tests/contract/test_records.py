@@ -234,6 +234,12 @@ def test_tasks_lifecycle_and_result_fact(store: SharedMemoryStore) -> None:
         lead.update_task_status(task.id, "blocked")
     with pytest.raises(ValueError, match="complete_task"):
         lead.update_task_status(task.id, "completed")  # type: ignore[arg-type]
+    long = lead.create_task("Translate the brief", assignee="alice")
+    result = "日本語の要約。" * 1500  # 31,500 bytes in 10,500 characters: a cut by characters was 3x too long
+    done = alice.complete_task(long.id, result)
+    assert done.status == "completed" and alice.get_task(long.id).result == result
+    fact = store.get(done.fact_id or "")
+    assert len(fact.content.encode()) <= store.max_fact_bytes // 2 and "[truncated from" in fact.content
     with pytest.raises(TaskNotFoundError):
         lead.get_task("k_nope")
     with pytest.raises(UnknownAgentError, match="not a member"):

@@ -434,6 +434,31 @@ def test_a_fact_written_with_the_old_model_during_a_reembed_gets_the_new_models_
     assert [e.event for e in new.history(late[0])] == ["created", "reembedded"]
 
 
+def test_a_fact_written_in_a_purged_facts_place_during_a_reembed_is_reembedded(make_store: StoreFactory) -> None:
+    """SQLite gives a new row the highest rowid + 1: after the newest facts are purged, a fact written during
+    the re-embed got a listed fact's seq, was not seen as late, kept the old model's vector (another size:
+    every search and write of the scope failed afterwards)."""
+    old = make_store(embedder=HashEmbedder(64, "model-a"))
+    facts = [r.id for r in old.remember_many([f"fact number {i} about llamas" for i in range(6)], "global")]
+    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
+    late: list[str] = []
+    switch = new.backend.replace_vectors
+
+    def purge_then_write(*args: Any) -> int | None:  # after the facts were listed and embedded
+        if not late:
+            for fact_id in facts[-2:]:
+                old.forget(fact_id, "obsolete")
+            old.purge(older_than=0)
+            late.append(old.remember("The deploy key rotates every Friday at noon", "global").id)
+        return switch(*args)
+
+    new.backend.replace_vectors = purge_then_write  # type: ignore[method-assign]
+    assert reembed_scope(new.backend, G, new.embedder.embed, new.model, batch_size=4) == 5
+    assert [e.event for e in new.history(late[0])] == ["created", "reembedded"]
+    assert new.search("deploy key rotates", "global")[0].id == late[0]
+    assert new.remember("The deploy key rotates every Friday at noon", "global").status == "reinforced"
+
+
 def test_a_fact_purged_during_a_reembed_gets_no_reembedded_event(make_store: StoreFactory) -> None:
     old = make_store(embedder=HashEmbedder(32, "model-a"))
     facts = [r.id for r in old.remember_many([f"fact number {i} about llamas" for i in range(10)], "global")]

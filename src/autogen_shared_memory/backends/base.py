@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -428,13 +429,15 @@ class Backend(ABC):
     ) -> int | None:
         """Store new vectors for ``ids`` (each audited as ``actor``) and record ``model`` as the scope's, in one
         transaction; return how many facts got one (facts purged since audit event ``audit_seq`` are left
-        out: they are gone). None, with nothing written, if a fact came after ``last_seq`` (written since the
-        caller listed the facts, with the old model)."""
+        out: they are gone). None, with nothing written, if a fact not in ``ids`` was written since the
+        caller listed them, with the old model (:func:`written_since`; ``last_seq``: the highest ``seq``
+        listed)."""
         if not self.exists(scope):
             return 0
+        listed = set(ids)
 
         def run(tx: ScopeTx) -> int | None:
-            if tx.rows("facts", after_seq=last_seq, limit=1):
+            if written_since(tx.rows, listed, last_seq):
                 return None
             gone = {e["fact_id"] for e in tx.rows("audit", {"event": "purged"}, after_seq=audit_seq)}
             keep = [i for i, fact_id in enumerate(ids) if fact_id not in gone]
@@ -729,6 +732,26 @@ def claim_model(tx: ScopeTx, scope: ScopeRef, model: ModelInfo) -> None:
 REEMBED_ROUNDS = 20  # rounds a re-embed makes after the facts written meanwhile before it gives up
 
 
+def written_since(
+    rows: Callable[..., list[dict[str, Any]]], listed: Collection[str], last_seq: int
+) -> list[dict[str, Any]]:
+    """The fact rows (``rows``: a transaction's or a scope's :meth:`~ScopeTx.rows`) not in ``listed`` whose
+    ``seq`` is above the highest one a listed fact still has: the facts written since ``listed`` was read
+    (``last_seq``, its highest ``seq``). Not simply those after ``last_seq``: a backend may give a new row
+    the ``seq`` of a purged one (SQLite reuses the highest rowid), and a new row's ``seq`` is above every
+    row present when it was written, so above the listed ones still there. The window back from
+    ``last_seq`` widens until it holds one of them (or the whole table)."""
+    width = 64
+    while True:
+        start = max(0, last_seq - width)
+        window = rows("facts", after_seq=start)
+        present = [int(r["seq"]) for r in window if r["id"] in listed]
+        if present or start == 0:
+            floor = max(present, default=0)
+            return [r for r in window if int(r["seq"]) > floor and r["id"] not in listed]
+        width *= 8
+
+
 def reembed_scope(
     backend: Backend,
     scope: ScopeRef,
@@ -751,17 +774,20 @@ def reembed_scope(
     last = 0
     trail = backend.rows(scope, "audit", oldest_first=False, limit=1)
     audit_seq = int(trail[0]["seq"]) if trail else 0  # facts purged after this are not re-embedded
+    batches: Iterable[list[tuple[int, str, str]]] = backend.iter_contents(scope, batch_size)
     for _ in range(REEMBED_ROUNDS):
-        for batch in backend.iter_contents(scope, batch_size, after_seq=last):
+        for batch in batches:
             vectors.append(np.asarray(embed([content for _, _, content in batch]), np.float32))
             ids.extend(fid for _, fid, _ in batch)
-            last = batch[-1][0]
+            last = max(last, batch[-1][0])
             if progress is not None:
                 progress(len(batch))
         matrix = np.concatenate(vectors) if vectors else np.zeros((0, model.dimension), np.float32)
         done = backend.replace_vectors(scope, ids, matrix, model, last, actor, audit_seq)
         if done is not None:
             return done
+        late = [(r["seq"], r["id"], r["content"]) for r in written_since(partial(backend.rows, scope), set(ids), last)]
+        batches = [late[i : i + batch_size] for i in range(0, len(late), batch_size)]
     raise SharedMemoryError(
         f"re-embedding {scope}: facts kept being written with the old model; run reembed() when writes pause"
     )

@@ -25,6 +25,7 @@ decision is taken here, in Python, the same way for SQLite, PostgreSQL and any t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -34,7 +35,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from .types import MAX_METADATA_BYTES, Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
+from .types import MAX_METADATA_BYTES, MAX_TAGS, Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
 
 # ------------------------------------------------------------------------------------ normalisation
 # Marks written in several ways that say the same: curly and straight quotes, the ideographic full stop; an
@@ -323,8 +324,10 @@ def wording(text: str) -> tuple[str, ...]:
             suffix = next((s for s in _CONTRACTIONS if low.endswith(s) and len(low) > len(s)), None)
             if suffix is not None:
                 out += [low[: -len(suffix)], _CONTRACTIONS[suffix]]
-            elif low.endswith("'s"):  # possessive or "is": the word itself is what must match
-                out.append(low[:-2])
+            elif low.endswith("'s") and low[:-2].isdigit():  # "the 1990's" is "the 1990s", not "the 1990"
+                out.append(low[:-2] + "s")
+            elif low.endswith("'s") and len(low) > 3 and low[:-2].isalpha():  # possessive or "is": the word
+                out.append(low[:-2])  # itself is what must match (not after one letter: "A's" is a plural)
             elif low in ("a", "an", "the"):
                 out.append(ARTICLE + ("the" if low == "the" else "a"))
             elif low in _QUANTITIES and out and out[-1] == ARTICLE + "a":
@@ -426,6 +429,7 @@ def write(
     Raises (and so rolls the whole transaction back) when a draft supersedes a fact that is not an active
     fact of this scope.
     """
+    drafts = [_stamped(d, tx.now) for d in drafts]
     done = {f.id for f in tx.get([d.id for d in drafts])}  # a retried transaction that had in fact committed
     floor = min(near_duplicate_threshold, similar_threshold)
     # the hashes a live fact may have: the stored ones (one query for the batch), and this batch's inserts
@@ -443,6 +447,17 @@ def write(
             receipts.append(_state(tx, scope, draft, j, near_duplicate_threshold, similar_threshold, floor, stated))
         stated.add(draft.content_hash)
     return receipts
+
+
+def _stamped(draft: Draft, now: float) -> Draft:
+    """``draft`` as of the write's transaction (its time-to-live kept): a draft's time is taken before the
+    embedding and the wait for the lock, and ``search(as_of=t)`` must not find, at a ``t`` before the commit,
+    a fact (or a correction) nobody could read yet."""
+    if draft.created_at >= now:
+        return draft
+    later = now - draft.created_at
+    expires_at = None if draft.expires_at is None else draft.expires_at + later
+    return dataclasses.replace(draft, created_at=now, expires_at=expires_at)
 
 
 def _state(
@@ -499,7 +514,8 @@ def _reinforce(tx: WriteTx, scope: ScopeRef, fact: Fact, cosine: float | None, d
         changes["stated_by"] = (*fact.stated_by, draft.created_by)
     if draft.created_by == fact.created_by:  # the author said it again: its own fact is refreshed
         changes["confidence"] = max(fact.confidence, draft.confidence)
-        changes["tags"] = fact.tags + tuple(t for t in draft.tags if t not in fact.tags)
+        added = tuple(t for t in draft.tags if t not in fact.tags)[: max(0, MAX_TAGS - len(fact.tags))]
+        changes["tags"] = fact.tags + added  # at most MAX_TAGS, as a write (all of them in the audit trail)
         if fact.expires_at is not None:
             changes["expires_at"] = None if draft.expires_at is None else max(fact.expires_at, draft.expires_at)
         if fact.category is None and draft.category is not None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..core.records import ConversationRecord, ToolCallRecord, strict_json
+from ..core.records import ConversationRecord, ToolCallRecord, bounded_text, strict_json
 from ..core.types import (
     Fact,
     Filters,
@@ -501,7 +501,12 @@ class AgentMemory:
         text = result if isinstance(result, str) else encoded
         scope: ScopeKind = "group" if self.group_id else "agent"
         receipt = self.store.remember(
-            f"Task '{task.title}' completed by {self.agent_id}: {text}"[: self.store.max_fact_bytes // 2],
+            bounded_text(  # a long result is cut in UTF-8 bytes, and says so (the task keeps all of it)
+                f"Task '{task.title}' completed by {self.agent_id}: {text}",
+                "task result",
+                self.store.max_fact_bytes // 2,
+                truncate=True,
+            ),
             scope,
             agent_id=self.agent_id,
             group_id=self.group_id,
