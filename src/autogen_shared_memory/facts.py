@@ -127,6 +127,14 @@ def _distinct(planned: Sequence[tuple[Any, Draft]], refs: Sequence[ScopeRef], re
     return len({draft.content_hash for (_, draft), r in zip(planned, refs, strict=True) if r == ref})
 
 
+def _as_stored(value: object, what: str) -> str:
+    """A record filter's value as records store it (NUL and lone surrogates escaped, :func:`storable_text`):
+    the same answer from every backend (PostgreSQL refused a NUL in a query)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    return storable_text(value)
+
+
 def _in_a_day(events: list[dict[str, Any]], now: float) -> int:
     """How many of ``events`` (audit rows) happened in the 24 hours before ``now``: a write budget's count."""
     return sum(1 for e in events if e["at"] >= now - 86400.0)
@@ -933,7 +941,7 @@ class FactStore:
     ) -> list[ConversationRecord]:
         """An agent's recorded messages: newest first, or ranked by full-text match of ``query``."""
         self._settle_records()
-        where = {"session_id": session_id} if session_id else {}
+        where = {"session_id": _as_stored(session_id, "session_id")} if session_id else {}
         terms = query_terms(query) if query else []
         if query is not None and not terms:
             return []
@@ -954,7 +962,7 @@ class FactStore:
     def tool_history(self, agent_id: str, *, tool_name: str | None = None, limit: int = 50) -> list[ToolCallRecord]:
         """An agent's recorded tool calls, newest first."""
         self._settle_records()
-        where = {"tool_name": tool_name} if tool_name else {}
+        where = {"tool_name": _as_stored(tool_name, "tool_name")} if tool_name else {}
         rows = self.backend.read_records(
             ScopeRef("agent", agent_id), "tool_calls", where, limit=_positive_int(limit, "limit", 100_000)
         )

@@ -767,3 +767,15 @@ def test_a_tool_call_duration_must_be_a_finite_number(store: SharedMemoryStore, 
     assert alice.get_my_tool_history() == []
     alice.log_tool_call("search", {"q": "x"}, "ok", True, 12)
     assert [c.duration_ms for c in alice.get_my_tool_history()] == [12]
+
+
+def test_record_filters_with_bytes_records_escape_find_them_on_every_backend(store: SharedMemoryStore) -> None:
+    """A NUL in a filter: SQLite answered [], PostgreSQL raised a raw DataError. Filters are now read as the
+    records store such text (escaped), so the record logged with it is found."""
+    store.log_tool_call("alice", "bad\x00tool", {"x": 1}, "ok", session_id="s\x00")
+    store.log_message("alice", "hello", session_id="s\x00")
+    assert [r.tool_name for r in store.tool_history("alice", tool_name="bad\x00tool")] == ["bad\\x00tool"]
+    assert [r.content for r in store.conversation("alice", session_id="s\x00")] == ["hello"]
+    assert store.conversation("alice", session_id="\ud800") == []
+    with pytest.raises(TypeError, match="session_id must be a str"):
+        store.conversation("alice", session_id=5)  # type: ignore[arg-type]

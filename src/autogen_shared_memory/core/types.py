@@ -626,8 +626,10 @@ def validate_schema_name(schema: object) -> str:
     ``_``, at most 63 characters. PostgreSQL folds an unquoted name to lower case and cuts it at 63 bytes,
     so ``TenantX`` and ``tenantx``, or two long names with the same start, would be one schema: one tenant's
     facts in another's store."""
-    if isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema):
+    if isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema) and not schema.startswith("pg_"):
         return schema
+    if isinstance(schema, str) and schema.startswith("pg_"):
+        raise ValueError(f"schema {schema!r}: names starting with pg_ are PostgreSQL's own")
     hint = ""
     if isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema.lower()):
         hint = f" (PostgreSQL would read it as {schema.lower()!r}: write that)"

@@ -82,7 +82,7 @@ from ..base import (
 try:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - optional dependency
     raise ImportError(
         "the PostgreSQL backend needs psycopg 3 and psycopg-pool: pip install 'autogen-shared-memory[postgres]'"
@@ -91,7 +91,7 @@ except ImportError as exc:  # pragma: no cover - optional dependency
 from .errors import BackendUnavailableError, redact
 from .fulltext import tsquery_literal, tsvector_literal
 from .notify import channel, notify, subscribe
-from .schema import SCHEMA_VERSION, ensure_extension, migrate
+from .schema import SCHEMA_VERSION, prepare, search_path
 
 logger = logging.getLogger("autogen_shared_memory")
 
@@ -193,6 +193,10 @@ class PostgresBackend(Backend):
         min_size, max_size: connection pool bounds.
         retries: how often an operation interrupted by a dropped connection is retried (each attempt is a
             whole transaction, so nothing is ever half-written).
+        connect_timeout: seconds to wait for a connection, new or from the pool; an unreachable server is a
+            :class:`BackendUnavailableError` after about that long.
+        lock_timeout: seconds a write waits for a scope another writer holds (SQLite's ``busy_timeout``)
+            before it fails with :class:`BackendUnavailableError`, nothing written.
         max_common_term_ratio, max_lexical_postings: the lexical leg's budget, as on SQLite: query terms are
             ranked rarest first while their posting lists hold at most ``max_lexical_postings`` rows (terms
             in more than ``max_common_term_ratio`` of a scope's facts are dropped; the rarest term is kept).
@@ -210,6 +214,7 @@ class PostgresBackend(Backend):
         max_size: int = 8,
         retries: int = 2,
         connect_timeout: float = 10.0,
+        lock_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
         max_lexical_postings: int = 5_000,
         vector_index: VectorIndexKind = "exact",
@@ -232,9 +237,15 @@ class PostgresBackend(Backend):
         )
         if not 0 < max_common_term_ratio <= 1:
             raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
+        if not 0 < lock_timeout <= 86400 or not 0 < connect_timeout <= 3600:
+            raise ValueError("lock_timeout must be in (0, 86400] seconds and connect_timeout in (0, 3600]")
         self.dsn = dsn
         self.schema = schema
         self.retries = retries
+        self.lock_timeout = float(lock_timeout)
+        self.connect_timeout = float(connect_timeout)
+        self._pool_size = (min_size, max_size)
+        self._pool_lock = threading.Lock()
         self.max_common_term_ratio = max_common_term_ratio
         self.max_lexical_postings = max_lexical_postings
         self.vector_index = vector_index
@@ -250,25 +261,42 @@ class PostgresBackend(Backend):
         self._listeners: list[tuple[threading.Event, threading.Thread]] = []
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
-                ensure_extension(conn, dsn)
-                migrate(conn, self.schema, dsn)
+                self._search_path = search_path(self.schema, prepare(conn, self.schema, dsn))
         except psycopg.OperationalError as exc:
             raise BackendUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".strip()) from exc
-        self.pool: ConnectionPool[Any] = ConnectionPool(
-            dsn,
-            min_size=min_size,
-            max_size=max_size,
+        self.pool: ConnectionPool[Any] = self._new_pool()
+
+    def _new_pool(self) -> ConnectionPool[Any]:
+        return ConnectionPool(
+            self.dsn,
+            min_size=self._pool_size[0],
+            max_size=self._pool_size[1],
             open=True,
             configure=self._configure,
-            kwargs={"connect_timeout": int(connect_timeout), "autocommit": True},
+            timeout=self.connect_timeout,  # psycopg_pool's own default waits 30 s for a connection
+            kwargs={"connect_timeout": max(1, int(self.connect_timeout)), "autocommit": True},
         )
+
+    def _renew_pool(self) -> bool:
+        """After the pool could not hand out a connection: a new pool if the server answers (psycopg_pool
+        backs off its reconnection attempts up to minutes after an outage, and would keep failing calls
+        long after the server is back); False if it does not answer."""
+        try:
+            psycopg.connect(self.dsn, connect_timeout=max(1, int(self.connect_timeout))).close()
+        except psycopg.Error:
+            return False
+        with self._pool_lock:
+            old, self.pool = self.pool, self._new_pool()
+        threading.Thread(target=old.close, kwargs={"timeout": 5.0}, daemon=True).start()
+        return True
 
     def __repr__(self) -> str:
         return f"PostgresBackend({redact(self.dsn)!r}, schema={self.schema!r})"
 
     # ------------------------------------------------------------------ setup
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(f"SET search_path TO {self.schema}, public")
+        conn.execute(f"SET search_path TO {self._search_path}")
+        conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")  # a stuck writer: an error, as on SQLite
 
     def _cache(self, scope: ScopeRef) -> _ScopeCache:
         with self._caches_lock:
@@ -366,6 +394,19 @@ class PostgresBackend(Backend):
                         result = fn(conn)
                         pending = (str(row[0]), result)  # until COMMIT answers
                     return result
+            except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:  # not a lost connection
+                raise BackendUnavailableError(
+                    f"PostgreSQL at {redact(self.dsn)} stopped a {'write' if write else 'read'} that waited too long "
+                    f"(nothing was written): {exc.diag.message_primary} (a lock another writer holds: lock_timeout "
+                    f"{self.lock_timeout:g} s, or the server's statement_timeout)"
+                ) from exc
+            except PoolTimeout as exc:
+                attempt += 1
+                if self.pool.closed or attempt > self.retries or not self._renew_pool():
+                    raise BackendUnavailableError(
+                        f"no connection to PostgreSQL at {redact(self.dsn)} within {self.connect_timeout:g} s "
+                        f"(nothing was written): {exc}"
+                    ) from exc
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 attempt += 1
                 if attempt > self.retries or self.pool.closed:

@@ -33,6 +33,47 @@ def ensure_extension(conn: psycopg.Connection[Any], dsn: str) -> None:
         ) from exc
 
 
+def installed_version(conn: psycopg.Connection[Any], schema: str) -> int | None:
+    """The schema's version, or None where it has no tables yet: read without any DDL, so that a role that
+    may only read and write the tables opens a deployment already made (PostgreSQL checks the CREATE right of
+    ``CREATE ... IF NOT EXISTS`` before it looks whether the object exists)."""
+    row = conn.execute("SELECT to_regclass(%s)", (f"{schema}.asm_schema",)).fetchone()
+    if row is None or row[0] is None:
+        return None
+    found = conn.execute(f"SELECT version FROM {schema}.asm_schema").fetchone()
+    return int(found[0]) if found else None
+
+
+def vector_schema(conn: psycopg.Connection[Any]) -> str | None:
+    """The schema pgvector's types are in (``public`` by default; ``extensions`` on some hosted services)."""
+    row = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'").fetchone()
+    return str(row[0]) if row else None
+
+
+def search_path(schema: str, vectors: str | None) -> str:
+    """The search path of the backend's sessions: its schema, ``public``, and pgvector's schema."""
+    return ", ".join(dict.fromkeys([schema, "public", *([vectors] if vectors else [])]))
+
+
+def prepare(conn: psycopg.Connection[Any], schema: str, dsn: str) -> str | None:
+    """Make the schema ready (pgvector, then :func:`migrate`) unless it already is; return pgvector's schema.
+    The role needs the right to create only when there is something to create."""
+    reserved = conn.execute("SELECT 1 FROM pg_get_keywords() WHERE word = %s AND catcode IN ('R', 'T')", (schema,))
+    if reserved.fetchone() is not None:  # the backend writes the name unquoted in its SQL
+        raise ValueError(f"schema {schema!r} is a reserved word in PostgreSQL's SQL: choose another name")
+    try:
+        if installed_version(conn, schema) != SCHEMA_VERSION:
+            ensure_extension(conn, dsn)
+            migrate(conn, schema, dsn)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise BackendUnavailableError(
+            f"the PostgreSQL role of {redact(dsn)} may not create or upgrade schema {schema} "
+            f"({exc.diag.message_primary}): open it once with a role that may (its owner), then this role "
+            "needs only to read and write its tables"
+        ) from exc
+    return vector_schema(conn)
+
+
 def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
     """Create or upgrade the schema's tables to :data:`SCHEMA_VERSION` (one migrator at a time)."""
     s = schema
@@ -71,7 +112,7 @@ def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
 
 def _migrate_v1(conn: psycopg.Connection[Any], schema: str) -> None:
     s = schema
-    conn.execute(f"SET LOCAL search_path TO {s}, public")
+    conn.execute(f"SET LOCAL search_path TO {search_path(s, vector_schema(conn))}")
     conn.execute("""
         CREATE TABLE asm_scopes (
             scope_kind text NOT NULL, owner text NOT NULL, n_facts bigint NOT NULL DEFAULT 0,

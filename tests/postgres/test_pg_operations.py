@@ -1,0 +1,119 @@
+"""What an operator meets: outages, a stuck writer, a role that may only read and write, pgvector in its own
+schema, schema names PostgreSQL reserves."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import psycopg
+import pytest
+from pg_proxy import Proxy
+from psycopg.conninfo import make_conninfo
+
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.postgres import BackendUnavailableError, PostgresBackend
+from autogen_shared_memory.testing import HashEmbedder
+
+pytestmark = pytest.mark.usefixtures("pg_dsn")
+
+
+def schema() -> str:
+    return f"t{uuid.uuid4().hex[:16]}"
+
+
+def test_an_outage_fails_calls_within_the_connect_timeout_and_the_store_recovers(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg_pool waited 30 s per attempt whatever connect_timeout said (calls failed after 60-90 s), and
+    after a long outage its reconnection back-off kept failing calls for minutes after the server was back."""
+    from psycopg_pool.base import AttemptWithBackoff
+
+    monkeypatch.setattr(AttemptWithBackoff, "INITIAL_DELAY", 60.0)  # as far as a long outage backs it off
+    proxy = Proxy(pg_dsn)
+    backend = PostgresBackend(proxy.dsn, schema=schema(), min_size=1, max_size=2, connect_timeout=1)
+    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
+    store.remember("written before the outage", "global")
+    proxy.cut()
+    for _ in range(3):  # failing calls while the pool's reconnection attempts back off
+        started = time.monotonic()
+        with pytest.raises(BackendUnavailableError, match="PostgreSQL"):
+            store.search("outage", "global")
+        assert time.monotonic() - started < 20  # about connect_timeout per attempt, not 30 s each
+    proxy.restore()
+    started = time.monotonic()
+    assert [h.content for h in store.search("written before the outage", "global")] == ["written before the outage"]
+    assert time.monotonic() - started < 20  # at once: a new pool, not the old one's back-off
+    store.close()
+    proxy.close()
+
+
+def test_a_stuck_writer_makes_a_write_fail_after_lock_timeout_not_wait_forever(pg_dsn: str) -> None:
+    """A writer frozen inside its transaction held the scope's row lock: every other writer waited forever
+    (SQLite fails after busy_timeout); a statement or lock timeout was also retried as a lost connection."""
+    name = schema()
+    store = SharedMemoryStore(
+        backend=PostgresBackend(pg_dsn, schema=name, lock_timeout=0.5, retries=2), embedder=HashEmbedder()
+    )
+    store.remember("the scope exists", "global")
+    with psycopg.connect(pg_dsn) as stuck:  # a transaction holding the scope's row, and going nowhere
+        stuck.execute(f"SELECT rev FROM {name}.asm_scopes WHERE scope_kind = 'global' FOR UPDATE")
+        with pytest.raises(BackendUnavailableError, match="lock_timeout 0.5 s") as info:
+            store.remember("a write that must wait", "global")
+        assert "nothing was written" in str(info.value)
+        stuck.rollback()
+    assert store.search("a write that must wait", "global") == []
+    assert store.remember("a write that must wait", "global").status == "created"
+    store.close()
+
+
+def test_a_role_that_may_only_read_and_write_opens_a_deployment_made_before(pg_dsn: str) -> None:
+    """Every open ran CREATE SCHEMA / CREATE TABLE IF NOT EXISTS, which PostgreSQL refuses to a role without
+    the CREATE right even when the object exists."""
+    name, role = schema(), f"rw_{uuid.uuid4().hex[:8]}"
+    owner = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    owner.remember("The deploy window is Thursday", "global")
+    owner.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+        conn.execute(f"GRANT USAGE ON SCHEMA {name} TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {name} TO {role}")
+        conn.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {name} TO {role}")
+    try:
+        dsn = make_conninfo(pg_dsn, user=role, password="pw")
+        app = SharedMemoryStore(backend=PostgresBackend(dsn, schema=name), embedder=HashEmbedder())
+        assert [h.content for h in app.search("deploy window", "global")] == ["The deploy window is Thursday"]
+        assert app.remember("The freeze starts Friday", "global").status == "created"
+        app.close()
+        with pytest.raises(BackendUnavailableError, match=f"may not create or upgrade schema {name}_new"):
+            PostgresBackend(dsn, schema=f"{name}_new")
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role} CASCADE")
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_pgvector_in_a_schema_of_its_own(pg_dsn: str) -> None:
+    """Hosted services install pgvector in a schema such as ``extensions``: the backend's search path left it
+    out, and every statement naming the vector type failed."""
+    database = f"vec_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {database}")
+    dsn = make_conninfo(pg_dsn, dbname=database)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA extensions")
+            conn.execute("CREATE EXTENSION vector WITH SCHEMA extensions")
+        store = SharedMemoryStore(backend=PostgresBackend(dsn, schema="app"), embedder=HashEmbedder())
+        store.remember("The vector type lives in extensions", "global")
+        assert [h.content for h in store.search("vector type", "global")] == ["The vector type lives in extensions"]
+        store.close()
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {database} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("name", ["select", "user", "order", "analyze", "pg_tenant"])
+def test_a_schema_name_postgresql_reserves_is_refused(pg_dsn: str, name: str) -> None:
+    with pytest.raises(ValueError, match="reserved word|PostgreSQL's own"):
+        PostgresBackend(pg_dsn, schema=name)
