@@ -121,10 +121,14 @@ def _timestamp(value: float | datetime | None, what: str) -> float | None:
     return finite_number(value, what)
 
 
-def _distinct(planned: Sequence[tuple[Any, Draft]], refs: Sequence[ScopeRef], ref: ScopeRef) -> int:
-    """How many distinct facts a batch says in ``ref`` (the same text twice is one fact and its restatement):
-    what counts against a write budget, as one call per item would count them."""
-    return len({draft.content_hash for (_, draft), r in zip(planned, refs, strict=True) if r == ref})
+def _distinct(planned: Sequence[tuple[Any, Draft]], refs: Sequence[ScopeRef], ref: ScopeRef, held: bool) -> int:
+    """How many facts a batch may create in ``ref``, as one call per item would count them against a write
+    budget: the same text twice is one fact and its restatement, but a correction and a write ``held`` for
+    review are always a fact of their own (they are never merged)."""
+    drafts = [draft for (_, draft), r in zip(planned, refs, strict=True) if r == ref]
+    if held:
+        return len(drafts)
+    return len({d.content_hash for d in drafts if not d.supersedes}) + sum(1 for d in drafts if d.supersedes)
 
 
 def _as_stored(value: object, what: str) -> str:
@@ -533,7 +537,7 @@ class FactStore:
         for ref in dict.fromkeys(refs):
             if ref not in held:
                 self.policy.check_write(agent_id, ref)
-            self._check_budget(agent_id, ref, _distinct(planned, refs, ref), now)
+            self._check_budget(agent_id, ref, _distinct(planned, refs, ref, ref in held), now)
             self.backend.check_model(ref, self.model)
         if not planned:
             return []
@@ -558,7 +562,7 @@ class FactStore:
                 self.model,
                 self.near_duplicate_threshold,
                 self.similar_threshold,
-                self._budget_in_tx(agent_id, ref, _distinct(planned, refs, ref), now),
+                self._budget_in_tx(agent_id, ref, _distinct(planned, refs, ref, ref in held), now),
             )
             for i, receipt in zip(positions, written, strict=True):
                 receipts[i] = receipt
@@ -589,8 +593,9 @@ class FactStore:
         group_id: str | None = None,
         reason: str | None = None,
     ) -> int:
-        """Tombstone every active fact of the caller in a scope (in group and global: the facts it wrote,
-        except those another agent has stated too: they are that agent's as well).
+        """Tombstone every active fact of the caller in a scope. In group and global: the facts it stated;
+        where another agent stated one too, only the caller's statement is taken back (a ``withdrawn`` event),
+        and the fact stays, the other agents'.
 
         Trusted code (no ``agent_id``) clears the whole scope. Returns how many facts were forgotten.
         """
@@ -600,15 +605,17 @@ class FactStore:
         mine = ref.kind != "agent" and agent_id is not None
         filters = Filters(created_by=(agent_id,) if mine and agent_id else ())
         actor = agent_id if agent_id is not None else self.operator_id
-        ids = self.backend.select_ids(ref, filters, 1_000_000)
-        if mine:  # a fact another agent has stated too is theirs as well: clearing one's own facts keeps it
-            ids = [
+        now = time.time()
+        if mine:  # the facts it stated: forgotten, or only its statement taken back where others stated them too
+            ids = self.backend.select_ids(ref, Filters(), 1_000_000)
+            stated = [
                 f.id
                 for i in range(0, len(ids), 500)
                 for f in self.backend.get(ref, ids[i : i + 500])
-                if set(f.stated_by) <= {agent_id}
+                if actor in f.stated_by
             ]
-        now = time.time()
+            return sum(self.backend.withdraw(ref, StatusChange(i, "forgotten", actor, now, reason)) for i in stated)
+        ids = self.backend.select_ids(ref, filters, 1_000_000)
         for fact_id in ids:
             self.backend.set_status(ref, StatusChange(fact_id, "forgotten", actor, now, reason))
         return len(ids)

@@ -1,12 +1,13 @@
 """The change feed: every change to a fact, in every scope, made by any process or host, resumable.
 
 Where positions come from: every backend writes an ``audit`` row for each change to a fact (``created``,
-``reinforced``, ``superseded``, ``forgotten``, ``approved``, ``purged``, ``reembedded``) inside the scope's
-write transaction, and holds the scope's write lock (SQLite ``BEGIN IMMEDIATE`` on its file, PostgreSQL
-``SELECT ... FOR UPDATE`` of its row in ``asm_scopes``) from before those rows are inserted until the
-commit. So within one scope the audit ``seq`` grows in commit order, and any read sees a prefix of each
-scope's trail. A :class:`~.core.types.Position` is the last ``seq`` seen per scope; "every row of each scope
-after it" is exactly what happened since, and nothing after it was seen: nothing lost, nothing repeated.
+``reinforced``, ``superseded``, ``forgotten``, ``rejected``, ``approved``, ``withdrawn``, ``purged``,
+``reembedded``) inside the scope's write transaction, and holds the scope's write lock (SQLite ``BEGIN
+IMMEDIATE`` on its file, PostgreSQL ``SELECT ... FOR UPDATE`` of its row in ``asm_scopes``) from before those
+rows are inserted until the commit. So within one scope the audit ``seq`` grows in commit order, and any read
+sees a prefix of each scope's trail. A :class:`~.core.types.Position` is the last ``seq`` seen per scope;
+"every row of each scope after it" is exactly what happened since, and nothing after it was seen: nothing
+lost, nothing repeated.
 Across scopes there is no order (PostgreSQL's ``seq`` is one sequence for all scopes, but scopes are locked
 separately, so it is not commit order across them): positions are per scope.
 

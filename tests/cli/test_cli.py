@@ -281,6 +281,11 @@ def test_search_scopes_and_policy(run: Run, ids: dict[str, str]) -> None:
     assert as_json(run("search", "Q3", "--agent", "bob", "--group", "crew", "--json"))  # bob is a member
     denied = run("search", "Q3", "--agent", "mallory", "--group", "crew", code=1)
     one_line_error(denied, "'mallory' may not read group 'crew'")
+    # a mistyped group or agent is an error, not "no hits": the memory is not empty
+    one_line_error(run("search", "Q3 report", "--scope", "group", "--group", "crw", code=1), "no group 'crw'")
+    one_line_error(run("search", "sales", "--scope", "agent", "--agent", "alcie", code=1), "unknown agent 'alcie'")
+    one_line_error(run("members", "crw", code=1), "no group 'crw'")
+    assert "bob" in run("members", "crew").stdout
 
 
 # ---------------------------------------------------------------------------------------- show, history

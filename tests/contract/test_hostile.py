@@ -330,6 +330,19 @@ def test_a_batch_counts_against_the_budget_as_single_calls_do(make_store: StoreF
             group_id="crew",
         )
     assert everything(s) == before  # all or nothing: the agent scope was written before
+    held = make_store(write_budget=2, review_global_writes=True)  # held writes and corrections: one fact each
+    with pytest.raises(MemoryAccessDenied, match="write budget is 2"):
+        held.remember_many(["Refunds need two approvers"] * 3, "global", agent_id="mallory")
+    fixes = make_store(write_budget=3)
+    fixes.add_group_member("crew", "bob")
+    old = [fixes.remember(f"The gateway of site {n} is vpn1", "group", agent_id="bob", group_id="crew") for n in (1, 2)]
+    with pytest.raises(MemoryAccessDenied, match="write budget is 3"):
+        fixes.remember_many(
+            [{"content": "Every site uses vpn2", "supersedes": [r.id]} for r in old],
+            "group",
+            agent_id="bob",
+            group_id="crew",
+        )
 
 
 def test_approving_a_fact_said_meanwhile_reinforces_it_instead_of_copying_it(make_store: StoreFactory) -> None:
@@ -478,18 +491,23 @@ def test_forget_all_checks_its_reason_as_forget_does(make_store: StoreFactory) -
     assert s.get(kept.id).status == "active"
 
 
-def test_forget_all_keeps_a_fact_another_agent_stated_too(make_store: StoreFactory) -> None:
+def test_forget_all_takes_back_only_the_callers_statement_of_a_fact_others_stated(make_store: StoreFactory) -> None:
     """Bob restated Alice's group fact ("your statement was recorded on it"); Alice clearing her own facts
-    tombstoned it, and Bob's statement went with it."""
+    tombstoned it, and Bob's statement went with it. Now Alice's statement goes, the fact stays Bob's, and
+    it goes when Bob clears his own."""
     s = make_store()
     for agent in ("alice", "bob"):
         s.add_group_member("crew", agent)
     shared = s.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
     assert s.remember("The launch is on March 3", "group", agent_id="bob", group_id="crew").status == "reinforced"
     alone = s.remember("I draft the press release", "group", agent_id="alice", group_id="crew")
-    assert s.forget_all("group", agent_id="alice", group_id="crew") == 1
-    assert s.get(alone.id).status == "forgotten" and s.get(shared.id).status == "active"
-    assert s.forget_all("group", group_id="crew") == 1  # trusted code clears the whole scope
+    assert s.forget_all("group", agent_id="alice", group_id="crew") == 2
+    assert s.get(alone.id).status == "forgotten"
+    kept = s.get(shared.id)
+    assert kept.status == "active" and kept.stated_by == ("bob",)
+    assert [e.event for e in s.history(shared.id)][-1] == "withdrawn"
+    assert s.forget_all("group", agent_id="alice", group_id="crew") == 0  # nothing of hers is left
+    assert s.forget_all("group", agent_id="bob", group_id="crew") == 1
     assert s.get(shared.id).status == "forgotten"
 
 
@@ -651,3 +669,19 @@ def test_a_huge_argument_is_recorded_cut(make_store: StoreFactory) -> None:
     call = s.tool_history("alice")[0]
     assert list(call.tool_args) == ["truncated_arguments"] and len(call.tool_args["truncated_arguments"]) < 40_000
     assert call.tool_args["truncated_arguments"].startswith('{"fact": "xxx')
+
+
+def test_unknown_argument_names_are_named_briefly_and_the_call_is_recorded(make_store: StoreFactory) -> None:
+    """A 1 MB unknown key, or 20,000 of them, came back in full into the model's context (1.7 MB), and the
+    record of the call failed (over the record limit); a key with a lone surrogate named no field."""
+    from autogen_shared_memory.integration.toolkit import REMEMBER, SEARCH, BoundTools
+
+    s = make_store()
+    tools = BoundTools(s, "alice", record_calls=True)
+    huge = asyncio.run(tools.call(SEARCH, {"query": "x", "k" * 1_000_000: 1}))
+    many = asyncio.run(tools.call(SEARCH, {"query": "x", **{f"k{i}": 1 for i in range(20_000)}}))
+    odd = asyncio.run(tools.call(REMEMBER, {"fact": "x", "scope": "agent", "tgas\ud800": ["a"]}))
+    assert huge.startswith("ERROR: invalid arguments (kkk") and "…: unknown argument" in huge and len(huge) < 400
+    assert many.endswith("; and 19995 more). Nothing was changed.") and len(many) < 1000
+    assert "tgas\\\\ud800: unknown argument" in odd, odd
+    assert len(s.tool_history("alice")) == 3

@@ -779,3 +779,11 @@ def test_record_filters_with_bytes_records_escape_find_them_on_every_backend(sto
     assert store.conversation("alice", session_id="\ud800") == []
     with pytest.raises(TypeError, match="session_id must be a str"):
         store.conversation("alice", session_id=5)  # type: ignore[arg-type]
+
+
+def test_a_limit_shorter_than_the_cut_marker_still_bounds_the_text() -> None:
+    from autogen_shared_memory.core.records import bounded_text
+
+    assert bounded_text("x" * 100, "text", 10, truncate=True) == "x" * 10
+    assert bounded_text("é" * 100, "text", 5, truncate=True) == "éé"
+    assert bounded_text("x" * 100, "text", 80, truncate=True).endswith("[truncated from 100 bytes]")

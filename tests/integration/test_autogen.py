@@ -27,7 +27,7 @@ from autogen_core.memory import MemoryContent, MemoryMimeType
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import CreateResult, ModelInfo, RequestUsage, SystemMessage, UserMessage
 from autogen_core.tool_agent import ToolAgent
-from autogen_core.tools import FunctionTool
+from autogen_core.tools import FunctionTool, StaticWorkbench
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from hypothesis import given
 from hypothesis import strategies as st
@@ -630,21 +630,29 @@ async def test_runtime_records_the_text_sent_with_tool_calls_and_long_names_once
         usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
         cached=False,
     )
+    reasoning = CreateResult(  # a reasoning model's hidden thought before a plain answer: not something it said
+        finish_reason="stop",
+        thought="Hidden chain of thought.",
+        content="Paris.",
+        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
+        cached=False,
+    )
     agents = [
         AssistantAgent(name, model_client=client(reply), tools=[FunctionTool(ping, description="ping")])
-        for name, reply in ((f"{long}_one", turn), (f"{long}_two", call("ping")))
+        for name, reply in ((f"{long}_one", turn), (f"{long}_two", call("ping")), ("thinker", reasoning))
     ]
-    team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(3), runtime=runtime)
+    team = RoundRobinGroupChat(agents, termination_condition=MaxMessageTermination(4), runtime=runtime)
     runtime.start()
     await team.run(task="go")
     await runtime.stop_when_idle()
     await recorder.aflush()
-    one, two = (memory_id(a.name) for a in agents)
+    one, two = (memory_id(a.name) for a in agents[:2])
     said = [(r.content, r.context["type"]) for r in store.conversation(one, limit=10)]
     assert ("I will ping first.", "ThoughtEvent") in said
     assert [c.tool_name for c in store.tool_history(one)] == ["ping"]
     assert [c.tool_name for c in store.tool_history(two)] == ["ping"]
     assert store.tool_history(long) == []
+    assert [r.content for r in store.conversation("thinker")] == ["Paris."]
     recorder.close()
 
 
@@ -683,3 +691,35 @@ async def test_a_memory_call_of_recording_tools_on_a_recording_runtime_is_record
     calls = store.tool_history("analyst")
     assert [(c.tool_name, c.call_id) for c in calls] == [("memory_remember", "c1")]
     recorder.close()
+
+
+async def test_a_call_noted_as_recorded_is_one_agents_and_noted_only_once_written(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The note was keyed by tool name and call id only: alice's recorded call "1" made the runtime recorder
+    drop bob's call "1" later; and a call whose record failed to write was noted as recorded."""
+    from autogen_shared_memory.integration.toolkit import REMEMBER, BoundTools, recorded_by_tool
+
+    await BoundTools(store, "alice", record_calls=True).call(REMEMBER, {"fact": "a", "scope": "agent"}, "1")
+    assert not recorded_by_tool(store, "bob", REMEMBER, "1")
+    assert recorded_by_tool(store, "alice", REMEMBER, "1") and not recorded_by_tool(store, "alice", REMEMBER, "1")
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "alog_tool_call", broken)
+    await BoundTools(store, "carol", record_calls=True).call(REMEMBER, {"fact": "c", "scope": "agent"}, "2")
+    assert not recorded_by_tool(store, "carol", REMEMBER, "2")  # not written: the runtime's record is kept
+
+
+def test_detach_leaves_memory_tools_the_agent_was_built_with(store: SharedMemoryStore) -> None:
+    tools = store.tools_for("planner")
+    agent = AssistantAgent("planner", model_client=client(), tools=[])
+    agent._workbench = [StaticWorkbench(list(tools))]
+    store.attach(agent)
+    store.detach(agent)
+    assert [t.name for wb in agent._workbench for t in wb._tools] == [
+        "memory_search",
+        "memory_remember",
+        "memory_forget",
+    ]

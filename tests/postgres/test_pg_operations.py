@@ -117,3 +117,38 @@ def test_pgvector_in_a_schema_of_its_own(pg_dsn: str) -> None:
 def test_a_schema_name_postgresql_reserves_is_refused(pg_dsn: str, name: str) -> None:
     with pytest.raises(ValueError, match="reserved word|PostgreSQL's own"):
         PostgresBackend(pg_dsn, schema=name)
+
+
+def test_a_busy_pool_is_waited_for_not_replaced(pg_dsn: str) -> None:
+    """A pool whose connections were all in use longer than connect_timeout was taken for an outage: every
+    waiting call built a new pool (connections past max_size), and calls queued on the old ones failed."""
+    import threading
+
+    backend = PostgresBackend(pg_dsn, schema=schema(), min_size=1, max_size=2, connect_timeout=1, retries=4)
+    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
+    store.remember("The deploy window is Thursday", "global")
+    first = backend.pool
+    slow = [
+        threading.Thread(
+            target=backend._run,
+            args=(lambda conn: conn.execute("SELECT pg_sleep(2)"),),
+            kwargs={"write": False},
+            daemon=True,
+        )
+        for _ in range(2)
+    ]
+    for thread in slow:
+        thread.start()
+    time.sleep(0.3)  # both connections are taken
+    assert [h.content for h in store.search("deploy window", "global")] == ["The deploy window is Thursday"]
+    assert backend.pool is first
+    for thread in slow:
+        thread.join()
+    store.close()
+
+
+def test_closing_while_a_pool_is_renewed_leaves_nothing_open(pg_dsn: str) -> None:
+    backend = PostgresBackend(pg_dsn, schema=schema(), min_size=0, max_size=1, connect_timeout=1)
+    failed = backend.pool
+    backend.close()
+    assert backend._renew_pool(failed) is False and backend.pool is failed and failed.closed

@@ -329,6 +329,17 @@ class Backend(ABC):
 
         return self.transact(scope, run, change.status)
 
+    def withdraw(self, scope: ScopeRef, change: StatusChange) -> bool:
+        """Apply ``lifecycle.withdraw`` (``change.actor`` takes back its statement of the fact); whether it
+        changed anything."""
+        if not self.exists(scope):
+            return False
+        return self.transact(
+            scope,
+            lambda tx: lifecycle.withdraw(tx, scope, change.fact_id, change.actor, change.at, change.reason),
+            "withdrawn",
+        )
+
     def approve(
         self, scope: ScopeRef, change: StatusChange, vector: Vectors, model: ModelInfo, near_duplicate_threshold: float
     ) -> Fact:

@@ -29,6 +29,8 @@ from .app import (
     _out,
     _owner,
     _owners,
+    _require_agent,
+    _require_group,
     _settings,
     _short,
     _size,
@@ -142,6 +144,10 @@ def search_cmd(
     if scope == "group" and group is None:
         raise typer.BadParameter("--scope group needs --group ID", param_hint="--scope")
     store = _settings(ctx).open_store()
+    if group is not None:  # a mistyped id is an error, not "no hits" (the memory is not empty)
+        _require_group(store, group)
+    if agent is not None and scope == "agent":
+        _require_agent(store, agent)
     hits = store.search(
         query,
         scope,
@@ -542,6 +548,8 @@ def members_cmd(
 ) -> None:
     """A group's members, the agents that may read and write its scope (--add / --remove change them)."""
     store = _settings(ctx).open_store()
+    if not add and not remove:
+        _require_group(store, group)
     for agent in add or ():
         store.add_group_member(group, agent)
     for agent in remove or ():

@@ -594,6 +594,22 @@ def set_status(
     tx.audit(fact_id, "rejected" if found[0].status == "pending" else status, actor, {"reason": reason})
 
 
+def withdraw(tx: WriteTx, scope: ScopeRef, fact_id: str, actor: str, at: float, reason: str | None) -> bool:
+    """Take back ``actor``'s statement of an active fact: the fact is forgotten if no one else stated it,
+    else only ``actor`` leaves ``stated_by`` (a ``withdrawn`` event), and the others' statements stay. Whether
+    anything changed (nothing for a fact that is not active or that ``actor`` never stated)."""
+    found = tx.get([fact_id])
+    if not found or found[0].status != "active" or actor not in found[0].stated_by:
+        return False
+    others = tuple(a for a in found[0].stated_by if a != actor)
+    if not others:
+        set_status(tx, scope, fact_id, "forgotten", actor, at, reason)
+        return True
+    tx.update(fact_id, {"stated_by": others})
+    tx.audit(fact_id, "withdrawn", actor, {"reason": reason})
+    return True
+
+
 def approve(
     tx: WriteTx,
     scope: ScopeRef,

@@ -97,6 +97,8 @@ def bounded_text(value: Any, what: str, limit: int = MAX_RECORD_BYTES, truncate:
     if not truncate:
         raise ValueError(f"{what} is {len(data)} bytes; the limit is {limit}")
     marker = f"… [truncated from {len(data)} bytes]"
+    if limit < len(marker.encode()):  # no room to say so
+        return data[: max(0, limit)].decode("utf-8", errors="ignore")
     return data[: limit - len(marker.encode())].decode("utf-8", errors="ignore") + marker
 
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..core.capsule import MIN_CAPSULE_BYTES
+from ..core.capsule import MIN_CAPSULE_BYTES, escape
 from ..core.records import storable_text
 from ..core.types import (
     MAX_LABEL_CHARS,
@@ -146,12 +146,22 @@ def invalid_arguments(exc: ValidationError) -> str:
     schema with the keys there are)."""
     model = next((m for m in ARGS.values() if m.__name__ == exc.title), None)
     known = f" (the arguments are {', '.join(model.model_fields)})" if model else ""
+    errors = exc.errors()
     problems = "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: "
-        + ("unknown argument" + known if e["type"] == "extra_forbidden" else e["msg"])
-        for e in exc.errors()
+        f"{_field(e['loc'])}: " + ("unknown argument" + known if e["type"] == "extra_forbidden" else e["msg"])
+        for e in errors[:MAX_PROBLEMS]
     )
-    return f"ERROR: invalid arguments ({problems}). Nothing was changed."
+    more = f"; and {len(errors) - MAX_PROBLEMS} more" if len(errors) > MAX_PROBLEMS else ""
+    return f"ERROR: invalid arguments ({problems}{more}). Nothing was changed."
+
+
+MAX_PROBLEMS = 5  # an answer names at most this many problems: a model-chosen call can have thousands
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    """A field's name for an answer: on one line, escaped, and cut (a model chose it: a key may be 1 MB)."""
+    name = escape(".".join(str(p) for p in loc)) or "arguments"
+    return name if len(name) <= 60 else name[:59] + "…"
 
 
 def not_an_object(name: str, got: str) -> str:
@@ -193,8 +203,8 @@ class BoundTools:
                 arguments = arguments.model_dump()
             if not isinstance(arguments, Mapping):
                 raise TypeError(f"the arguments must be an object, not {type(arguments).__name__}")
-            raw = dict(arguments)
-            args = ARGS[name].model_validate(raw)
+            raw = {storable_text(k) if isinstance(k, str) else k: v for k, v in arguments.items()}  # a key
+            args = ARGS[name].model_validate(raw)  # with a lone surrogate is an unknown one, named as such
         except ValidationError as exc:
             return await self._record(name, raw, invalid_arguments(exc), started, call_id)
         except (TypeError, ValueError) as exc:
@@ -254,10 +264,10 @@ class BoundTools:
                     await log(arguments)
                 except TypeError as exc:  # arguments JSON cannot hold (nested too deep): the call is recorded
                     await log({"unrecorded_arguments": str(exc)[:200]})
+                if call_id is not None:  # recorded: a runtime recorder that sees the call leaves it
+                    _note_recorded(self.store, self.agent_id, name, call_id)
             except Exception:  # the call's answer stands; a record that cannot be written is logged
                 logger.exception("could not record a %s call of %s", name, self.agent_id)
-            if call_id is not None:
-                _note_recorded(self.store, name, call_id)
         return text
 
     async def search(self, query: str, scope: str = "all", top_k: int = 5, max_capsule_bytes: int = 2048) -> str:
@@ -433,20 +443,23 @@ def _quoted(content: str) -> str:
 _RECORDED_LOCK = threading.Lock()
 
 
-def _note_recorded(store: FactStore, name: str, call_id: str) -> None:
+def _note_recorded(store: FactStore, agent_id: str, name: str, call_id: str) -> None:
     with _RECORDED_LOCK:
-        noted: OrderedDict[tuple[str, str], None] = store.__dict__.setdefault("_tool_recorded_calls", OrderedDict())
-        noted[(name, call_id)] = None
-        while len(noted) > 10_000:
-            noted.popitem(last=False)
+        noted: OrderedDict[tuple[str, str, str], float] = store.__dict__.setdefault(
+            "_tool_recorded_calls", OrderedDict()
+        )
+        now = time.monotonic()
+        noted[(agent_id, name, call_id)] = now
+        while noted and (len(noted) > 10_000 or next(iter(noted.values())) < now - 600):
+            noted.popitem(last=False)  # a runtime recorder sees the call at once, if at all
 
 
-def recorded_by_tool(store: FactStore, name: str, call_id: str) -> bool:
-    """Whether a memory tool that records its own calls has recorded call ``call_id`` of ``name`` (once:
-    the note goes, as models reuse call ids)."""
+def recorded_by_tool(store: FactStore, agent_id: str, name: str, call_id: str) -> bool:
+    """Whether ``agent_id``'s memory tool that records its own calls has recorded its call ``call_id`` of
+    ``name`` (once: the note goes, as models reuse call ids)."""
     with _RECORDED_LOCK:
-        noted: OrderedDict[tuple[str, str], None] = store.__dict__.get("_tool_recorded_calls", OrderedDict())
-        return noted.pop((name, call_id), False) is None
+        noted: OrderedDict[tuple[str, str, str], float] = store.__dict__.get("_tool_recorded_calls", OrderedDict())
+        return noted.pop((agent_id, name, call_id), None) is not None
 
 
 def join_group(store: FactStore, group_id: str, agent_name: str) -> bool:

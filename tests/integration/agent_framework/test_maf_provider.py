@@ -577,3 +577,15 @@ def test_a_workflow_with_agents_in_sub_workflows_attaches_them(store: SharedMemo
     assert store.group_members("g") == {"alpha", "beta"}
     with pytest.raises(TypeError, match="no agent executors"):
         store.attach(WorkflowBuilder(start_executor=Echo(id="echo")).build())
+
+
+def test_a_mixed_workflow_keeps_the_group_id_of_its_top_level_agents(store: SharedMemoryStore) -> None:
+    """Attaching sub-workflows' agents must not change the derived group id of a workflow that has agents at
+    both levels: the group facts written before would be out of the team's sight."""
+    from autogen_shared_memory.integration.toolkit import team_group_id
+
+    alpha = Agent(ScriptedChatClient(["hi"]), "x", name="alpha")
+    beta = Agent(ScriptedChatClient(["hi"]), "x", name="beta")
+    workflow = SequentialBuilder(participants=[alpha, beta]).with_request_info(agents=[beta]).build()
+    assert derive_group_id(workflow) == team_group_id("Workflow", ["alpha"])
+    assert sorted(store.attach(workflow).agents) == ["alpha", "beta"]

@@ -173,11 +173,16 @@ class _ScopeCache(VectorIndex):
         self.hashes = _Hashes(np.zeros(0, dtype=np.int64), set())
 
 
+def _seconds(timeout: float) -> int:
+    """libpq's ``connect_timeout``: whole seconds, at least 1 (0 would mean its 130 s default)."""
+    return max(1, round(timeout))
+
+
 def schema_exists(dsn: str, schema: str, connect_timeout: float = 10.0) -> bool | None:
     """Whether ``schema`` exists in the database (None when that cannot be told: the DSN cannot be parsed or
     the server cannot be reached, which opening the backend then reports, without the password)."""
     try:
-        with psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=_seconds(connect_timeout)) as conn:
             row = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
     except psycopg.Error:
         return None
@@ -246,6 +251,8 @@ class PostgresBackend(Backend):
         self.connect_timeout = float(connect_timeout)
         self._pool_size = (min_size, max_size)
         self._pool_lock = threading.Lock()
+        self._closed = False
+        self._in_use: dict[int, int] = {}  # connections this process's calls hold, per pool (by id)
         self.max_common_term_ratio = max_common_term_ratio
         self.max_lexical_postings = max_lexical_postings
         self.vector_index = vector_index
@@ -260,7 +267,7 @@ class PostgresBackend(Backend):
         self._maintenance_failed = False
         self._listeners: list[tuple[threading.Event, threading.Thread]] = []
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=_seconds(connect_timeout)) as conn:
                 self._search_path = search_path(self.schema, prepare(conn, self.schema, dsn))
         except psycopg.OperationalError as exc:
             raise BackendUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".strip()) from exc
@@ -274,20 +281,44 @@ class PostgresBackend(Backend):
             open=True,
             configure=self._configure,
             timeout=self.connect_timeout,  # psycopg_pool's own default waits 30 s for a connection
-            kwargs={"connect_timeout": max(1, int(self.connect_timeout)), "autocommit": True},
+            kwargs={"connect_timeout": _seconds(self.connect_timeout), "autocommit": True},
         )
 
-    def _renew_pool(self) -> bool:
-        """After the pool could not hand out a connection: a new pool if the server answers (psycopg_pool
-        backs off its reconnection attempts up to minutes after an outage, and would keep failing calls
-        long after the server is back); False if it does not answer."""
+    @contextlib.contextmanager
+    def _borrowed(self, pool: ConnectionPool[Any]) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of ``pool``, counted while this process's call holds it (see :meth:`_renew_pool`)."""
+        with pool.connection() as conn:
+            with self._pool_lock:
+                self._in_use[id(pool)] = self._in_use.get(id(pool), 0) + 1
+            try:
+                yield conn
+            finally:
+                with self._pool_lock:
+                    left = self._in_use.get(id(pool), 1) - 1
+                    if left:
+                        self._in_use[id(pool)] = left
+                    else:
+                        del self._in_use[id(pool)]
+
+    def _renew_pool(self, failed: ConnectionPool[Any]) -> bool:
+        """After pool ``failed`` could not hand out a connection: whether a call may try again. A pool that
+        holds no connection while the server answers gets replaced (psycopg_pool backs off its reconnection
+        attempts up to minutes after an outage, and would keep failing calls long after the server is back);
+        a pool whose connections are all in use is only busy: it stays. False while the server does not
+        answer, and once the backend is closed."""
+        with self._pool_lock:
+            if self._in_use.get(id(failed), 0) > 0:  # calls of this process hold its connections: busy
+                return self.pool is failed and not self._closed
         try:
-            psycopg.connect(self.dsn, connect_timeout=max(1, int(self.connect_timeout))).close()
+            psycopg.connect(self.dsn, connect_timeout=_seconds(self.connect_timeout)).close()
         except psycopg.Error:
             return False
         with self._pool_lock:
-            old, self.pool = self.pool, self._new_pool()
-        threading.Thread(target=old.close, kwargs={"timeout": 5.0}, daemon=True).start()
+            if self._closed:
+                return False
+            if self.pool is failed:  # the first caller to get here renews; the others use its pool
+                self.pool = self._new_pool()
+                threading.Thread(target=failed.close, kwargs={"timeout": 5.0}, daemon=True).start()
         return True
 
     def __repr__(self) -> str:
@@ -380,8 +411,9 @@ class PostgresBackend(Backend):
         attempt = 0
         pending: tuple[str, Any] | None = None  # (transaction id, result) of a write whose COMMIT got no answer
         while True:
+            pool = self.pool
             try:
-                with self.pool.connection() as conn, hold() if hold is not None else contextlib.nullcontext():
+                with self._borrowed(pool) as conn, hold() if hold is not None else contextlib.nullcontext():
                     if not write:  # autocommit: a read is its statements, without BEGIN and COMMIT round trips
                         return fn(conn)
                     if pending is not None:
@@ -402,7 +434,7 @@ class PostgresBackend(Backend):
                 ) from exc
             except PoolTimeout as exc:
                 attempt += 1
-                if self.pool.closed or attempt > self.retries or not self._renew_pool():
+                if attempt > self.retries or not self._renew_pool(pool):
                     raise BackendUnavailableError(
                         f"no connection to PostgreSQL at {redact(self.dsn)} within {self.connect_timeout:g} s "
                         f"(nothing was written): {exc}"
@@ -865,6 +897,8 @@ class PostgresBackend(Backend):
             stop.set()
             thread.join(timeout=5)
         self._listeners.clear()
+        with self._pool_lock:  # a renewal under way installs no new pool after this
+            self._closed = True
         self.pool.close()
 
 

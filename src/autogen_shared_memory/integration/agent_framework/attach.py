@@ -118,7 +118,11 @@ def derive_group_id(team: Any) -> str:
     names. (Agent ids are random per instance unless given, so they cannot name a group that must survive
     restarts.)"""
     kind = "list" if isinstance(team, (list, tuple)) else type(team).__name__
-    return team_group_id(kind, (agent_identity(agent) for agent in iter_agents(team)))
+    agents = list(iter_agents(team))
+    if isinstance(team, Workflow):  # the top level's agents name it, as before sub-workflows were attached
+        top = [e.agent for e in team.executors.values() if isinstance(e, AgentExecutor)]
+        agents = top or agents
+    return team_group_id(kind, (agent_identity(agent) for agent in agents))
 
 
 def _runs_tools(agent: Any) -> bool:

@@ -55,6 +55,7 @@ class AgentAttachment:
     workbench: StaticWorkbench | None = None
     memory: SharedMemory | None = None
     added_memory: bool = True  # False: the agent already had this store's view for it; detach leaves it
+    added_workbench: bool = True  # False: the agent was built with these memory tools; detach leaves them
     original_system_messages: list[SystemMessage] | None = None
 
 
@@ -220,7 +221,12 @@ class Attacher:
                 agent._workbench = [*agent._workbench, workbench]
             agent._system_messages = _with_scaffolding(original, scaffolding)
             return AgentAttachment(
-                agent.name, group_id, "tools", workbench=workbench, original_system_messages=original
+                agent.name,
+                group_id,
+                "tools",
+                workbench=workbench,
+                added_workbench=existing is None,
+                original_system_messages=original,
             )
         memory = next((m for m in agent._memory or [] if isinstance(m, SharedMemory)), None)
         added = memory is None  # one already there is bound to this store, group and agent (attach checked)
@@ -240,7 +246,7 @@ class Attacher:
             if done is None:
                 continue
             if isinstance(agent, AssistantAgent):
-                if done.workbench is not None:
+                if done.workbench is not None and done.added_workbench:
                     agent._workbench = [wb for wb in agent._workbench if wb is not done.workbench]
                 if done.memory is not None and done.added_memory and agent._memory:
                     agent._memory = [m for m in agent._memory if m is not done.memory] or None

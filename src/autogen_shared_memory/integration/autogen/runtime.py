@@ -162,8 +162,14 @@ class MemoryRecorder(DefaultInterventionHandler):
     def _inner_events(self, events: Iterable[Any]) -> Iterable[Record]:
         """An agentchat agent's inner events: its tool calls, and the text a model sent with them."""
         requests: dict[str, tuple[FunctionCall | None, float | None, str]] = {}
-        for event in events:
-            if isinstance(event, ThoughtEvent) and self._first_time(event.id) and event.content.strip():
+        events = list(events)
+        for i, event in enumerate(events):
+            if (
+                isinstance(event, ThoughtEvent)
+                and isinstance(events[i + 1] if i + 1 < len(events) else None, ToolCallRequestEvent)
+                and self._first_time(event.id)
+                and event.content.strip()
+            ):  # sent with tool calls; a thought before a plain answer is the model's hidden reasoning
                 yield ConversationRecord(
                     agent_id=validate_owner_id(memory_id(event.source) or "unknown", "source"),
                     content=bounded_text(event.content, "message", truncate=True),
@@ -181,7 +187,8 @@ class MemoryRecorder(DefaultInterventionHandler):
                 for result in event.content:
                     call, started, source = requests.get(result.call_id, (None, None, event.source))
                     agent = validate_owner_id(memory_id(source) or "unknown", "agent")
-                    yield self._tool_record(agent, result, call, started, _ts(event.created_at))
+                    if not recorded_by_tool(self.store, agent, result.name, result.call_id):
+                        yield self._tool_record(agent, result, call, started, _ts(event.created_at))
 
     def _tool_record(
         self,
@@ -243,7 +250,7 @@ class MemoryRecorder(DefaultInterventionHandler):
         key = (agent_id_of(recipient) if recipient is not None else "", str(sender), getattr(message, "call_id", ""))
         if isinstance(message, FunctionExecutionResult) and key in self._calls:
             agent, call, started = self._calls.pop(key)
-            if not recorded_by_tool(self.store, call.name, call.id):  # tools_for's tools record their calls
+            if not recorded_by_tool(self.store, agent, call.name, call.id):  # tools_for's record their calls
                 yield self._tool_record(agent, message, call, started, time.time())
         elif message is not None:
             yield ConversationRecord(
