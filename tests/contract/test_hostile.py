@@ -4,6 +4,7 @@ raises; an error changes nothing; an id an agent may not read is answered as one
 from __future__ import annotations
 
 import asyncio
+import io
 import math
 from collections.abc import Callable
 from typing import Any
@@ -509,6 +510,17 @@ def test_forget_all_takes_back_only_the_callers_statement_of_a_fact_others_state
     assert s.forget_all("group", agent_id="alice", group_id="crew") == 0  # nothing of hers is left
     assert s.forget_all("group", agent_id="bob", group_id="crew") == 1
     assert s.get(shared.id).status == "forgotten"
+    other = make_store()
+    for agent in ("alice", "bob"):
+        other.add_group_member("crew", agent)
+    other.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
+    other.remember("The launch is on March 3", "group", agent_id="bob", group_id="crew")
+    from autogen_shared_memory.transfer import export_lines
+
+    before = "\n".join(export_lines(other)) + "\n"
+    other.forget_all("group", agent_id="alice", group_id="crew")
+    other.import_(io.StringIO(before))  # an older backup does not give alice her statement back
+    assert other.search("launch", "group", group_id="crew")[0].fact.stated_by == ("bob",)
 
 
 def test_an_items_own_text_wins_over_a_default_one(make_store: StoreFactory) -> None:

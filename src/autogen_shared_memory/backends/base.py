@@ -673,6 +673,9 @@ def merge_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
     if fact.status == "pending" and row.get("status") == "active":
         changes["status"] = "active"
     stated = _detail(row.get("stated_by")) or []
+    if isinstance(stated, list) and any(a not in fact.stated_by for a in stated):  # a statement taken back
+        gone = {e["actor"] for e in tx.rows("audit", {"fact_id": fact.id, "event": "withdrawn"})}  # here stays so
+        stated = [a for a in stated if a not in gone]
     tags = _detail(row.get("tags")) or []
     metadata = _detail(row.get("metadata")) or {}
     if isinstance(row.get("reinforcement"), int) and row["reinforcement"] > fact.reinforcement:
