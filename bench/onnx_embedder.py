@@ -9,7 +9,7 @@ state hits both alike; the table shows medians over the rounds. A worker reports
 * single-query p50 over distinct texts (the query LRU cache never hits), for two series timed in
   alternating blocks of 20: search queries (``common.corpus.make_queries``, ~8 words: the queries
   ``bench_store.py`` embeds alone and searches with) and memory-like sentences (~18 words);
-* batch throughput embedding ~1,000 sentences in one call.
+* batch throughput embedding ~1,000 sentences in one call, the median of ``--batch-repeats`` such calls.
 
 The ONNX graph cache is warmed once before the rounds; a third worker kind starts with an empty cache each
 round, so the one-off cost of building the graph is shown too (``--no-cold`` skips it). ``--baseline REV``
@@ -50,6 +50,7 @@ from common.revisions import extract  # noqa: E402
 WORKER = r"""
 import json, sys, time
 spawned, kind, cache, queries_n = float(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+batch_repeats = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 texts = json.loads(sys.stdin.read())
 if kind == "st":
     from autogen_shared_memory.embedding import SentenceTransformerEmbedder
@@ -76,9 +77,13 @@ if queries_n:
     for key, times in lat.items():
         times.sort()
         out[key] = times[len(times) // 2] * 1e3
-    t = time.perf_counter()
-    embedder.embed(corpus)
-    out["batch_per_s"] = len(corpus) / (time.perf_counter() - t)
+    rates = []
+    for _ in range(batch_repeats):  # the median of several calls: one call's rate moved by +-15% alone
+        t = time.perf_counter()
+        embedder.embed(corpus)
+        rates.append(len(corpus) / (time.perf_counter() - t))
+    out["batch_per_s"] = sorted(rates)[len(rates) // 2]
+    out["batch_rates"] = rates
     out["rss_end"] = int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) / 1024
 out["heavy"] = [m for m in ("torch", "transformers", "sentence_transformers") if m in sys.modules]
 print(json.dumps(out))
@@ -132,13 +137,15 @@ def sentences(n: int, seed: int) -> list[str]:
     return out
 
 
-def run_worker(kind: str, cache: str, queries: int, payload: str, src: Path | None = None) -> dict[str, Any]:
+def run_worker(
+    kind: str, cache: str, queries: int, payload: str, src: Path | None = None, repeats: int = 1
+) -> dict[str, Any]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
     spawned = time.time()
     proc = subprocess.run(
-        [sys.executable, "-c", WORKER, repr(spawned), kind, cache, str(queries)],
+        [sys.executable, "-c", WORKER, repr(spawned), kind, cache, str(queries), str(repeats)],
         input=payload,
         capture_output=True,
         text=True,
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--queries", type=int, default=200, help="distinct single queries timed per worker")
     p.add_argument("--batch", type=int, default=1000, help="sentences embedded in one call")
+    p.add_argument("--batch-repeats", type=int, default=3, help="batch calls per worker; their median is its rate")
     p.add_argument("--seed", type=int, default=13)
     p.add_argument(
         "--baseline", action="append", default=[], help="also run the OnnxEmbedder of this git revision (repeatable)"
@@ -196,9 +204,11 @@ def main(argv: list[str] | None = None) -> None:
                             res = run_worker("onnx", str(Path(tmp) / f"cold{r}"), 0, payload)
                         elif kind in bases:
                             src = base_src[kind]
-                            res = run_worker("onnx", str(src.parent / "warm"), args.queries, payload, src)
+                            res = run_worker(
+                                "onnx", str(src.parent / "warm"), args.queries, payload, src, args.batch_repeats
+                            )
                         else:
-                            res = run_worker(kind, warm, args.queries, payload)
+                            res = run_worker(kind, warm, args.queries, payload, repeats=args.batch_repeats)
                     return res, w.other_cores
 
                 res = quiet.measure(f"round {r + 1} {kind}", one)
@@ -225,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
         f"{args.rounds} interleaved rounds, medians; {args.queries} distinct single queries, "
-        f"batch of {args.batch} sentences.\n"
+        f"batch of {args.batch} sentences (median of {args.batch_repeats} calls per worker).\n"
     )
     print(
         "| embedder | start to first vector (s) | RSS after first vector (MB) | search query p50 (ms) "
