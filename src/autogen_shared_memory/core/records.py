@@ -10,7 +10,7 @@ import json
 import math
 import secrets
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 MAX_RECORD_BYTES = 256 * 1024
@@ -88,9 +88,19 @@ def strict_json(value: Any, what: str, limit: int = MAX_RECORD_BYTES) -> str:
     return text
 
 
+def lookup_key(value: object, what: str) -> str | None:
+    """A key a caller looks a record up by: a ``str``, else a TypeError; None for text no backend can hold
+    (a NUL, a lone surrogate), which matches nothing on any of them (PostgreSQL refused it with a raw
+    driver error where SQLite answered "not found")."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+    return value if storable_text(value) == value else None
+
+
 def bounded_text(value: Any, what: str, limit: int = MAX_RECORD_BYTES, truncate: bool = False) -> str:
-    """``value`` as text of at most ``limit`` UTF-8 bytes (cut with a marker if ``truncate``)."""
-    text = value if isinstance(value, str) else _json(value, what)
+    """``value`` as text of at most ``limit`` UTF-8 bytes (cut with a marker if ``truncate``); a lone
+    surrogate or NUL escaped (:func:`storable_text`), as records keep them."""
+    text = storable_text(value) if isinstance(value, str) else _json(value, what)
     data = text.encode("utf-8")
     if len(data) <= limit:
         return text
@@ -100,6 +110,30 @@ def bounded_text(value: Any, what: str, limit: int = MAX_RECORD_BYTES, truncate:
     if limit < len(marker.encode()):  # no room to say so
         return data[: max(0, limit)].decode("utf-8", errors="ignore")
     return data[: limit - len(marker.encode())].decode("utf-8", errors="ignore") + marker
+
+
+MAX_LABEL_BYTES = 1024  # a record's session, task or call id, role or source (PostgreSQL indexes some of them)
+
+
+def record_label(value: object, what: str) -> str | None:
+    """A record's short text field: None, or a str of at most :data:`MAX_LABEL_BYTES` (escaped as records
+    keep text, :func:`storable_text`). A longer one broke PostgreSQL's index (reported as an outage), a list
+    was stored as ``'{x}'`` there and refused by SQLite."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str or None, got {type(value).__name__}")
+    text = storable_text(value)
+    if len(text.encode("utf-8")) > MAX_LABEL_BYTES:
+        raise ValueError(f"{what} is {len(text.encode('utf-8'))} bytes; the limit is {MAX_LABEL_BYTES}")
+    return text
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int past float's range
+        return False
 
 
 @dataclass(frozen=True)
@@ -119,8 +153,10 @@ class ConversationRecord:
     table = "conversations"
 
     def to_row(self) -> dict[str, Any]:
-        row = asdict(self)
+        row = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it recursed into the context
         row["context"] = _json(self.context, "context")
+        for name in ("role", "source", "session_id", "task_id"):
+            row[name] = record_label(row[name], name)
         return row
 
     @classmethod
@@ -151,10 +187,14 @@ class ToolCallRecord:
     def to_row(self) -> dict[str, Any]:
         duration = self.duration_ms
         if duration is not None and (
-            isinstance(duration, bool) or not isinstance(duration, (int, float)) or not math.isfinite(duration)
+            isinstance(duration, bool) or not isinstance(duration, (int, float)) or not _finite(duration)
         ):  # an infinite one was stored, exported as bare Infinity, and refused by every import
             raise ValueError(f"duration_ms must be a finite number of milliseconds or None, got {duration!r:.20}")
         row = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it copies the arguments deeply
+        for name in ("session_id", "task_id", "call_id"):
+            row[name] = record_label(row[name], name)
+        if row["error"] is not None:
+            row["error"] = bounded_text(row["error"], "error", truncate=True)
         args = _json(self.tool_args, "tool_args")
         if len(args.encode("utf-8")) > MAX_TOOL_ARGS_BYTES:  # a model's 5 MB argument: recorded, cut
             args = json.dumps(

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..core.records import ConversationRecord, ToolCallRecord, bounded_text, strict_json
+from ..core.records import ConversationRecord, ToolCallRecord, bounded_text, lookup_key, strict_json
 from ..core.types import (
     Fact,
     Filters,
@@ -25,6 +25,7 @@ from ..core.types import (
     ScopeKind,
     ScopeRef,
     SharedMemoryError,
+    finite_number,
     require_utf8,
     validate_confidence,
     validate_owner_id,
@@ -157,6 +158,8 @@ def upsert_agent(
         raise ValueError(f"agent status must be one of {AGENT_STATUSES}, got {status!r}")
     for what, text in (("display_name", display_name), ("description", description), ("model", model)):
         _directory_text(text, what)
+    if last_active_at is not None:
+        last_active_at = finite_number(last_active_at, "last_active_at")
     for what, names in (("capabilities", capabilities), ("tools", tools)):
         if names is not None:
             if isinstance(names, str) or not isinstance(names, Sequence):
@@ -195,6 +198,17 @@ def upsert_agent(
     store.backend.transact(GLOBAL, run, "records:agent_directory")
 
 
+MAX_DIRECTORY_CHARS = 4096  # a directory field (description, a capability...)
+
+
+def positive_limit(limit: object) -> int:
+    """A result count a caller asks for: an int from 1 to 100,000 (-1 gave every row on SQLite and an error
+    on PostgreSQL)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
+        raise ValueError(f"limit must be an integer from 1 to 100000, got {limit!r:.40}")
+    return limit
+
+
 def _directory_text(value: object, what: str) -> None:
     """A directory field is set on purpose: text every backend stores as given, or refused (as a fact is)."""
     if value is None:
@@ -204,6 +218,8 @@ def _directory_text(value: object, what: str) -> None:
     require_utf8(value, what)
     if "\x00" in value:
         raise ValueError(f"{what} contains a NUL character; not allowed")
+    if len(value) > MAX_DIRECTORY_CHARS:  # every agent's list_agents() returns it
+        raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_DIRECTORY_CHARS}")
 
 
 def agent_known(store: FactStore, agent_id: str) -> bool:
@@ -294,6 +310,7 @@ class AgentMemory:
         )
 
     def _insights(self, agent_id: str, category: str | None, limit: int) -> list[Fact]:
+        limit = positive_limit(limit)
         ref = ScopeRef("agent", agent_id)
         ids = self.store.backend.select_ids(ref, Filters(category=category), 1_000_000)
         facts = self.store.backend.get(ref, ids[::-1])
@@ -315,6 +332,7 @@ class AgentMemory:
         self, query: str, agent_id: str | None = None, limit: int = 20
     ) -> list[ConversationRecord]:
         """Full-text search over every agent's recorded messages, or one agent's (best first)."""
+        limit = positive_limit(limit)
         terms = query_terms(query)
         if not terms:
             return []
@@ -336,7 +354,10 @@ class AgentMemory:
     # ------------------------------------------------------------------ user profile (shared)
     def get_user_profile(self, key: str | None = None) -> dict[str, ProfileEntry] | ProfileEntry | None:
         """The whole profile (key -> entry), or one entry (None if unset)."""
-        where = {"key": key} if key is not None else None
+        found = None if key is None else lookup_key(key, "key")
+        if key is not None and found is None:
+            return None
+        where = {"key": found} if found is not None else None
         rows = self.store.backend.read_records(GLOBAL, "user_profile", where, limit=100_000)
         entries = {
             r["key"]: ProfileEntry(
@@ -375,7 +396,8 @@ class AgentMemory:
         return self.get_agent(self.agent_id)
 
     def get_agent(self, agent_id: str) -> AgentInfo:
-        rows = self.store.backend.read_records(GLOBAL, "agent_directory", {"agent_id": agent_id}, limit=1)
+        key = lookup_key(agent_id, "agent_id")
+        rows = self.store.backend.read_records(GLOBAL, "agent_directory", {"agent_id": key}, limit=1) if key else []
         if not rows:
             raise UnknownAgentError(f"unknown agent {agent_id!r}: not in the agent directory")
         return _agent_info(rows[0])
@@ -413,6 +435,7 @@ class AgentMemory:
         self._check_task_access()
         if not isinstance(title, str) or not title.strip() or len(title) > 1000:
             raise ValueError("task title must be a non-blank string of at most 1000 characters")
+        _directory_text(title, "task title")  # no NUL or lone surrogate: stored as given on every backend
         assignee = validate_owner_id(assignee or self.agent_id, "assignee")
         if self.group_id is None and assignee != self.agent_id:
             raise ValueError("without a group, an agent can only create tasks for itself")
@@ -438,7 +461,8 @@ class AgentMemory:
 
     def get_task(self, task_id: str) -> Task:
         self._check_task_access()
-        rows = self.store.backend.read_records(self._task_scope, "tasks", {"id": task_id}, limit=1)
+        key = lookup_key(task_id, "task_id")
+        rows = self.store.backend.read_records(self._task_scope, "tasks", {"id": key}, limit=1) if key else []
         if not rows:
             raise TaskNotFoundError(f"no task {task_id!r} in {self._task_scope}")
         return task_from_row(rows[0], self._task_scope)
@@ -447,15 +471,21 @@ class AgentMemory:
         self._check_task_access()
         where: dict[str, Any] = {}
         if status is not None:
+            if status not in TASK_STATUSES:
+                raise ValueError(f"status must be one of {list(TASK_STATUSES)}, got {status!r:.40}")
             where["status"] = status
         if assigned_to is not None:
-            where["agent_id"] = assigned_to
+            key = lookup_key(assigned_to, "assigned_to")
+            if key is None:
+                return []
+            where["agent_id"] = key
         rows = self.store.backend.read_records(self._task_scope, "tasks", where, limit=100_000, oldest_first=True)
         return [task_from_row(r, self._task_scope) for r in rows]
 
     def _change_task(self, task_id: str, change: Any) -> Task:
         self._check_task_access()
-        row = self.store.backend.update_record(self._task_scope, "tasks", {"id": task_id}, change)
+        key = lookup_key(task_id, "task_id")
+        row = self.store.backend.update_record(self._task_scope, "tasks", {"id": key}, change) if key else None
         if row is None:
             raise TaskNotFoundError(f"no task {task_id!r} in {self._task_scope}")
         return task_from_row(row, self._task_scope)
@@ -515,6 +545,10 @@ class AgentMemory:
         )
 
         def change(row: dict[str, Any]) -> dict[str, Any]:
+            if row["agent_id"] != self.agent_id:  # reassigned since the check above
+                raise MemoryAccessDenied(
+                    f"agent {self.agent_id!r} may not complete task {task_id}: it is assigned to {row['agent_id']!r}"
+                )
             if row["status"] in FINAL_STATUSES:
                 raise ValueError(f"task {task_id} is already {row['status']}")
             now = time.time()
@@ -528,9 +562,10 @@ class AgentMemory:
 
         try:
             return self._change_task(task_id, change)
-        except ValueError:  # completed concurrently by someone else: do not leave a stray result fact
-            if receipt.status == "created":
-                self.store.forget(
+        except (ValueError, MemoryAccessDenied):  # completed or reassigned meanwhile: no stray result fact
+            held = self.store.backend.read_records(self._task_scope, "tasks", {"id": task_id}, limit=1)
+            if receipt.status == "created" and not (held and held[0]["fact_id"] == receipt.id):
+                self.store.forget(  # (the winner's result may be this very fact, said the same way)
                     receipt.id, "task completion lost a race", agent_id=self.agent_id, group_id=self.group_id
                 )
             raise

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from ..core.records import lookup_key, storable_text
 from ..core.types import Filters, ScopeRef, SharedMemoryError, validate_owner_id
 from ..search import engine
 
@@ -112,6 +113,8 @@ class CaseLog:
             summary = spec.get("summary")
             if not isinstance(summary, str) or not summary.strip():
                 raise ValueError("a case log summary must be a non-empty string")
+            if storable_text(summary) != summary:  # the log is append-only: a NUL would stay for good
+                raise ValueError("a case log summary must not contain NUL or lone surrogate characters")
             if len(summary) > MAX_SUMMARY_CHARS:
                 raise ValueError(f"a case log summary is at most {MAX_SUMMARY_CHARS} characters, got {len(summary)}")
             supersedes = tuple(spec.get("supersedes") or ())
@@ -143,7 +146,8 @@ class CaseLog:
     def _rows_by_id(self, ids: set[str]) -> list[CaseEntry]:
         found: list[CaseEntry] = []
         for entry_id in ids:
-            rows = self.store.backend.read_records(self.scope, "case_log", {"id": entry_id}, limit=1)
+            key = lookup_key(entry_id, "entry id")
+            rows = self.store.backend.read_records(self.scope, "case_log", {"id": key}, limit=1) if key else []
             found.extend(_entry(r) for r in rows)
         return found
 
@@ -161,6 +165,8 @@ class CaseLog:
         history.
         """
         self._check("read")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1_000_000:
+            raise ValueError(f"limit must be an integer from 1 to 1000000, got {limit!r:.40}")
         after_seq = self.get(after).version if after is not None else None
         rows = self.store.backend.read_records(
             self.scope, "case_log", limit=limit, after_seq=after_seq, oldest_first=True

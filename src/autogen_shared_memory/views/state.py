@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ..backends.base import Backend
-from ..core.records import strict_json
+from ..core.records import storable_text, strict_json
 from ..core.types import ScopeRef
 
 CONVERSATION_SCHEMA_VERSION = 1
@@ -28,8 +28,10 @@ def _encode(value: Any, what: str) -> str:
 
 
 def _key(value: object, what: str) -> str:
-    if not isinstance(value, str) or not value or len(value) > 256 or "\x00" in value:
-        raise ValueError(f"{what} must be a non-empty string of at most 256 characters")
+    """A key, stored or looked up: the same answer from every backend (PostgreSQL refused NUL and lone
+    surrogates with raw driver errors)."""
+    if not isinstance(value, str) or not value or len(value) > 256 or storable_text(value) != value:
+        raise ValueError(f"{what} must be a non-empty string of at most 256 characters, without NUL or lone surrogates")
     return value
 
 
@@ -164,15 +166,18 @@ class BackendConversationStateStore(ConversationStateStore):
         self.backend.upsert_records(self.scope, "saved_conversations", [{**meta, "created_at": created, "data": text}])
 
     def retrieve_conversation(self, session_id: str) -> Any | None:
-        rows = self.backend.read_records(self.scope, "saved_conversations", {"session_id": session_id}, limit=1)
+        where = {"session_id": _key(session_id, "session_id")}
+        rows = self.backend.read_records(self.scope, "saved_conversations", where, limit=1)
         return json.loads(rows[0]["data"]) if rows else None
 
     def delete_conversation(self, session_id: str) -> bool:
-        return self.backend.delete_records(self.scope, "saved_conversations", {"session_id": session_id}) > 0
+        where = {"session_id": _key(session_id, "session_id")}
+        return self.backend.delete_records(self.scope, "saved_conversations", where) > 0
 
     def list_conversations_for_user(self, user_id: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         self._page(limit, offset)
-        rows = self.backend.read_records(self.scope, "saved_conversations", {"user_id": user_id}, limit=100_000)
+        where = {"user_id": _key(user_id, "user_id")}
+        rows = self.backend.read_records(self.scope, "saved_conversations", where, limit=100_000)
         rows.sort(key=lambda r: -r["updated_at"])
         keep = (
             "session_id",
@@ -202,20 +207,27 @@ class BackendConversationStateStore(ConversationStateStore):
         )
 
     def retrieve_agent_state(self, agent_id: str, owner_id: str, key: str) -> Any | None:
-        rows = self.backend.read_records(
-            self.scope, "agent_state", {"agent_id": agent_id, "owner_id": owner_id, "key": key}, limit=1
-        )
+        where = {
+            "agent_id": _key(agent_id, "agent_id"),
+            "owner_id": _key(owner_id, "owner_id"),
+            "key": _key(key, "key"),
+        }
+        rows = self.backend.read_records(self.scope, "agent_state", where, limit=1)
         return json.loads(rows[0]["value"]) if rows else None
 
     def delete_agent_state(self, agent_id: str, owner_id: str, key: str) -> bool:
-        where = {"agent_id": agent_id, "owner_id": owner_id, "key": key}
+        where = {
+            "agent_id": _key(agent_id, "agent_id"),
+            "owner_id": _key(owner_id, "owner_id"),
+            "key": _key(key, "key"),
+        }
         return self.backend.delete_records(self.scope, "agent_state", where) > 0
 
     def get_all_agent_states(self, agent_id: str, owner_id: str) -> dict[str, Any]:
         rows = self.backend.read_records(
             self.scope,
             "agent_state",
-            {"agent_id": agent_id, "owner_id": owner_id},
+            {"agent_id": _key(agent_id, "agent_id"), "owner_id": _key(owner_id, "owner_id")},
             limit=100_000,
             oldest_first=True,
         )

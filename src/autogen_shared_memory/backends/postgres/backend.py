@@ -426,6 +426,10 @@ class PostgresBackend(Backend):
                         result = fn(conn)
                         pending = (str(row[0]), result)  # until COMMIT answers
                     return result
+            except psycopg.errors.ProgramLimitExceeded as exc:  # a value past a limit of the server: bad input
+                raise ValueError(
+                    f"PostgreSQL refused a value (nothing was written): {exc.diag.message_primary}"
+                ) from exc
             except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:  # not a lost connection
                 raise BackendUnavailableError(
                     f"PostgreSQL at {redact(self.dsn)} stopped a {'write' if write else 'read'} that waited too long "
