@@ -157,6 +157,7 @@ class ScopeFiles:
         self.root: Path = backend.root
         self._seen: dict[str, tuple[_Signature, float]] = {}
         self._scopes: dict[str, ScopeRef | None] = {}  # file name -> its scope (None: not a scope file)
+        self._unknown: dict[str, _Signature] = {}  # the files found not to be scope files, as they were then
 
     def changed(self) -> set[ScopeRef]:
         looked = time.time()  # before any stat: a conservative time of this look
@@ -164,15 +165,27 @@ class ScopeFiles:
             names = sorted(e.name for e in os.scandir(self.root) if _is_scope_file(e.name))
         except FileNotFoundError:
             names = []
-        if any(name not in self._scopes for name in names):
+        signatures = {
+            name: (_stat(os.path.join(self.root, name)), _stat(os.path.join(self.root, name) + "-wal"))
+            for name in names
+        }
+        # New files, and files that were not scope files when listed but have changed since (one copied in,
+        # read half-written, or locked at that moment): listed again, never ignored for good.
+        unknown = [
+            n
+            for n in names
+            if n not in self._scopes or (self._scopes[n] is None and self._unknown.get(n) != signatures[n])
+        ]
+        if unknown:
             listed = {ref.file_name: ref for ref in self.backend.scopes()}
-            for name in names:
-                self._scopes.setdefault(name, listed.get(name))
+            for name in unknown:
+                self._scopes[name] = listed.get(name)
+                if self._scopes[name] is None:
+                    self._unknown[name] = signatures[name]
         found: set[ScopeRef] = set()
         seen: dict[str, tuple[_Signature, float]] = {}
         for name in names:
-            path = os.path.join(self.root, name)
-            signature = (_stat(path), _stat(path + "-wal"))
+            signature = signatures[name]
             before = self._seen.get(name)
             seen[name] = (signature, looked)
             scope = self._scopes.get(name)

@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from .backends.sqlite.files import remove_stale_builds
 from .core.lifecycle import content_hash
 from .core.records import TABLES, TableSpec, storable, storable_text
 from .core.types import (
@@ -237,6 +238,7 @@ def export_jsonl(
                     raise FileExistsError(f"cannot export over {str(path)!r}: it is a SQLite database, not an export")
         # a name of its own (two exports to one path, in one process or two, never share a file), made with
         # the mode any new file gets (mkstemp's 0600 would hide a backup from the job that copies it)
+        remove_stale_builds(path)  # what an export killed part-way to this path left behind (kill -9)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
@@ -255,6 +257,8 @@ def _parse(number: int, text: str) -> tuple[ScopeRef, str, dict[str, Any]] | dic
         item = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ImportFormatError(f"line {number}: not JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise ImportFormatError(f"line {number}: JSON nested too deeply") from None
     if not isinstance(item, dict) or item.get("type") not in ("header", "row", "end"):
         raise ImportFormatError(f"line {number}: expected an object with type 'header', 'row' or 'end'")
     if item["type"] == "header":

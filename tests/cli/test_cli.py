@@ -651,6 +651,10 @@ def test_doctor_finds_problems(run: Run, ids: dict[str, str], root: Path) -> Non
     with sqlite3.connect(root / "agent_alice.db") as conn:
         conn.execute("PRAGMA journal_mode = DELETE")
     conn.close()
+    (root / "group_bad.db").write_bytes((root / "group_crew.db").read_bytes())
+    with sqlite3.connect(root / "group_bad.db") as conn:  # an owner no scope can have: it broke every listing
+        conn.execute("UPDATE meta SET value = 'a/b' WHERE key = 'scope_owner'")
+    conn.close()
     with sqlite3.connect(root / "group_crew.db") as conn:
         conn.execute("PRAGMA user_version = 99")
     conn.close()
@@ -660,6 +664,7 @@ def test_doctor_finds_problems(run: Run, ids: dict[str, str], root: Path) -> Non
     failed = {(c["name"], c["detail"].split(":")[0].split(" ")[0]) for c in report["checks"] if c["status"] == "fail"}
     assert ("scope files", "agent_zed.db") in failed
     assert ("scope files", "group_other.db") in failed
+    assert ("scope files", "group_bad.db") in failed
     assert ("wal", "agent_alice.db") in failed
     assert ("schema", "group_crew.db") in failed
     assert all(c["fix"] for c in report["checks"] if c["status"] == "fail")

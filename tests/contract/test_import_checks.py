@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +304,52 @@ def test_an_export_file_gets_the_mode_of_any_new_file(make_store: StoreFactory, 
         assert path.stat().st_mode & 0o777 == 0o644
     finally:
         os.umask(mask)
+
+
+def test_a_later_export_carries_a_withdrawal_and_a_restatement_after_it(make_store: StoreFactory) -> None:
+    """A withdrawal made after a first import never reached the target (its stated_by only ever grew), and
+    an agent that withdrew and later said the fact again was left out for good."""
+
+    def copy(store: SharedMemoryStore) -> io.StringIO:
+        return io.StringIO("\n".join(export_lines(store)) + "\n")
+
+    source: SharedMemoryStore = make_store()
+    target: SharedMemoryStore = make_store()
+    for agent in ("alice", "bob"):
+        source.add_group_member("crew", agent)
+    fact = source.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
+    source.remember("The launch is on March 3", "group", agent_id="bob", group_id="crew")
+    target.import_(copy(source))
+    source.forget_all("group", agent_id="alice", group_id="crew")
+    target.import_(copy(source))
+    assert target.get(fact.id).stated_by == ("bob",)
+    time.sleep(0.01)
+    source.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
+    target.import_(copy(source))
+    assert target.get(fact.id).stated_by == ("bob", "alice") == source.get(fact.id).stated_by
+    fresh: SharedMemoryStore = make_store()
+    fresh.import_(copy(source))
+    assert fresh.get(fact.id).stated_by == ("bob", "alice")
+
+
+def test_a_line_nested_too_deeply_is_a_format_error() -> None:
+    line = (
+        '{"type": "row", "scope": {"kind": "global"}, "table": "facts", "row": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    )
+    with pytest.raises(ImportFormatError, match="line 2: JSON nested too deeply"):
+        _parse(2, line)
+
+
+def test_an_export_removes_what_an_export_killed_part_way_left(make_store: StoreFactory, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = tmp_path / f".backup.jsonl.{int(dead.stdout)}.0123456789abcdef.tmp"  # kill -9 mid-export
+    left.write_text('{"type": "header"}\n')
+    alive = tmp_path / f".backup.jsonl.{os.getpid()}.fedcba9876543210.tmp"  # an export under way here
+    alive.write_text("")
+    s: SharedMemoryStore = make_store()
+    s.remember("The launch is on March 3", "global")
+    s.export(tmp_path / "backup.jsonl")
+    assert not left.exists() and alive.exists()

@@ -191,3 +191,34 @@ def test_watch_and_json_output_show_control_characters_as_escapes(tmp_path: Path
     shown = runner.invoke(app, ["--root", str(tmp_path), "show", fact.id, "--json"], env=env).stdout
     assert "\u202e" not in shown and json.loads(shown)["tombstone_reason"] == reason
     store.close()
+
+
+def test_a_file_that_was_no_scope_file_when_first_seen_is_looked_at_again(tmp_path: Path) -> None:
+    """A scope file seen half-written (restored with cp while `watch` ran) was taken for a stray file for
+    good: none of its changes, nor later ones, were ever delivered."""
+    source = SharedMemoryStore(tmp_path / "source", embedder=HashEmbedder())
+    source.remember("The launch is on March 3", "group", group_id="crew")
+    source.close()
+    store = SharedMemoryStore(tmp_path / "store", embedder=HashEmbedder())
+    store.remember("a global fact", "global")
+    files = ScopeFiles(store.backend)  # type: ignore[arg-type]
+    files.changed()
+    target = tmp_path / "store" / "group_crew.db"
+    target.write_bytes(b"")  # the copy has begun
+    assert ScopeRef("group", "crew") not in files.changed()
+    target.write_bytes((tmp_path / "source" / "group_crew.db").read_bytes())  # and ended
+    assert ScopeRef("group", "crew") in files.changed()
+    store.close()
+
+
+def test_a_scope_named_file_holding_an_impossible_owner_is_skipped_not_fatal(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    store.remember("The launch is on March 3", "group", group_id="crew")
+    bad = tmp_path / "group_bad.db"
+    bad.write_bytes((tmp_path / "group_crew.db").read_bytes())
+    with sqlite3.connect(bad) as conn:
+        conn.execute("UPDATE meta SET value = 'a/b' WHERE key = 'scope_owner'")
+    assert ScopeRef("group", "crew") in store.backend.scopes()  # the listing goes on without it
+    store.close()

@@ -630,6 +630,9 @@ class Backend(ABC):
                         updated += newer_record(tx, table, spec.key, row)
             for fid, event in closing.items():
                 closed += close_as_exported(tx, closed_row(fid, event))
+            stated = {str(r["fact_id"]) for t, r in items if t == "audit" and r["event"] in ("withdrawn", "reinforced")}
+            for fid in sorted(stated & exported):
+                updated += settle_statements(tx, fid)
             return inserted, closed, updated, purged
 
         return self.transact(scope, run, "import")
@@ -673,9 +676,6 @@ def merge_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
     if fact.status == "pending" and row.get("status") == "active":
         changes["status"] = "active"
     stated = _detail(row.get("stated_by")) or []
-    if isinstance(stated, list) and any(a not in fact.stated_by for a in stated):  # a statement taken back
-        gone = {e["actor"] for e in tx.rows("audit", {"fact_id": fact.id, "event": "withdrawn"})}  # here stays so
-        stated = [a for a in stated if a not in gone]
     tags = _detail(row.get("tags")) or []
     metadata = _detail(row.get("metadata")) or {}
     if isinstance(row.get("reinforcement"), int) and row["reinforcement"] > fact.reinforcement:
@@ -699,6 +699,32 @@ def merge_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
     if changes:
         tx.update(fact.id, changes)
     return bool(changes)
+
+
+def settle_statements(tx: ScopeTx, fact_id: str) -> bool:
+    """After an import brought a fact's audit events: the agents whose last word on the active fact is a
+    ``withdrawn`` event (later than their last ``created`` or ``reinforced`` one, in either store) leave its
+    ``stated_by``, as :func:`~autogen_shared_memory.core.lifecycle.withdraw` left them where it ran; with
+    no one left, the fact is closed as that withdrawal closed it. Whether anything changed."""
+    found = tx.get([fact_id])
+    if not found or found[0].status != "active":
+        return False
+    said: dict[str, float] = {}
+    taken_back: dict[str, float] = {}
+    for event in tx.rows("audit", {"fact_id": fact_id}):
+        if event["event"] in ("created", "reinforced"):
+            said[event["actor"]] = max(said.get(event["actor"], 0.0), float(event["at"]))
+        elif event["event"] == "withdrawn":
+            taken_back[event["actor"]] = max(taken_back.get(event["actor"], 0.0), float(event["at"]))
+    keep = tuple(a for a in found[0].stated_by if taken_back.get(a, -1.0) < said.get(a, 0.0))
+    if keep == found[0].stated_by:
+        return False
+    if keep:
+        tx.update(fact_id, {"stated_by": keep})
+    else:
+        last = max(taken_back.items(), key=lambda item: item[1])
+        tx.update(fact_id, {"status": "forgotten", "tombstone_by": last[0], "tombstone_at": last[1]})
+    return True
 
 
 def newer_record(tx: ScopeTx, table: str, key: Sequence[str], row: Mapping[str, Any]) -> bool:

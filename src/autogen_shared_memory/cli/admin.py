@@ -93,7 +93,7 @@ def _import_model_conflicts(store: SharedMemoryStore, path: Path) -> list[str]:
                 item = json.loads(text)
                 ref = ScopeRef(item["scope"]["kind"], item["scope"].get("owner", ""))
                 key, value = item["row"]["key"], item["row"]["value"]
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError, RecursionError):
                 continue  # malformed lines are the import's to report
             if item.get("table") != "meta" or key not in ("embedding_model", "embedding_dim"):
                 continue

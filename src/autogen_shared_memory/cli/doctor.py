@@ -182,7 +182,18 @@ def _inspect_file(path: Path, model: ModelInfo | None) -> list[Check]:
         problems.append(Check("integrity", "fail", f"{name}: {integrity}", f"restore {name} from an export or backup"))
     kind, owner = meta.get("scope_kind"), meta.get("scope_owner", "")
     if version and kind in SCOPE_KINDS:
-        ref = ScopeRef(kind, owner)
+        try:
+            ref = ScopeRef(kind, owner)
+        except ValueError as exc:  # an owner no scope can have (a file from elsewhere, or edited)
+            problems.append(
+                Check(
+                    "scope files",
+                    "fail",
+                    f"{name} names no scope of a store: {exc}",
+                    "move it out of the store directory",
+                )
+            )
+            return problems
         if ref.file_name != name:
             problems.append(
                 Check(

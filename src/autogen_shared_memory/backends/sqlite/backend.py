@@ -905,7 +905,10 @@ class SQLiteBackend(Backend):
             return None
         if meta.get("scope_kind") not in ("agent", "group", "global"):
             return None
-        ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
+        try:
+            ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
+        except ValueError:  # an owner no scope of this store can have: not one of its files
+            return None
         return ref if ref.file_name == path.name else None
 
     # ------------------------------------------------------------------ rows
