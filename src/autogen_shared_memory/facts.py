@@ -623,8 +623,8 @@ class FactStore:
     @staticmethod
     def _purge_before(older_than: float | timedelta) -> float:
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
-        if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
-            raise ValueError(f"older_than must be a non-negative number of days, got {shown(older_than)}")
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days <= 1e9:  # (NaN too)
+            raise ValueError(f"older_than must be a number of days from 0 to 1e9, got {shown(older_than)}")
         return time.time() - float(days) * 86400
 
     def purge(self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None) -> int:
@@ -984,14 +984,11 @@ class FactStore:
     ) -> dict[str, int]:
         """Delete records older than ``older_than`` days, per kind (``conversations``, ``tool_calls``,
         ``tasks``, ``saved_conversations``). The case log is only purged when ``include_case_log``."""
-        days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
-        if isinstance(days, bool) or not isinstance(days, (int, float)) or math.isnan(days) or days < 0:
-            raise ValueError(f"older_than must be a non-negative number of days, got {shown(older_than)}")
+        before = self._purge_before(older_than)
         allowed = {"conversations", "tool_calls", "tasks", "saved_conversations"}
         unknown = set(kinds) - allowed
         if unknown:
             raise ValueError(f"unknown record kinds {sorted(unknown)}; purgeable: {sorted(allowed)}")
-        before = time.time() - float(days) * 86400
         counts = dict.fromkeys([*kinds, *(["case_log"] if include_case_log else [])], 0)
         for ref in self.backend.scopes():
             for kind in kinds:

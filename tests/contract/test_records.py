@@ -460,6 +460,11 @@ def test_purge_records_per_kind_and_case_log_only_when_asked(
     assert alice.case_log.entries() == []
     with pytest.raises(ValueError, match="unknown record kinds"):
         store.purge_records(5, kinds=["facts"])
+    for days in (10**400, float("inf"), float("nan"), -1):  # 10**400 raised OverflowError
+        with pytest.raises(ValueError, match="older_than must be a number of days"):
+            store.purge_records(days)
+        with pytest.raises(ValueError, match="older_than must be a number of days"):
+            store.purge(days)
     alice.case_log.append("the guard is back after a purge")
     with pytest.raises(Exception, match="append-only"):
         raw_sql(store, "crew", "DELETE FROM {case_log}")
