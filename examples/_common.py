@@ -1,47 +1,56 @@
-"""Shared bits of the examples: scripted model clients that make real tool calls, or a real endpoint."""
+"""Shared bits of the examples: where the memory lives (a temporary folder removed at the end, unless kept),
+scripted model clients that make real tool calls, or a real endpoint."""
 
 from __future__ import annotations
 
 import argparse
-import json
+import atexit
 import logging
 import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
-from typing import Any
 
-from autogen_core import FunctionCall
-from autogen_core.models import ChatCompletionClient, CreateResult, ModelInfo, RequestUsage
-from autogen_ext.models.replay import ReplayChatCompletionClient
+from autogen_core.models import ChatCompletionClient, CreateResult
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.integration.autogen.testing import TOOL_MODEL, scripted_client
+from autogen_shared_memory.integration.autogen.testing import tool_call as tool_call  # the examples' turns
 
-# The scripted client warns on every turn that it counts tokens of text only: not useful here.
+# Upstream log lines that read like problems but are not, here: AutoGen's scripted client warns on every
+# turn that it counts tokens of text only; AG2 logs at INFO, on stdout, that each scripted client "can not
+# be used until register_model_client is called" (the examples register it right after). Real warnings
+# and errors still show.
 logging.getLogger("autogen_core.events").setLevel(logging.ERROR)
-
-TOOL_MODEL = ModelInfo(
-    vision=False, function_calling=True, json_output=False, family="unknown", structured_output=False
-)
+logging.getLogger("autogen.oai.client").setLevel(logging.WARNING)
 
 
-def tool_call(name: str, **arguments: Any) -> CreateResult:
-    """A scripted model turn that calls one tool (exactly what a real model returns for a tool call)."""
-    return CreateResult(
-        finish_reason="function_calls",
-        content=[
-            FunctionCall(
-                id=f"call_{name}_{abs(hash(json.dumps(arguments))) % 10**6}",
-                name=name,
-                arguments=json.dumps(arguments),
-            )
-        ],
-        usage=RequestUsage(prompt_tokens=0, completion_tokens=0),
-        cached=False,
-    )
+def add_root_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", help="memory directory (default: a fresh temporary one, removed at the end)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary memory directory (and say where)")
+
+
+def memory_root(args: argparse.Namespace, prefix: str) -> str:
+    """``--root``, else a fresh temporary directory that is removed when the example ends, unless ``--keep``:
+    either way the last line printed says which, so the memory can be looked at or found."""
+    if args.root:
+        return str(args.root)
+    root = tempfile.mkdtemp(prefix=prefix)
+
+    def finish() -> None:
+        if args.keep:
+            print(f"\nthe memory is kept in {root}: look at it with `autogen-shared-memory --root {root} scopes`")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+            print(f"\nremoved the temporary memory {root} (--keep keeps it, --root DIR picks where it goes)")
+
+    atexit.register(finish)
+    return root
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", help="memory directory (default: a fresh temporary one)")
+    add_root_arguments(parser)
     parser.add_argument("--model", help="use a real OpenAI-compatible model instead of the scripted one")
     parser.add_argument("--base-url", help="endpoint of that model, e.g. http://localhost:11434/v1 (Ollama)")
 
@@ -49,7 +58,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def model_client(args: argparse.Namespace, script: list[CreateResult | str]) -> ChatCompletionClient:
     """The scripted client (offline, default) or a real endpoint when ``--model`` is given."""
     if not args.model:
-        return ReplayChatCompletionClient(script, model_info=TOOL_MODEL)
+        return scripted_client(*script)  # a scripted model that makes real tool calls
     try:
         from autogen_ext.models.openai import OpenAIChatCompletionClient
     except ImportError as exc:  # pragma: no cover - optional dependency

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from typing import Any
 
-from _common import add_model_arguments, report
+from _common import add_model_arguments, memory_root, report
 from autogen import ConversableAgent, GroupChat, GroupChatManager, UserProxyAgent
 
 from autogen_shared_memory import SharedMemoryStore
@@ -78,14 +77,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     args = parser.parse_args()
-    store = SharedMemoryStore(args.root or tempfile.mkdtemp(prefix="ag2-"))  # no agent may write global
+    store = SharedMemoryStore(memory_root(args, "ag2-"))  # no agent may write global
 
     agents = [make_agent(name, script, args) for name, script in SCRIPTS.items()]
     chat = GroupChat(agents, messages=[], max_round=14, speaker_selection_method="round_robin")
     manager = GroupChatManager(
         chat, llm_config=False, is_termination_msg=lambda m: "TERMINATE" in str(m.get("content") or "")
     )
-    attachment = store.attach(chat)  # <- the one line
+    attachment = store.attach(chat, group_id="launch-press")  # <- the one line
     print(f"group id: {attachment.group_id}; modes: { {n: a.mode for n, a in attachment.agents.items()} }")
 
     pm = UserProxyAgent("pm", human_input_mode="NEVER", code_execution_config=False)

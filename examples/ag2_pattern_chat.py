@@ -2,8 +2,8 @@
 facts, with one private note and one denied global write.
 
 In a pattern chat AG2 runs every tool call in its ``GroupToolExecutor``, an agent that
-``initiate_group_chat`` creates. ``store.attach(pattern)`` gives the pattern's agents the memory tools, the
-scaffolding and group membership, and makes that executor run each memory call as the agent whose model
+``initiate_group_chat`` creates. ``store.attach(pattern, group_id=...)`` gives the pattern's agents the memory
+tools, the scaffolding and group membership, and makes that executor run each memory call as the agent whose model
 made it, which the output shows. Offline by default: each agent's model is scripted
 (``ScriptedModelClient``) and makes real tool calls through AG2's own tool loop. With ``--model`` and
 ``--base-url`` the same chat runs against a real OpenAI-compatible endpoint (needs
@@ -16,9 +16,8 @@ made it, which the output shows. Offline by default: each agent's model is scrip
 from __future__ import annotations
 
 import argparse
-import tempfile
 
-from _common import add_model_arguments, report
+from _common import add_model_arguments, memory_root, report
 from ag2_group_chat import SCRIPTS, make_agent, print_memory_calls
 from autogen import UserProxyAgent
 from autogen.agentchat import initiate_group_chat
@@ -32,7 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     args = parser.parse_args()
-    store = SharedMemoryStore(args.root or tempfile.mkdtemp(prefix="ag2-pattern-"))  # no agent may write global
+    store = SharedMemoryStore(memory_root(args, "ag2-pattern-"))  # no agent may write global
 
     researcher, writer, reviewer = (make_agent(name, script, args) for name, script in SCRIPTS.items())
     researcher.handoffs.set_after_work(AgentTarget(writer))  # the researcher, then the writer, then the reviewer
@@ -41,7 +40,7 @@ def main() -> None:
     pm = UserProxyAgent("pm", human_input_mode="NEVER", code_execution_config=False)
     pattern = DefaultPattern(initial_agent=researcher, agents=[researcher, writer, reviewer], user_agent=pm)
 
-    attachment = store.attach(pattern)  # <- the one line
+    attachment = store.attach(pattern, group_id="launch-press")  # <- the one line
     print(f"group id: {attachment.group_id}; modes: { {n: a.mode for n, a in attachment.agents.items()} }")
     result, _, _ = initiate_group_chat(pattern, messages="Write the press release for the launch.", max_rounds=16)
 

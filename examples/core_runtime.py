@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 from dataclasses import dataclass
 
-from _common import add_model_arguments, model_client, report, tool_call
+from _common import add_model_arguments, memory_root, model_client, report, tool_call
 from autogen_core import (
     AgentId,
     CancellationToken,
@@ -114,7 +113,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     args = parser.parse_args()
-    store = SharedMemoryStore(args.root or tempfile.mkdtemp(prefix="core-"))
+    store = SharedMemoryStore(memory_root(args, "core-"))
     for agent in ("coordinator", "analyst"):
         store.add_group_member(GROUP, agent)
 

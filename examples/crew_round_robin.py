@@ -1,8 +1,9 @@
 """Crew 1 — a RoundRobinGroupChat (researcher, writer, reviewer) sharing group facts and one private fact.
 
-One line attaches the store: every agent gets memory_search / memory_remember / memory_forget bound to
-its own name and the team's group, plus the prompt scaffolding. Offline by default: each agent's model
-is scripted (``ReplayChatCompletionClient``) and makes real tool calls. With ``--model`` and
+One line attaches the store, with the team's name: every agent gets memory_search / memory_remember /
+memory_forget bound to its memory identity (``launch-press:researcher``...) and the team's group, plus the
+prompt scaffolding. Offline by default: each agent's model is scripted (``scripted_client``, in
+``autogen_shared_memory.integration.autogen.testing``) and makes real tool calls. With ``--model`` and
 ``--base-url`` the same crew runs against a real OpenAI-compatible endpoint (e.g. a local Ollama).
 
     python examples/crew_round_robin.py
@@ -13,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 
-from _common import add_model_arguments, model_client, report, tool_call
+from _common import add_model_arguments, memory_root, model_client, report, tool_call
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.messages import ToolCallExecutionEvent, ToolCallRequestEvent
@@ -51,7 +51,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_arguments(parser)
     args = parser.parse_args()
-    store = SharedMemoryStore(args.root or tempfile.mkdtemp(prefix="crew-"))  # no agent may write global
+    store = SharedMemoryStore(memory_root(args, "crew-"))  # no agent may write global
 
     agents = [
         AssistantAgent(name, model_client=model_client(args, script), system_message=f"You are the {name}.")
@@ -60,7 +60,7 @@ async def main() -> None:
     team = RoundRobinGroupChat(
         agents, termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(12)
     )
-    attachment = store.attach(team)  # <- the one line
+    attachment = store.attach(team, group_id="launch-press")  # <- the one line
     print(f"group id: {attachment.group_id}; modes: { {n: a.mode for n, a in attachment.agents.items()} }")
 
     result = await team.run(task="Write the press release for the launch.")

@@ -21,10 +21,10 @@ import asyncio
 import json
 import os
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from _common import add_root_arguments, memory_root
 from agent_framework import Agent, Message
 from agent_framework_orchestrations import GroupChatBuilder, GroupChatState
 
@@ -85,7 +85,7 @@ def terminated(conversation: list[Message]) -> bool:
     return bool(conversation) and "TERMINATE" in conversation[-1].text
 
 
-def report(store: SharedMemoryStore, names: list[str]) -> None:
+def report(store: SharedMemoryStore, names: list[str]) -> None:  # names: the agents' memory ids
     """What each agent said and did with memory (from its records), then every fact per scope file."""
     print("\n== what the agents said (their recorded answers) ==")
     said = [r for name in names for r in store.conversation(name) if r.context.get("direction") == "out"]
@@ -111,21 +111,21 @@ def report(store: SharedMemoryStore, names: list[str]) -> None:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", help="memory directory (default: a fresh temporary one)")
+    add_root_arguments(parser)
     parser.add_argument("--model", help="use a real OpenAI-compatible model instead of the scripted one")
     parser.add_argument("--base-url", help="endpoint of that model, e.g. http://localhost:11434/v1 (Ollama)")
     args = parser.parse_args()
-    store = SharedMemoryStore(args.root or tempfile.mkdtemp(prefix="maf-crew-"))  # no agent may write global
+    store = SharedMemoryStore(memory_root(args, "maf-crew-"))  # no agent may write global
 
     agents = [Agent(chat_client(args, name), role, name=name) for name, role in ROLES.items()]
     builder = GroupChatBuilder(
         participants=agents, selection_func=round_robin, termination_condition=terminated, max_rounds=6
     )
-    attachment = store.attach(builder)  # <- the one line
+    attachment = store.attach(builder, group_id="launch-press")  # <- the one line
     print(f"group id: {attachment.group_id}; modes: { {n: a.mode for n, a in attachment.agents.items()} }")
 
     await builder.build().run("Write the press release for the launch.")
-    report(store, list(ROLES))
+    report(store, [a.agent_id for a in attachment.agents.values()])  # launch-press:researcher...
 
 
 if __name__ == "__main__":

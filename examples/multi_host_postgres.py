@@ -57,7 +57,7 @@ SCRIPTS = {
 
 async def run_host(host: str, args: argparse.Namespace) -> None:
     backend = PostgresBackend(args.dsn, schema=args.schema)
-    store = SharedMemoryStore(backend=backend, global_writers=["sre_lead"])
+    store = SharedMemoryStore(backend=backend, global_writers=[f"{GROUP}:sre_lead"])  # attach names it so
     if host == "b":  # wait, without polling, until host A has written both facts
         facts: queue.Queue[Change] = queue.Queue()
 

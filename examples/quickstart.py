@@ -1,21 +1,22 @@
 """Quickstart: a store, three scopes, hybrid recall and a capsule — with the real MiniLM model, offline.
 
-Run: python examples/quickstart.py [--root DIR]
+Run: python examples/quickstart.py [--root DIR | --keep]
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
+
+from _common import add_root_arguments, memory_root
 
 from autogen_shared_memory import SharedMemoryStore
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--root", default=None, help="store directory (default: a temporary one)")
+    add_root_arguments(parser)
     args = parser.parse_args()
-    root = args.root or tempfile.mkdtemp(prefix="shared-memory-")
+    root = memory_root(args, "shared-memory-")
 
     store = SharedMemoryStore(root, global_writers=["lead"])
     store.add_group_member("crew", "researcher")

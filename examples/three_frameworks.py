@@ -52,13 +52,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import add_model_arguments
+from _common import add_model_arguments, memory_root
 
 from autogen_shared_memory import ScopeRef, SharedMemoryStore
 from autogen_shared_memory.core.types import Filters
 
 GROUP = "launch"  # one group for the three teams
-GLOBAL_WRITERS = ["autogen_lead", "maf_lead", "ag2_lead"]  # the deployment's policy, the same in every process
+# the deployment's policy, the same in every process; attach gives each agent the memory id "<group>:<name>"
+GLOBAL_WRITERS = [f"{GROUP}:{lead}" for lead in ("autogen_lead", "maf_lead", "ag2_lead")]
+
+
+def memory_id(name: str) -> str:
+    """The memory identity attach gives the agent called ``name`` in the group."""
+    return f"{GROUP}:{name}"
+
+
 TIMEOUT = 240.0  # seconds, for the whole run
 
 
@@ -243,7 +251,7 @@ async def run_maf(team: Team, args: argparse.Namespace) -> None:
             await asyncio.to_thread(wait_for_the_others, args)
         started = time.time()
         await builder.build().run(TASKS[phase])
-        said = [r for name in turns for r in store.conversation(name) if r.context.get("direction") == "out"]
+        said = [r for name in turns for r in store.conversation(memory_id(name)) if r.context.get("direction") == "out"]
         for record in sorted(said, key=lambda r: r.created_at):
             if record.created_at >= started:
                 say("maf", f"phase {phase} [{record.agent_id}] {record.content}")
@@ -353,13 +361,13 @@ def run_processes(common: list[str]) -> dict[str, Child]:
     return children
 
 
-CAPSULE_LINE = re.compile(r"^- \[(?P<id>[^ |]+) \| (?P<scope>[^|]+?) \| by (?P<by>[^|\]]+?) [|\]].*?\] (?P<text>.*)$")
+CAPSULE_LINE = re.compile(r'^- \[(?P<id>[^ |]+) \| (?P<scope>[^|]+?) \| by (?P<by>[^|\]]+?) [|\]].*?\] "(?P<text>.*)"$')
 
 
 def recalled(result: str) -> list[tuple[str, str, str]]:
-    """(scope, author, content) of every fact in a capsule."""
+    """(scope, author, content) of every fact in a capsule (its text is quoted, a quote in it escaped)."""
     return [
-        (m["scope"], m["by"], m["text"])
+        (m["scope"], m["by"], m["text"].replace('\\"', '"'))
         for m in (CAPSULE_LINE.match(line.strip()) for line in result.splitlines())
         if m
     ]
@@ -368,8 +376,8 @@ def recalled(result: str) -> list[tuple[str, str, str]]:
 def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
     """Print who wrote what and who recalled what; return what did not happen as it should."""
     problems: list[str] = []
-    owner = {name: fw for fw, team in TEAMS.items() for name in (team.member, team.lead)}
-    private = {team.member: team.private_note for team in TEAMS.values()}
+    owner = {memory_id(name): fw for fw, team in TEAMS.items() for name in (team.member, team.lead)}
+    private = {memory_id(team.member): team.private_note for team in TEAMS.values()}
     denied = {team.denied_global for team in TEAMS.values()}
 
     def expect(ok: bool, what: str) -> str:
@@ -380,11 +388,12 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
     print("\n== who wrote what (each agent's recorded memory_remember calls) ==")
     for fw, team in TEAMS.items():
         print(f"process {children[fw].proc.pid} ({team.label}):")
+        member, lead = memory_id(team.member), memory_id(team.lead)
         wanted = [
-            (team.member, team.group_fact, "group", f"created fact g_\\S+ in scope group:{GROUP}"),
-            (team.member, team.private_note, "agent", f"created fact a_\\S+ in scope agent:{team.member}"),
-            (team.member, team.denied_global, "global", "DENIED:"),
-            (team.lead, team.global_rule, "global", "created fact \\S+ in scope global"),
+            (member, team.group_fact, "group", f"created fact g_\\S+ in scope group:{GROUP}"),
+            (member, team.private_note, "agent", f"created fact a_\\S+ in scope agent:{member}"),
+            (member, team.denied_global, "global", "DENIED:"),
+            (lead, team.global_rule, "global", "created fact \\S+ in scope global"),
         ]
         for agent, fact, scope, result in wanted:
             calls = [
@@ -394,14 +403,14 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
             ok = len(calls) == 1 and re.match(result, answer) is not None
             mark = expect(ok, f"{agent} remember {fact!r}: {len(calls)} call(s), answer {answer[:70]!r}")
             outcome = "DENIED" if answer.startswith("DENIED") else answer.split(" in scope")[0]
-            print(f"   {mark:<3} {agent:<19} {scope:<6} {outcome:<35} {fact}")
+            print(f"   {mark:<3} {agent:<26} {scope:<6} {outcome:<35} {fact}")
 
     print("\n== who recalled what (each agent's recorded memory_search, phase 2) ==")
     for fw, team in TEAMS.items():
         others = [t for f, t in TEAMS.items() if f != fw]
         for agent, expected in (
-            (team.member, [(f"group:{GROUP}", t.member, t.group_fact) for t in others]),
-            (team.lead, [("global", t.lead, t.global_rule) for t in others]),
+            (memory_id(team.member), [(f"group:{GROUP}", memory_id(t.member), t.group_fact) for t in others]),
+            (memory_id(team.lead), [("global", memory_id(t.lead), t.global_rule) for t in others]),
         ):
             searches = store.tool_history(agent, tool_name="memory_search")
             if len(searches) != 1:
@@ -412,7 +421,7 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
             for scope, by, text in hits:
                 mark = "  <- another process" if owner.get(by, fw) != fw else ""
                 source = TEAMS[owner[by]].name if by in owner else "?"
-                print(f"   {scope:<25} by {by:<19} {f'({source})':<10} {text}{mark}")
+                print(f"   {scope:<25} by {by:<26} {f'({source})':<10} {text}{mark}")
             for scope, by, text in expected:
                 expect((scope, by, text) in hits, f"{agent} did not recall {text!r} as {scope} by {by}")
             for by, note in private.items():
@@ -427,17 +436,17 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
             if any(hit.fact.content == note for hit in store.search(note, agent_id=agent, group_id=GROUP, top_k=20))
         ]
         mark = expect(seen_by == [by], f"{by}'s private note is visible to {seen_by}")
-        print(f"   {mark:<3} {'agent:' + by:<25} visible to {', '.join(seen_by) or 'nobody'}: {note}")
+        print(f"   {mark:<3} {'agent:' + by:<32} visible to {', '.join(seen_by) or 'nobody'}: {note}")
 
     print("\n== the global scope (what the policy let through) ==")
     scope = ScopeRef("global")  # trusted code reads the whole scope, any status
     facts = store.backend.get(scope, store.backend.select_ids(scope, Filters(include_inactive=True), 1000))
     written = {fact.content: fact.created_by for fact in facts}
     for team in TEAMS.values():
-        expect(written.get(team.global_rule) == team.lead, f"the global rule of {team.lead} is missing")
+        expect(written.get(team.global_rule) == memory_id(team.lead), f"the global rule of {team.lead} is missing")
     expect(len(facts) == len(TEAMS), f"the global scope holds {len(facts)} facts, expected {len(TEAMS)}")
     for fact in facts:
-        print(f"   {fact.id}  by {fact.created_by:<13} {fact.status:<7} {fact.content}")
+        print(f"   {fact.id}  by {fact.created_by:<20} {fact.status:<7} {fact.content}")
     return problems
 
 
@@ -456,7 +465,7 @@ def main() -> None:
     if args.dsn:  # a fresh schema unless --schema names one
         common = ["--dsn", args.dsn, "--schema", args.schema]
     else:
-        args.root = args.root or tempfile.mkdtemp(prefix="three-frameworks-")
+        args.root = memory_root(args, "three-frameworks-")
         if any(Path(args.root).glob("*.db")):
             raise SystemExit(f"{args.root} already holds a memory: the checks need a fresh one (a new --root)")
         common = ["--root", args.root]

@@ -17,9 +17,8 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
-from _common import add_model_arguments, model_client, report, tool_call
+from _common import add_model_arguments, memory_root, model_client, report, tool_call
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
 from autogen_agentchat.messages import TextMessage, ToolCallExecutionEvent
@@ -28,6 +27,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_shared_memory import SharedMemoryStore
 
 GLOBAL_WRITERS = ["compliance_officer"]  # the deployment's choice: only this agent writes global facts
+OFFICERS = {"compliance_officer": "compliance_officer"}  # agent name -> its memory id in every team
 
 TEAMS = {
     "compliance": {
@@ -70,7 +70,10 @@ async def run_team(team_name: str, args: argparse.Namespace) -> None:
     team = RoundRobinGroupChat(
         agents, termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(8)
     )
-    attachment = store.attach(team, group_id=f"{team_name}-team")
+    # each agent's memory identity is "<group>:<name>"; the compliance officer, the deployment's one global
+    # writer, keeps one identity across teams, mapped explicitly
+    officers = {name: memory_id for name, memory_id in OFFICERS.items() if name in TEAMS[team_name]}
+    attachment = store.attach(team, group_id=f"{team_name}-team", agent_ids=officers)
     result = await team.run(task="Do your part for this week's customer report.")
     print(f"\n######## process {os.getpid()}: team {team_name!r} (group {attachment.group_id})")
     for message in result.messages:
@@ -94,7 +97,7 @@ def main() -> None:
     if args.team:  # a child process: run one team
         asyncio.run(run_team(args.team, args))
         return
-    root = args.root or tempfile.mkdtemp(prefix="two-teams-")
+    root = memory_root(args, "two-teams-")
     extra = [a for a in sys.argv[1:] if a != "--root" and a != args.root]
     for team in ("compliance", "reporting"):  # two separate OS processes, one after the other
         subprocess.run([sys.executable, __file__, "--team", team, "--root", root, *extra], check=True)

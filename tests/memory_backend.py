@@ -14,7 +14,8 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -28,6 +29,7 @@ from autogen_shared_memory.backends.base import (
     STORAGE_TABLES,
     Backend,
     OnConflict,
+    RowReader,
     ScopeTx,
     draft_values,
     fact_from_row,
@@ -477,26 +479,52 @@ class InMemoryBackend(Backend):
         query_terms: Sequence[str] = (),
         oldest_first: bool = True,
     ) -> list[dict[str, Any]]:
-        tables = self._tables(scope)
-        if table not in (*STORAGE_TABLES, *TABLES):
-            raise ValueError(f"unknown table {table!r}")
-        if tables is None:
-            return []
-        found = [
-            dict(r)
-            for r in tables[table].values()
-            if _matches(r, where) and (after_seq is None or table == "meta" or r["seq"] > after_seq)
-        ]
-        if table == "meta":
-            found.sort(key=lambda r: r["key"])
-        else:
-            found.sort(key=lambda r: r["seq"], reverse=not oldest_first)
-        if query_terms:
-            column = fts_column(table)
-            # records: FTS5's own terms, as SQLite's record tables (and PostgreSQL's, schema 8) match them
-            phrases = list(dict.fromkeys(p for p in (tuple(fts5_terms(t)) for t in query_terms) if p))
-            scores = _bm25([tuple(fts5_terms(r.get(column) or "")) for r in found], phrases)
-            ranked = sorted(zip(scores, range(len(found)), strict=True), key=lambda t: (-t[0], t[1]))
-            found = [found[i] for score, i in ranked if score > 0]
-        end = None if limit is None else offset + limit
-        return found[offset:end]
+        return _select(self._tables(scope), table, where, limit, offset, after_seq, query_terms, oldest_first)
+
+    @contextmanager
+    def snapshot(self, scope: ScopeRef) -> Iterator[RowReader]:
+        tables: dict[str, Table] | None = None
+        if scope in self.scopes(scope.kind):
+            state = self.database.scope(scope)
+            with state.lock:  # the committed tables: a write replaces a table it changes, never edits it
+                tables = dict(state.tables)
+
+        def read(table: str, where: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
+            return _select(tables, table, where, **options)
+
+        yield read
+
+
+def _select(
+    tables: Mapping[str, Table] | None,
+    table: str,
+    where: Mapping[str, Any] | None,
+    limit: int | None = None,
+    offset: int = 0,
+    after_seq: int | None = None,
+    query_terms: Sequence[str] = (),
+    oldest_first: bool = True,
+) -> list[dict[str, Any]]:
+    """What :meth:`InMemoryBackend.rows` reads, from a scope's ``tables`` (None: a scope that does not exist)."""
+    if table not in (*STORAGE_TABLES, *TABLES):
+        raise ValueError(f"unknown table {table!r}")
+    if tables is None:
+        return []
+    found = [
+        dict(r)
+        for r in tables[table].values()
+        if _matches(r, where) and (after_seq is None or table == "meta" or r["seq"] > after_seq)
+    ]
+    if table == "meta":
+        found.sort(key=lambda r: r["key"])
+    else:
+        found.sort(key=lambda r: r["seq"], reverse=not oldest_first)
+    if query_terms:
+        column = fts_column(table)
+        # records: FTS5's own terms, as SQLite's record tables (and PostgreSQL's, schema 8) match them
+        phrases = list(dict.fromkeys(p for p in (tuple(fts5_terms(t)) for t in query_terms) if p))
+        scores = _bm25([tuple(fts5_terms(r.get(column) or "")) for r in found], phrases)
+        ranked = sorted(zip(scores, range(len(found)), strict=True), key=lambda t: (-t[0], t[1]))
+        found = [found[i] for score, i in ranked if score > 0]
+    end = None if limit is None else offset + limit
+    return found[offset:end]

@@ -21,6 +21,8 @@ from autogen_shared_memory.core.types import kind_of_fact_id, new_fact_id, owner
         ("nul\x00byte", "control character"),
         ("line\nbreak", "control character"),
         ("x" * 500, "limit is 128"),
+        ("x" * 129, "is 129 characters; the limit is 128"),
+        ("é" * 129, "is 129 characters; the limit is 128"),  # characters, not bytes
         ("", "empty"),
         ("   ", "blank"),
         ("..", "relative path"),
@@ -32,6 +34,12 @@ def test_rejected_ids_name_the_rule(bad: str, rule: str) -> None:
         validate_owner_id(bad, "agent id")
     with pytest.raises(ValueError, match=rule):
         ScopeRef("agent", bad)
+
+
+def test_an_id_of_128_characters_is_accepted() -> None:
+    for longest in ("x" * 128, "é" * 128):  # 256 bytes in UTF-8: the limit counts characters
+        assert validate_owner_id(longest, "agent id") == longest
+        assert ScopeRef("agent", longest).owner == longest
 
 
 def test_non_string_id_is_a_type_error() -> None:

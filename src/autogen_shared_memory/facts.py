@@ -779,11 +779,14 @@ class FactStore:
         as_of: float | datetime | None = None,
         scope_weights: Mapping[str, float] | None = None,
         context_weights: tuple[float, float] | None = None,
+        scopes: Sequence[ScopeRef] | None = None,
     ) -> list[Hit]:
         """Hybrid recall: BM25 keyword and embedding cosine candidates fused by Reciprocal Rank Fusion.
 
         ``scope="all"`` fuses the caller's agent scope (if ``agent_id``), its group (if ``group_id``) and
-        global. ``scope="agent"`` with ``other_agent`` is an explicit cross-agent read. Forgotten,
+        global. ``scope="agent"`` with ``other_agent`` is an explicit cross-agent read. ``scopes`` names the
+        scopes to fuse instead of ``scope`` (every scope: ``store.backend.scopes()``, for trusted code such as
+        the CLI); the access policy applies to each of them as to any search. Forgotten,
         superseded and expired facts are left out unless ``include_inactive``. ``as_of`` recalls what was
         believed then: facts written by that time and not yet superseded, forgotten or expired at it
         (purged facts are gone). ``context_weights=(prev, next)``
@@ -795,7 +798,7 @@ class FactStore:
             raise ValueError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
         require_utf8(query, "query")
         top_k = _positive_int(top_k, "top_k", 1000)
-        refs = self._search_scopes(scope, agent_id, group_id, other_agent)
+        refs = self._search_scopes(scope, agent_id, group_id, other_agent, scopes)
         if isinstance(created_by, str):
             created_by = [created_by]
         if created_by is not None and (not isinstance(created_by, (list, tuple)) or len(created_by) > MAX_TAGS):
@@ -847,10 +850,19 @@ class FactStore:
         ]
 
     def _search_scopes(
-        self, scope: ScopeName, agent_id: str | None, group_id: str | None, other_agent: str | None
+        self,
+        scope: ScopeName,
+        agent_id: str | None,
+        group_id: str | None,
+        other_agent: str | None,
+        scopes: Sequence[ScopeRef] | None = None,
     ) -> list[ScopeRef]:
         self._agent(agent_id)
-        if scope == "all":
+        if scopes is not None:
+            if not all(isinstance(ref, ScopeRef) for ref in scopes):
+                raise TypeError("scopes must be ScopeRefs")
+            refs = list(dict.fromkeys(scopes))
+        elif scope == "all":
             refs = [ScopeRef("agent", agent_id)] if agent_id is not None else []
             if group_id is not None:
                 refs.append(ScopeRef("group", group_id))
@@ -1034,7 +1046,8 @@ class FactStore:
         nothing repeated). Returns once the feed is listening, so a write committed after this returns is
         delivered. The returned :class:`~.feed.Subscription` stops it when called and tells its ``position``.
 
-        PostgreSQL wakes the feed with ``LISTEN``/``NOTIFY`` (one kept connection; after a reconnect it
+        PostgreSQL wakes the feed with ``LISTEN``/``NOTIFY`` (one connection per process, shared by every
+        subscription to the server; after a reconnect it
         reads every scope, so nothing committed meanwhile is lost); ``poll_interval`` additionally reads
         every scope that often, as a safety net. SQLite files cannot notify: the feed looks at their
         metadata every ``poll_interval`` seconds (default 0.2) and reads the scopes that changed. ``close()``

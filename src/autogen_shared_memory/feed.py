@@ -13,14 +13,19 @@ separately, so it is not commit order across them): positions are per scope.
 
 Waking up is separate from reading, so a missed wake-up only delays a change, never loses it:
 
-* PostgreSQL: writes ``NOTIFY`` the schema's channel at commit; the subscription keeps one ``LISTEN``
-  connection and reads the scope a notification names. Each time it (re)starts listening it reads every
-  scope: a change committed while it was reconnecting is read then, and one committed after is notified.
+* PostgreSQL: writes ``NOTIFY`` the schema's channel at commit; every subscription of a process to the
+  server shares one ``LISTEN`` connection (:mod:`.backends.postgres.notify`) and reads the scope a
+  notification names. Each time it (re)starts listening it reads every scope: a change committed while it
+  was reconnecting is read then, and one committed after is notified.
 * SQLite: no notifications between processes. The subscription looks at the scope files' metadata (size,
   modification time and inode of each file and its WAL) every ``poll_interval`` and reads the scopes whose
   files changed, and new files as they appear. A file modified within two seconds of the last look counts
   as changed (a later write in the same clock tick could leave its metadata unchanged).
 * Any other backend: every scope is read every ``poll_interval``.
+
+A position also keeps a mark of the change it saw in each scope (:func:`mark`): a scope whose trail no
+longer holds that change at that ``seq`` (a file deleted and made again, or restored from an older copy)
+is read from its beginning (:func:`rows_after`), so its changes are delivered again rather than skipped.
 
 Record tables (messages, tool calls, tasks, the case log, ...) and scope settings (membership, privacy) are
 not facts and have no audit trail: they are not in the feed.
@@ -29,6 +34,7 @@ not facts and have no audit trail: they are not in the feed.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import heapq
 import json
 import logging
@@ -63,18 +69,91 @@ class Notifies(Protocol):
 
 
 # ------------------------------------------------------------------------------------------- positions
+def mark(row: Mapping[str, Any]) -> str:
+    """The mark a position keeps of the change an audit row records.
+
+    Another scope file (deleted and made again, or restored from an older copy) has another change at that
+    ``seq`` (another fact id, or another time), or none, so the mark a position kept no longer matches.
+
+    Args:
+        row: an audit row (``fact_id``, ``event``, ``actor``, ``at``).
+
+    Returns:
+        12 hex digits of a hash of its fact id, event, actor and time.
+    """
+    text = "\x1f".join((str(row["fact_id"]), str(row["event"]), str(row["actor"]), repr(float(row["at"]))))
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
 def current(backend: Backend) -> Position:
-    """The position after the last change of every scope: "now"."""
+    """The position after the last change of every scope: "now".
+
+    Args:
+        backend: the store's backend.
+
+    Returns:
+        Each scope's newest audit ``seq`` and the mark of that change.
+    """
     seqs: dict[ScopeRef, int] = {}
+    marks: dict[ScopeRef, str] = {}
     for scope in backend.scopes():
         last = backend.rows(scope, "audit", limit=1, oldest_first=False)
         if last:
             seqs[scope] = int(last[0]["seq"])
-    return Position(seqs)
+            marks[scope] = mark(last[0])
+    return Position(seqs, marks)
+
+
+def rows_after(
+    backend: Backend, scope: ScopeRef, seq: int, seen: str | None, limit: int | None
+) -> tuple[list[dict[str, Any]], bool]:
+    """The scope's audit rows after the change a position saw in it.
+
+    A scope's audit trail is append-only, so a scope whose change at ``seq`` is gone, or is another change
+    (its mark differs), is not the storage the position was taken from: a file deleted and made again, or
+    restored from an older copy. Its rows are then read from its beginning (and a warning logged), since
+    reading after ``seq`` would skip every change the new storage holds up to ``seq``. The row at ``seq`` is
+    read along with the rows after it: no extra query.
+
+    Args:
+        backend: the store's backend.
+        scope: the scope.
+        seq: the last ``seq`` seen of it (0: none).
+        seen: the mark of that change (None: any change at ``seq`` is taken as the one seen).
+        limit: at most this many rows (None: all).
+
+    Returns:
+        The rows in ``seq`` order, and whether they are read from the beginning because the change at ``seq``
+        is not the one seen.
+    """
+    if seq <= 0:
+        return backend.rows(scope, "audit", after_seq=0, limit=limit), False
+    rows = backend.rows(scope, "audit", after_seq=seq - 1, limit=None if limit is None else limit + 1)
+    if rows and int(rows[0]["seq"]) == seq and (seen is None or mark(rows[0]) == seen):
+        return rows[1:], False
+    logger.warning(
+        "the change feed's position for %s names a change the scope does not hold (its storage was replaced "
+        "or restored from an older copy): reading %s from its beginning",
+        scope,
+        scope,
+    )
+    return backend.rows(scope, "audit", after_seq=0, limit=limit), True
 
 
 def start(backend: Backend, since: Since) -> Position:
-    """The position ``since`` names: ``None`` the beginning, ``"now"`` :func:`current`, a token or a Position."""
+    """The position ``since`` names.
+
+    Args:
+        backend: the store's backend.
+        since: ``None`` (the beginning), ``"now"`` (:func:`current`), a position token or a Position.
+
+    Returns:
+        The position.
+
+    Raises:
+        PositionError: ``since`` is a str that is not a position token.
+        TypeError: ``since`` is of another type.
+    """
     if since is None:
         return Position()
     if isinstance(since, Position):
@@ -110,18 +189,20 @@ def read(backend: Backend, since: Position, limit: int | None = None) -> list[Ch
     by time. Each change carries the position after it (``since`` moved on by it and the changes before it
     in the list), so resuming from any of them neither skips nor repeats one."""
     streams: list[list[tuple[ScopeRef, dict[str, Any]]]] = []
+    marks, position = since.marks, since
     for scope in backend.scopes():
-        rows = backend.rows(scope, "audit", after_seq=since.get(scope), limit=limit)
+        rows, restarted = rows_after(backend, scope, since.get(scope), marks.get(scope), limit)
+        if restarted:
+            position = position.advanced(scope, 0)  # what was seen of the scope's old storage is void
         if rows:
             streams.append([(scope, row) for row in rows])
     # heapq.merge only ever takes the head of a stream: each scope stays in seq order whatever its times.
     merged = heapq.merge(*streams, key=lambda item: (float(item[1]["at"]), item[0], int(item[1]["seq"])))
     changes: list[Change] = []
-    position = since
     for scope, row in merged:
         if limit is not None and len(changes) >= limit:
             break
-        position = position.advanced(scope, int(row["seq"]))
+        position = position.advanced(scope, int(row["seq"]), mark(row))
         if len(changes) % _REBASE_EVERY == _REBASE_EVERY - 1:
             position.seqs  # noqa: B018 - materialise: keeps every chain of positions short
         changes.append(_change(scope, row, position))
@@ -200,13 +281,20 @@ class ScopeFiles:
 
 
 # -------------------------------------------------------------------------------------- subscriptions
+def _backoff(failures: int) -> float:
+    """Seconds to wait before trying again after ``failures`` failures in a row: 0.2 s, doubling, up to 5 s."""
+    return min(0.1 * 2.0 ** min(failures, 6), 5.0)
+
+
 class Subscription:
     """A running subscription to the change feed (:meth:`~.facts.FactStore.subscribe` returns one).
 
     ``callback(change)`` runs in the subscription's own thread, one change at a time: every change of every
     scope after the start position exactly once, each scope's in ``seq`` order. An exception in the callback
     is logged and the feed goes on; a store that cannot be read (a dropped connection) is retried, from the
-    last delivered position. Call the subscription (or :meth:`stop`) to end it; :attr:`position` is where it
+    last delivered position, and so is a scope that cannot be read, on its own: the other scopes keep
+    flowing meanwhile. A scope whose storage was replaced since the position is read from its beginning
+    (see :func:`rows_after`). Call the subscription (or :meth:`stop`) to end it; :attr:`position` is where it
     got to, to resume from later.
     """
 
@@ -225,6 +313,7 @@ class Subscription:
         self.callback = callback
         self._position = since
         self._seqs: dict[ScopeRef, int] = dict(since.seqs)
+        self._marks: dict[ScopeRef, str] = dict(since.marks)
         self._lock = threading.Lock()
         self._pending: set[ScopeRef] = set()
         self._sweep = True  # the first round reads every scope
@@ -278,7 +367,8 @@ class Subscription:
             self.backend.release_thread()
 
     def _follow(self) -> None:
-        failures = 0
+        failures = 0  # rounds in a row in which the store could not be listed
+        failing: dict[ScopeRef, int] = {}  # scope -> reads of it in a row that failed
         while not self._stopped.is_set():
             with self._lock:
                 sweep, pending = self._sweep, self._pending
@@ -289,10 +379,6 @@ class Subscription:
                     pending |= self._files.changed()
                 if sweep:
                     pending |= set(self.backend.scopes())
-                for scope in sorted(pending):
-                    if self._stopped.is_set():
-                        return
-                    self._catch_up(scope)
                 failures = 0
             except Exception:
                 if self._stopped.is_set():
@@ -304,34 +390,63 @@ class Subscription:
                 )
                 with self._lock:
                     self._sweep = True  # whatever was not read yet is read on the next round
-                self._stopped.wait(min(0.1 * 2 ** min(failures, 6), 5.0))
+                    self._pending |= pending | set(failing)
+                self._stopped.wait(_backoff(failures))
                 continue
-            woken = self._wake.wait(self.poll_interval)
-            if not woken and self._sweep_on_poll:
+            # Each scope on its own: one that cannot be read (a damaged file, a failing query) is retried
+            # with a growing pause, and the others keep flowing.
+            for scope in sorted(pending | set(failing)):
+                if self._stopped.is_set():
+                    return
+                try:
+                    self._catch_up(scope)
+                    failing.pop(scope, None)
+                except Exception:
+                    if self._stopped.is_set():
+                        return
+                    failing[scope] = failing.get(scope, 0) + 1
+                    logger.warning(
+                        "the change feed could not read %s; retrying it from its last delivered change",
+                        scope,
+                        exc_info=failing[scope] == 1,
+                    )
+            wait, retrying = self.poll_interval, False
+            if failing and (wait is None or _backoff(min(failing.values())) < wait):
+                wait, retrying = _backoff(min(failing.values())), True
+            woken = self._wake.wait(wait)
+            if not woken and self._sweep_on_poll and not retrying:
                 with self._lock:
                     self._sweep = True
 
     def _catch_up(self, scope: ScopeRef) -> None:
-        """Deliver the scope's changes after the last one delivered."""
+        """Deliver the scope's changes after the last one delivered (all of them if its storage was replaced
+        since, see :func:`rows_after`)."""
+        rows, restarted = rows_after(self.backend, scope, self._seqs.get(scope, 0), self._marks.get(scope), BATCH)
+        if restarted:
+            self._seqs.pop(scope, None)
+            self._marks.pop(scope, None)
+            self._position = self._position.advanced(scope, 0)
         after = self._seqs.get(scope, 0)
         while True:
-            rows = self.backend.rows(scope, "audit", after_seq=after, limit=BATCH)
             for row in rows:
                 if self._stopped.is_set():
                     return
                 seq = int(row["seq"])
                 if seq <= after:  # pragma: no cover - the backend's after_seq rules this out
                     continue
-                position = self._position.advanced(scope, seq)
+                seen = mark(row)
+                position = self._position.advanced(scope, seq, seen)
                 self._delivered += 1
                 if self._delivered % _REBASE_EVERY == 0:
                     position.seqs  # noqa: B018 - materialise: the chain of earlier positions can be freed
                 change = _change(scope, row, position)
                 after = self._seqs[scope] = seq
+                self._marks[scope] = seen
                 self._position = position
                 self._deliver(change)
             if len(rows) < BATCH:
                 return
+            rows = self.backend.rows(scope, "audit", after_seq=after, limit=BATCH)
 
     def _deliver(self, change: Change) -> None:
         try:

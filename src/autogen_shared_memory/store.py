@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -181,10 +181,17 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         return export_jsonl(self, path, agent_id=agent_id, scopes=scopes, progress=progress)
 
     def import_(
-        self, path: Any, *, skip_bad: bool = False, progress: Callable[[int], None] | None = None
+        self,
+        path: Any,
+        *,
+        skip_bad: bool = False,
+        policy: bool = False,
+        progress: Callable[[int], None] | None = None,
     ) -> ImportReport:
-        """Import a JSON Lines export (checked whole before anything is written); see :mod:`.transfer`."""
-        return import_jsonl(self, path, skip_bad=skip_bad, progress=progress)
+        """Import a JSON Lines export (checked whole before anything is written); ``policy=True`` also applies
+        the group memberships and privacy settings it holds (refused without it); see
+        :func:`.transfer.import_jsonl`."""
+        return import_jsonl(self, path, skip_bad=skip_bad, policy=policy, progress=progress)
 
     # ------------------------------------------------------------------ framework integration
     def _attacher(self, target: Any) -> Any:
@@ -212,22 +219,44 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         team_or_agent: Any,
         group_id: str | None = None,
         *,
+        agent_ids: Mapping[str, str] | None = None,
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
         **options: Any,
     ) -> Any:
         """Give every agent of a team (or one agent, or a list of agents) shared memory: the three tools
-        bound to its name, the scaffolding, group membership. AutoGen agentchat teams and agents, Microsoft
-        Agent Framework agents (or lists of them), orchestration builders and built workflows, and AG2
-        ``GroupChat`` / pattern / ``ConversableAgent`` are told apart by their package; see
+        bound to its identity, the scaffolding, group membership. AutoGen agentchat teams and agents,
+        Microsoft Agent Framework agents (or lists of them), orchestration builders and built workflows, and
+        AG2 ``GroupChat`` / pattern / ``ConversableAgent`` are told apart by their package; see
         ``integration/<framework>/attach.py``.
 
-        ``group_id`` defaults to one derived stably from the team (its type and agent names). ``options`` go
-        to the framework's attacher (AG2: ``read_only=True`` or agent names, ``record=False``). Returns the
-        framework's ``Attachment`` (``group_id``, ``agents``, ``mode_of``).
+        Args:
+            team_or_agent: the team, agent or list of agents.
+            group_id: the team's name (required): its memory lives under it whatever its roster or type,
+                and teams given the same name share it, whatever their framework.
+            agent_ids: explicit memory ids by agent name; an agent not named here is ``group_id:name``, so
+                unrelated teams whose agents have the same names never share a private scope.
+            scaffolding: replaces the default scaffolding of agents with the tools.
+            read_only_scaffolding: replaces the scaffolding of agents that only get recall.
+            options: for the framework's attacher (AG2: ``read_only=True`` or agent names, ``record=False``).
+
+        Returns:
+            The framework's ``Attachment`` (``group_id``, ``agents``, ``mode_of``).
+
+        Raises:
+            GroupIdRequired: no ``group_id`` (a ``TypeError``).
+            ValueError / TypeError: an id the store cannot own, or an agent that cannot be attached as asked.
         """
+        from .integration.toolkit import team_identity
+
+        team_identity(group_id, (), None)  # no team name: refused before anything else is looked at
         return self._attacher(team_or_agent).attach(
-            team_or_agent, group_id, scaffolding=scaffolding, read_only_scaffolding=read_only_scaffolding, **options
+            team_or_agent,
+            group_id,
+            agent_ids=agent_ids,
+            scaffolding=scaffolding,
+            read_only_scaffolding=read_only_scaffolding,
+            **options,
         )
 
     def detach(self, team_or_agent: Any) -> list[str]:

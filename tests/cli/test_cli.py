@@ -31,6 +31,7 @@ from autogen_shared_memory.transfer import export_lines
 COMMANDS = [
     "scopes",
     "search",
+    "groups",
     "show",
     "history",
     "remember",
@@ -275,7 +276,7 @@ def test_search_table_explain_and_json(run: Run, ids: dict[str, str]) -> None:
 def test_search_scopes_and_policy(run: Run, ids: dict[str, str]) -> None:
     hits = as_json(run("search", "Q3 report due", "--group", "crew", "--json"))  # trusted: group + global
     assert hits[0]["fact"]["id"] == ids["q3"]
-    assert as_json(run("search", "Q3 report", "--json"))[:1] != [ids["q3"]]  # global only without --group
+    assert [h["fact"]["id"] for h in as_json(run("search", "Q3 report", "--scope", "global", "--json"))] == []
     mine = as_json(run("search", "sales API cursor", "--scope", "agent", "--agent", "alice", "--json"))
     assert [h["fact"]["id"] for h in mine] == [ids["private"]]
     assert as_json(run("search", "Q3", "--agent", "bob", "--group", "crew", "--json"))  # bob is a member
@@ -286,6 +287,105 @@ def test_search_scopes_and_policy(run: Run, ids: dict[str, str]) -> None:
     one_line_error(run("search", "sales", "--scope", "agent", "--agent", "alcie", code=1), "unknown agent 'alcie'")
     one_line_error(run("members", "crw", code=1), "no group 'crw'")
     assert "bob" in run("members", "crew").stdout
+
+
+def test_the_operators_search_reads_every_scope_and_says_which_it_read(run: Run, ids: dict[str, str]) -> None:
+    # without --agent or --group the operator searches every scope: a group's or an agent's fact is found
+    hits = as_json(run("search", "Q3 report due October", "--json"))
+    assert (hits[0]["fact"]["id"], hits[0]["fact"]["scope"]) == (ids["q3"], "group:crew")
+    assert as_json(run("search", "sales API cursor", "--json"))[0]["fact"]["id"] == ids["private"]
+    table = run("search", "Q3 report due October").stdout
+    assert ids["q3"] in table and "group:crew" in table  # each hit shows its scope
+    # an empty answer names the scopes it searched
+    assert run("search", "zebra quantum").stdout.strip() == "no hits in 3 scopes: agent:alice, global, group:crew"
+    nothing = run("search", "zebra quantum", "--group", "crew").stdout.strip()
+    assert nothing == "no hits in 2 scopes: group:crew, global"
+    assert run("search", "zebra", "--scope", "global").stdout.strip() == "no hits in 1 scope: global"
+    # an agent still sees only what the policy lets it read
+    bob = as_json(run("search", "sales API cursor", "--agent", "bob", "--group", "crew", "--json"))
+    assert ids["private"] not in [h["fact"]["id"] for h in bob]
+
+
+def test_groups_lists_each_group_with_its_members_and_fact_counts(run: Run, ids: dict[str, str], root: Path) -> None:
+    [crew] = as_json(run("groups", "--json"))
+    assert crew.pop("last_write") > 0
+    assert crew == {
+        "group": "crew",
+        "members": ["alice", "bob", "lead"],
+        "counts": {"active": 1, "forgotten": 1, "superseded": 0, "expired": 0},
+    }
+    table = run("groups").stdout
+    assert "1 group in" in table and "crew" in table and "alice, bob, lead" in table
+    run("members", "ops", "--add", "carol")
+    assert [(g["group"], g["members"], g["counts"]["active"]) for g in as_json(run("groups", "--json"))] == [
+        ("crew", ["alice", "bob", "lead"], 1),
+        ("ops", ["carol"], 0),
+    ]
+    (root.parent / "empty").mkdir()
+    assert "no groups yet" in invoke(["--root", str(root.parent / "empty"), "groups"]).stdout
+
+
+def test_a_write_to_a_group_the_store_does_not_have_is_refused(run: Run, ids: dict[str, str], root: Path) -> None:
+    before = dump(root)
+    for who in ([], ["--as", "alice"]):
+        result = run("remember", "Standup is at 9:30", "--scope", "group", "--group", "crw", *who, code=1)
+        one_line_error(result, "no group 'crw' in this store", "its groups: crew", "--create-group")
+    one_line_error(run("members", "crw", "--remove", "alice", code=1), "no group 'crw'")  # as read commands say
+    assert dump(root) == before and not (root / "group_crw.db").exists()
+    assert run("remember", "x", "--scope", "global", "--create-group", code=2).stdout == ""
+    # asked for: a new group
+    made = as_json(
+        run("remember", "Standup is at 9:30", "--scope", "group", "--group", "ops", "--create-group", "--json")
+    )
+    assert made["scope"] == "group:ops" and made["status"] == "created"
+    assert "ops" in [g["group"] for g in as_json(run("groups", "--json"))]
+    # a group with members exists: writing to it needs no flag
+    run("members", "qa", "--add", "alice")
+    assert (
+        "created" in run("remember", "Tests run nightly", "--scope", "group", "--group", "qa", "--as", "alice").stdout
+    )
+
+
+def test_a_global_option_after_the_command_says_where_it_goes(root: Path, ids: dict[str, str]) -> None:
+    wide = {"COLUMNS": "300"}
+    result = invoke(["search", "release", "--root", str(root)], code=2, env=wide)
+    assert "--root is a global option: put it before the command" in result.output
+    assert "--root PATH search ..." in result.output and "No such option" not in result.output
+    flag = invoke(["--root", str(root), "scopes", "--create"], code=2, env=wide)
+    assert "--create is a global option: put it before the command" in flag.output and "--create scopes" in flag.output
+    assert "--operator OPERATOR remember" in invoke(["remember", "x", "--operator", "ops"], code=2, env=wide).output
+    other = invoke(["--root", str(root), "search", "release", "--nope"], code=2, env=wide)
+    assert "No such option: --nope" in other.output and "global option" not in other.output
+
+
+def test_a_path_that_is_not_utf8_is_refused_in_plain_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # such a name reaches Python as lone surrogates, which the store's config cannot write down
+    odd = os.fsdecode(os.fsencode(tmp_path) + b"/mem-\xff")
+    os.mkdir(os.fsencode(odd))
+    model = os.fsdecode(os.fsencode(tmp_path) + b"/model-\xff")
+    os.mkdir(os.fsencode(model))
+    wide = {"COLUMNS": "300"}
+    for args, where in (
+        (["--root", odd, "scopes"], "--root"),
+        (["--root", str(tmp_path), "--model", model, "scopes"], "--model"),
+    ):
+        result = invoke(args, code=2, env=wide)
+        assert (
+            f"Invalid value for {where}: the path " in result.output and "is not UTF-8 text (byte 0xff" in result.output
+        )
+        for pydantic in ("serializing", "validation error", "Input should"):
+            assert pydantic not in result.output
+    monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DIR", odd)
+    assert "$AUTOGEN_SHARED_MEMORY_DIR: the path" in invoke(["scopes"], code=2, env=wide).output
+    assert os.listdir(os.fsencode(odd)) == []  # nothing written
+
+
+def test_a_group_member_with_records_is_a_known_agent(run: Run, ids: dict[str, str], root: Path) -> None:
+    # lead is a member of crew and created its task, with no directory entry and no scope of its own
+    assert not (root / "agent_lead.db").exists()
+    assert run("conversations", "lead").stdout.strip() == "no messages recorded for lead"
+    assert run("tools", "lead").stdout.strip() == "no tool calls recorded for lead"
+    one_line_error(run("conversations", "ghost", code=1), "unknown agent 'ghost'", "a member of no group")
 
 
 # ---------------------------------------------------------------------------------------- show, history
@@ -506,7 +606,7 @@ def test_export_import_round_trip(run: Run, ids: dict[str, str], root: Path, tmp
     assert link.is_symlink() and fifo.is_fifo() and (root / "global.db").read_bytes().startswith(b"SQLite format 3")
     copy = tmp_path / "copy"
     one_line_error(invoke(["--root", str(copy), "import", str(out)], code=1), "--create")
-    report = as_json(invoke(["--root", str(copy), "--create", "import", str(out), "--json"]))
+    report = as_json(invoke(["--root", str(copy), "--create", "import", str(out), "--with-policy", "--json"]))
     assert report["inserted"] == summary["rows"] and report["skipped_bad"] == []
     assert dump(copy) == dump(root)  # lossless
     again = invoke(["--root", str(copy), "import", str(out)])
@@ -540,7 +640,7 @@ def test_import_malformed_file_imports_nothing(run: Run, ids: dict[str, str], tm
     failed = invoke(["--root", str(target), "import", str(bad)], code=1)
     one_line_error(failed, "line 3", "not JSON")
     assert list(target.iterdir()) == []  # nothing written
-    report = as_json(invoke(["--root", str(target), "import", str(bad), "--skip-bad", "--json"]))
+    report = as_json(invoke(["--root", str(target), "import", str(bad), "--skip-bad", "--with-policy", "--json"]))
     assert report["skipped_bad"] == ["line 3: not JSON (Expecting property name enclosed in double quotes)"]
     assert report["inserted"] == len(lines) - 3  # not the header, the end line or the damaged row
     warned = invoke(["--root", str(target), "import", str(bad), "--skip-bad"])
@@ -753,6 +853,15 @@ def test_dsn_with_a_real_postgres(pg_dsn: str) -> None:
     assert [(s["scope"], s["counts"]["active"]) for s in scopes] == [("global", 1)]
     hits = json.loads(invoke([*base, "search", "VPN hardware key", "--json"]).stdout)
     assert [h["fact"]["id"] for h in hits] == [receipt["id"]]
+    # groups, a refused group typo, the operator's search of every scope and a member known: as on SQLite
+    invoke([*base, "members", "ops", "--add", "carol"])
+    one_line_error(invoke([*base, "remember", "x", "--scope", "group", "--group", "osp"], code=1), "no group 'osp'")
+    invoke([*base, "remember", "The VPN key lives in the safe", "--scope", "group", "--group", "ops", "--as", "carol"])
+    groups = json.loads(invoke([*base, "groups", "--json"]).stdout)
+    assert [(g["group"], g["members"], g["counts"]["active"]) for g in groups] == [("ops", ["carol"], 1)]
+    hits = json.loads(invoke([*base, "search", "where is the VPN key", "--json"]).stdout)
+    assert {h["fact"]["scope"] for h in hits} == {"global", "group:ops"}
+    assert invoke([*base, "conversations", "carol"]).stdout.strip() == "no messages recorded for carol"
     doctor = json.loads(invoke([*base, "doctor", "--json"]).stdout)
     assert doctor["ok"] and doctor["checks"][0]["name"] == "backend"
 
@@ -780,6 +889,7 @@ def test_commands_that_do_not_embed_never_load_the_model(root: Path, tmp_path: P
         ["scopes"],
         ["show", ids["old"]],
         ["history", ids["new"]],
+        ["groups"],
         ["agents"],
         ["conversations", "alice", "--search", "sales"],
         ["tools", "alice"],
@@ -792,7 +902,7 @@ def test_commands_that_do_not_embed_never_load_the_model(root: Path, tmp_path: P
         ["forget", ids["style"], "--reason", "no embedding needed"],
     ):
         call(*args)
-    invoke(["--root", str(tmp_path / "copy"), "--create", "import", str(tmp_path / "out.jsonl")])
+    invoke(["--root", str(tmp_path / "copy"), "--create", "import", str(tmp_path / "out.jsonl"), "--with-policy"])
     with pytest.raises(AssertionError, match="exited 1"):  # search does embed: it reaches the refusal
         call("search", "release")
 
@@ -911,3 +1021,20 @@ def test_the_documented_doctor_transcript_needs_no_second_model(root: Path, tmp_
     mismatches = [c for c in checks if c["name"] == "model match" and c["status"] == "fail"]
     assert mismatches and all("configured other-model (384-d)" in c["detail"] for c in mismatches)
     assert any(c["name"] == "scope files" and "agent_stray.db" in c["detail"] for c in checks)
+
+
+def test_model_folder_runs_on_onnx_runtime_where_sentence_transformers_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    model_dir = tmp_path / "my-minilm"
+    model_dir.mkdir()
+    settings = Settings(tmp_path, None, None, model_dir, "operator", (), False)
+    assert isinstance(settings.embedder(), SentenceTransformerEmbedder)  # the dev install has it
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "sentence_transformers" else real(name, *a)
+    )
+    chosen = settings.embedder()
+    assert isinstance(chosen, OnnxEmbedder) and chosen.model_id == "my-minilm"

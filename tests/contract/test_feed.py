@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import multiprocessing as mp
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 
 from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.core.types import Change, Position, ScopeRef
+from autogen_shared_memory.core.types import Change, Position, PositionError, ScopeRef, new_fact_id
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
@@ -233,6 +235,159 @@ async def test_async_twins(store: SharedMemoryStore) -> None:
     await asyncio.to_thread(sub.stop)
 
 
+def test_now_is_after_every_earlier_change_of_every_scope(store: SharedMemoryStore) -> None:
+    # Several changes per scope before "now": a "now" taken at any but each scope's newest change would
+    # deliver the older ones.
+    for i in range(4):
+        store.remember(f"older global fact {i}", "global")
+        store.remember(f"older crew fact {i}", "group", agent_id="alice", group_id="crew")
+        store.remember(f"older alice fact {i}", "agent", agent_id="alice")
+    seen: list[Change] = []
+    with store.subscribe(seen.append, poll_interval=0.05) as sub:
+        start = sub.position
+        assert {scope: start.get(scope) for scope in (GLOBAL, CREW, ALICE)} == {
+            scope: max(row["seq"] for row in store.backend.rows(scope, "audit")) for scope in (GLOBAL, CREW, ALICE)
+        }
+        newer = [
+            store.remember("newer global fact", "global").id,
+            store.remember("newer crew fact", "group", agent_id="alice", group_id="crew").id,
+            store.remember("newer alice fact", "agent", agent_id="alice").id,
+        ]
+        assert wait_for(lambda: len(seen) >= 3)
+        time.sleep(0.3)
+    assert sorted(c.fact_id for c in seen) == sorted(newer)
+    assert store.changes(since=start) == store.changes(since=str(start))
+    assert sorted(c.fact_id for c in store.changes(since=start)) == sorted(newer)
+
+
+def test_a_subscription_delivers_a_scope_of_more_changes_than_one_read_holds(store: SharedMemoryStore) -> None:
+    # 2,500 audit rows in one transaction, as a remember_many of 2,500 facts writes them (written through the
+    # backend contract directly: the memory backend's duplicate check makes 2,500 real facts take a minute).
+    now = time.time()
+    events = [
+        {"fact_id": new_fact_id("global"), "event": "created", "actor": "loader", "at": now, "detail": "{}"}
+        for _ in range(2500)
+    ]
+    seqs = store.backend.transact(GLOBAL, lambda tx: tx.add_rows("audit", events))
+    assert len(set(seqs)) == 2500
+    seen: list[Change] = []
+    # No second look within the test (a look every minute): the first must read the scope to its end.
+    with store.subscribe(seen.append, since=None, poll_interval=60):
+        assert wait_for(lambda: len(seen) >= 2500, 30), f"delivered {len(seen)} of 2500"
+        time.sleep(0.3)
+    assert [c.fact_id for c in seen] == [e["fact_id"] for e in events]
+    assert [c.seq for c in seen] == sorted(seqs)
+    assert len(store.changes()) == 2500
+
+
+def test_a_position_of_a_replaced_scope_reads_the_new_one_from_its_beginning(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A position belongs to the store it came from: used on another store it stands for a scope whose storage
+    # was replaced (a file deleted and made again, a database restored from an older copy).
+    old = make_store()
+    old_ids = [old.remember(f"old fact {i}", "global").id for i in range(6)]
+    past_the_end = old.changes()[-1].position  # beyond every seq the new scope has
+    inside = old.changes()[1].position  # a seq the new scope has, holding another change
+    new = make_store()
+    new_ids = [new.remember(f"new fact {i}", "global").id for i in range(4)]
+    assert max(row["seq"] for row in new.backend.rows(GLOBAL, "audit")) < past_the_end.get(GLOBAL)
+    assert new.backend.rows(GLOBAL, "audit", {"seq": inside.get(GLOBAL)})  # that seq is there, another change
+    for since in (past_the_end, inside, str(past_the_end), str(inside)):
+        caplog.clear()
+        read = new.changes(since=since)
+        assert [c.fact_id for c in read] == new_ids, since
+        assert "from its beginning" in caplog.text
+        assert new.changes(since=read[-1].position) == []  # the positions it hands out are the new scope's
+    # A token without marks (as earlier releases wrote them) past the end of the scope: read from the start.
+    unmarked = Position({GLOBAL: past_the_end.get(GLOBAL)})
+    assert not unmarked.marks and Position.parse(str(unmarked)) == unmarked
+    assert [c.fact_id for c in new.changes(since=unmarked)] == new_ids
+    # A subscription from such a position delivers the new scope's changes, then follows it.
+    seen: list[Change] = []
+    with new.subscribe(seen.append, since=str(past_the_end), poll_interval=0.05) as sub:
+        assert wait_for(lambda: len(seen) >= 4)
+        later = new.remember("a later fact", "global").id
+        assert wait_for(lambda: len(seen) >= 5)
+        time.sleep(0.3)
+        assert [c.fact_id for c in seen] == [*new_ids, later]
+        assert new.changes(since=sub.position) == []
+    assert not set(old_ids) & {c.fact_id for c in seen}
+    # The old store's own positions still resume where they were (no false alarm).
+    assert old.changes(since=inside) == old.changes()[2:]
+
+
+def token_of(entries: Any) -> str:
+    """A position token made by hand, as an attacker or a damaged file could."""
+    packed = zlib.compress(json.dumps(entries).encode() if not isinstance(entries, bytes) else entries)
+    return "p1." + base64.urlsafe_b64encode(packed).decode().rstrip("=")
+
+
+def test_malformed_positions_get_a_clear_error_naming_the_problem(store: SharedMemoryStore) -> None:
+    store.remember("a fact", "global")
+    before = store.changes()
+    cases = {
+        token_of(b"[" * 100_000 + b"]" * 100_000): "nested too deeply",
+        token_of([["global", "", 2**100]]): "2**63",
+        token_of([["global", "", -1]]): "2**63",
+        token_of([["global", "", 1.5]]): "2**63",
+        token_of([["global", "", True]]): "2**63",
+        token_of([["global", "", 1, "NOT HEX"]]): "mark",
+        token_of([["global", "", 1, 7]]): "mark",
+        token_of([["global", "", 1, "ab", "extra"]]): "entry",
+        token_of([["planet", "x", 1]]): "scope",
+        token_of([5]): "entry",
+        token_of({"global": 1}): "not a list",
+    }
+    for token, problem in cases.items():
+        for call in (lambda t=token: store.changes(since=t), lambda t=token: store.subscribe(print, since=t)):
+            with pytest.raises(PositionError, match="position") as raised:
+                call()
+            assert isinstance(raised.value, ValueError) and problem in str(raised.value)
+    with pytest.raises(PositionError, match="2\\*\\*63"):
+        Position({GLOBAL: 2**63})
+    assert Position({GLOBAL: 2**63 - 1}).get(GLOBAL) == 2**63 - 1
+    assert store.changes() == before  # nothing changed
+
+
+def test_a_scope_that_cannot_be_read_does_not_stall_the_others(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ALICE sorts before the other scopes: a feed that gives up its round at the first failure starves them.
+    assert sorted([GLOBAL, CREW, ALICE])[0] == ALICE
+    broken = threading.Event()
+    broken.set()
+    reads = {"failed": 0}
+    rows = store.backend.rows
+
+    def failing_rows(scope: ScopeRef, table: str, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        if scope == ALICE and table == "audit" and broken.is_set():
+            reads["failed"] += 1
+            raise OSError("the scope's storage cannot be read")
+        return rows(scope, table, *args, **kwargs)
+
+    monkeypatch.setattr(store.backend, "rows", failing_rows)
+    seen: list[Change] = []
+    # The default poll_interval: PostgreSQL then reads only what it is notified of, and the failing scope
+    # arrives only if the feed retries it by itself.
+    with store.subscribe(seen.append, since=None):
+        alice = store.remember("alice's fact", "agent", agent_id="alice").id
+        others = {
+            store.remember("a global fact", "global").id,
+            store.remember("a crew fact", "group", agent_id="alice", group_id="crew").id,
+        }
+        assert wait_for(lambda: {c.fact_id for c in seen} == others, 10), "the scopes after the failing one stalled"
+        more = store.remember("another global fact", "global").id
+        assert wait_for(lambda: more in {c.fact_id for c in seen}, 10)
+        assert wait_for(lambda: reads["failed"] >= 2, 10)  # the failing scope is tried again
+        assert alice not in {c.fact_id for c in seen}
+        assert f"could not read {ALICE}" in caplog.text
+        broken.clear()  # the scope can be read again: its changes arrive
+        assert wait_for(lambda: alice in {c.fact_id for c in seen}, 15)
+        time.sleep(0.3)
+    assert sorted(c.fact_id for c in seen) == sorted([alice, *others, more])
+
+
 # --------------------------------------------------------------------------- across processes and restarts
 def place_of(store: SharedMemoryStore) -> tuple[str, ...]:
     """What another process needs to open the same memory."""
@@ -312,3 +467,16 @@ def test_a_consumer_killed_mid_feed_resumes_from_its_last_position_without_losse
     for scope in {s for s, _ in consumed}:
         seqs = [seq for s, seq in consumed if s == scope]
         assert seqs == sorted(seqs)
+
+
+def test_positions_keep_marks_through_their_tokens_and_accept_tokens_without() -> None:
+    marked = Position({GLOBAL: 7, CREW: 3}, {GLOBAL: "0123456789ab"})
+    assert Position.parse(str(marked)) == marked and Position.parse(str(marked)).marks == {GLOBAL: "0123456789ab"}
+    moved = marked.advanced(CREW, 5, "ba9876543210").advanced(GLOBAL, 8)
+    assert moved.seqs == {GLOBAL: 8, CREW: 5} and moved.marks == {CREW: "ba9876543210"}  # GLOBAL's mark was of seq 7
+    assert Position.parse(str(moved)) == moved and moved != Position({GLOBAL: 8, CREW: 5})
+    assert moved.advanced(CREW, 0).seqs == {GLOBAL: 8} and moved.advanced(CREW, 0).marks == {}  # read from start
+    old_token = token_of([["global", "", 7], ["group", "crew", 3]])  # as earlier releases wrote them
+    assert Position.parse(old_token) == Position({GLOBAL: 7, CREW: 3}) and Position.parse(old_token).marks == {}
+    with pytest.raises(PositionError, match="no seq"):
+        Position({GLOBAL: 1}, {CREW: "ab"})

@@ -196,7 +196,7 @@ hostile_text = st.text(max_size=80) | st.sampled_from(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     fact=hostile_text,
     scope=st.sampled_from(["agent", "group", "global", "all", "nope"]) | hostile_text,
@@ -245,14 +245,17 @@ def test_tool_calls_never_raise_whatever_the_model_sends(
     def memory() -> list[str]:  # the tool-call log (record_calls) records refused calls too, by design
         return [line for line in everything(s) if '"table": "tool_calls"' not in line]
 
-    for tool, args in calls:
-        before = memory()
-        text = asyncio.run(tool.run_json(args, token))  # AutoGen's entry point: it must not raise either
-        assert isinstance(text, str) and text.encode("utf-8")
-        answers = ("created", "reinforced", "held", "[memory", "forgot", "already", "ERROR:", "DENIED")
-        assert text.startswith(answers), text
-        if text.startswith(("ERROR:", "DENIED")):
-            assert memory() == before, text
+    try:
+        for tool, args in calls:
+            before = memory()
+            text = asyncio.run(tool.run_json(args, token))  # AutoGen's entry point: it must not raise either
+            assert isinstance(text, str) and text.encode("utf-8")
+            answers = ("created", "reinforced", "held", "[memory", "forgot", "already", "ERROR:", "DENIED")
+            assert text.startswith(answers), text
+            if text.startswith(("ERROR:", "DENIED")):
+                assert memory() == before, text
+    finally:
+        s.close()  # each example's store: their connections would pile up until the test ends
 
 
 @pytest.mark.parametrize(
@@ -344,6 +347,72 @@ def test_a_batch_counts_against_the_budget_as_single_calls_do(make_store: StoreF
             agent_id="bob",
             group_id="crew",
         )
+
+
+def test_the_write_budget_counts_only_the_last_24_hours(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write a minute short of 24 hours old still counts against the budget; one a minute past it does not
+    (every backend stamps its audit rows with ``time.time()`` of the calling process, moved here)."""
+    import time
+
+    s = make_store(write_budget=2)
+    s.add_group_member("crew", "alice")
+    real, later = time.time, [0.0]
+    monkeypatch.setattr(time, "time", lambda: real() + later[0])
+    s.remember_many(["The venue is Hall B", "The caterer is Acme"], "group", agent_id="alice", group_id="crew")
+    later[0] = 86400 - 60
+    with pytest.raises(MemoryAccessDenied, match="has written 2 facts to group:crew in the last 24 hours"):
+        s.remember("The band is booked", "group", agent_id="alice", group_id="crew")
+    later[0] = 86400 + 60
+    s.remember("The band is booked", "group", agent_id="alice", group_id="crew")  # the first two have aged out
+    s.remember("The florist is Rosa", "group", agent_id="alice", group_id="crew")
+    with pytest.raises(MemoryAccessDenied, match="has written 2 facts"):  # the two written a day later count
+        s.remember("The DJ is Sam", "group", agent_id="alice", group_id="crew")
+
+
+def test_ids_of_128_characters_are_accepted_and_of_129_refused_at_every_entry(make_store: StoreFactory) -> None:
+    s = make_store(global_writers=["lead"])
+    s.add_group_member("crew", "alice")
+    entries: dict[str, Callable[[str], object]] = {
+        "remember agent_id": lambda v: s.remember("x", "agent", agent_id=v),
+        "remember group_id": lambda v: s.remember("x", "group", group_id=v),
+        "remember_many agent_id": lambda v: s.remember_many(["y"], "agent", agent_id=v),
+        "add_group_member group_id": lambda v: s.add_group_member(v, "alice"),
+        "add_group_member agent_id": lambda v: s.add_group_member("crew", v),
+        "search agent_id": lambda v: s.search("x", "agent", agent_id=v),
+        "search group_id": lambda v: s.search("x", "group", group_id=v),
+        "search other_agent": lambda v: s.search("x", "agent", other_agent=v),
+        "forget_all agent_id": lambda v: s.forget_all("agent", agent_id=v),
+        "set_agent_private": lambda v: s.set_agent_private(v, False),
+        "log_message": lambda v: s.log_message(v, "hello"),
+        "log_tool_call": lambda v: s.log_tool_call(v, "lookup"),
+        "conversation": lambda v: s.conversation(v),
+        "tool_history": lambda v: s.tool_history(v),
+        "for_agent agent_id": lambda v: s.for_agent(v),
+        "for_agent group_id": lambda v: s.for_agent("alice", v),
+        "case_log": lambda v: s.case_log(v),
+        "list_tasks": lambda v: s.list_tasks(v),
+        "memory_tools agent_id": lambda v: memory_tools(s, v),
+        "memory_tools group_id": lambda v: memory_tools(s, "alice", v),
+        "memory_for": lambda v: s.memory_for(v),
+        "global_writers": lambda v: make_store(same_as=s, global_writers=[v]),
+    }
+    for name, call in entries.items():
+        call("a" * 128)
+        try:
+            call("a" * 129)
+        except ValueError as exc:
+            assert "is 129 characters; the limit is 128" in str(exc), (name, exc)
+        else:
+            pytest.fail(f"{name} accepted an id of 129 characters")
+    with pytest.raises(FactNotFoundError):  # a valid caller, so the lookup runs
+        s.get("w_0000000000000000beef", agent_id="a" * 128)
+    with pytest.raises(ValueError, match="limit is 128"):
+        s.get("w_0000000000000000beef", agent_id="a" * 129)
+    s.remember("a fact of a long session", "agent", agent_id="alice", session_id="s" * 128)
+    with pytest.raises(ValueError, match="session_id must be 1 to 128 characters, got 129"):
+        s.remember("a fact of a longer session", "agent", agent_id="alice", session_id="s" * 129)
 
 
 def test_approving_a_fact_said_meanwhile_reinforces_it_instead_of_copying_it(make_store: StoreFactory) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from autogen_shared_memory import MemoryAccessDenied, SharedMemoryStore
+from autogen_shared_memory.integration.toolkit import BoundTools
 from autogen_shared_memory.testing import HashEmbedder
 
 
@@ -71,3 +73,30 @@ def test_denied_write_writes_nothing(store: SharedMemoryStore) -> None:
         store.remember_many(["ok for alice", {"content": "not ok", "scope": "global"}], "agent", agent_id="alice")
     assert not (store.root / "agent_alice.db").exists()
     assert isinstance(MemoryAccessDenied("x"), PermissionError)
+
+
+def test_one_agents_forget_of_another_agents_fact_is_denied(store: SharedMemoryStore) -> None:
+    private = store.remember("alice's private note on retries", "agent", agent_id="alice")
+    ruled = store.remember("policy: refunds need approval", "global", agent_id="lead")
+    for fact_id in (private.id, ruled.id):
+        with pytest.raises(MemoryAccessDenied, match="'bob' may not forget facts in the"):
+            store.forget(fact_id, "not needed", agent_id="bob")
+        assert store.get(fact_id).status == "active"
+        assert store.history(fact_id)[-1].event == "created"
+
+
+def test_the_bound_forget_tool_acts_as_its_agent_and_in_its_group(store: SharedMemoryStore) -> None:
+    private = store.remember("alice's private note on retries", "agent", agent_id="alice")
+    ruled = store.remember("policy: refunds need approval", "global", agent_id="lead")
+    store.add_group_member("other-team", "bob")
+    elsewhere = store.remember("other team: ship on Fridays", "group", agent_id="bob", group_id="other-team")
+    bob = BoundTools(store, "bob", "crew")
+    answers = [asyncio.run(bob.forget(fact_id, "not needed")) for fact_id in (private.id, ruled.id, elsewhere.id)]
+    assert answers[0].startswith("DENIED: agent 'bob' may not forget facts in the agent scope of 'alice'")
+    assert answers[1].startswith("DENIED: agent 'bob' may not forget facts in the global scope")
+    # bob is in other-team too, but these tools are bound to crew: that fact is not theirs to reach
+    assert answers[2] == f"ERROR: no fact with id '{elsewhere.id}'. Search memory to find the right id."
+    for fact_id in (private.id, ruled.id, elsewhere.id):
+        assert store.get(fact_id).status == "active"
+    assert "forgot fact" in asyncio.run(BoundTools(store, "bob", "other-team").forget(elsewhere.id))
+    assert store.get(elsewhere.id).status == "forgotten"

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from autogen_core import CancellationToken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import fts5_expression
 from autogen_shared_memory.core.types import Filters
+from autogen_shared_memory.facts import MAX_QUERY_CHARS
+from autogen_shared_memory.integration.autogen.tools import memory_tools
 from autogen_shared_memory.search.fusion import rrf
 from autogen_shared_memory.search.text import query_terms, stem, stems_of
 from autogen_shared_memory.testing import HashEmbedder
@@ -211,3 +215,19 @@ def test_stems_of_matches_the_fts5_index() -> None:
     text = "Café_owners deployed eu-central-1 on Mondays; naïve reports (x2) 🚀 don't"
     conn.execute("INSERT INTO t VALUES (?)", (text,))
     assert stems_of(text) == {r[0] for r in conn.execute("SELECT term FROM v")}
+
+
+def test_a_query_at_the_length_limit_is_searched_and_one_character_more_is_refused(store: SharedMemoryStore) -> None:
+    assert MAX_QUERY_CHARS == 4096
+    fact = store.remember("The deploy window is Friday", "global")
+    longest = "deploy window " + "x" * (MAX_QUERY_CHARS - 14)
+    assert len(longest) == MAX_QUERY_CHARS
+    assert [h.id for h in store.search(longest, "global")] == [fact.id]
+    assert fact.id in store.recall(longest, "global")
+    search = memory_tools(store, "alice")[0]
+    assert fact.id in asyncio.run(search.run_json({"query": longest}, CancellationToken()))
+    for call in (store.search, store.recall):
+        with pytest.raises(ValueError, match="query is 4097 characters; the limit is 4096"):
+            call(longest + "x", "global")
+    answer = asyncio.run(search.run_json({"query": longest + "x"}, CancellationToken()))
+    assert answer.startswith("ERROR: ") and "query" in answer and "4096" in answer, answer

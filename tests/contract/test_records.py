@@ -494,7 +494,7 @@ def test_export_import_round_trip_is_lossless(store: SharedMemoryStore, tmp_path
     rows = store.export(path)
     assert rows > 10
     target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
-    report = target.import_(path)
+    report = target.import_(path, policy=True)  # the memberships and privacy too
     assert report.inserted == rows and not report.skipped_bad
     for fid in ids.values():
         a, b = store.get(fid), target.get(fid)
@@ -528,7 +528,7 @@ def test_export_one_agent(store: SharedMemoryStore, tmp_path: Path) -> None:
     assert scopes == {("agent", "alice"), ("global", "")}
     assert {x["table"] for x in lines if x["type"] == "row" and x["scope"]["kind"] == "global"} == {"agent_directory"}
     target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
-    target.import_(io.StringIO(buffer.getvalue()))
+    target.import_(io.StringIO(buffer.getvalue()), policy=True)  # alice is private
     assert target.conversation("alice")[0].content == "hello from alice"
 
 
@@ -543,7 +543,7 @@ def test_bad_import_file_writes_nothing(store: SharedMemoryStore, tmp_path: Path
     with pytest.raises(ImportFormatError, match="line 6: not JSON"):
         target.import_(bad)
     assert not (tmp_path / "copy").exists() or not list((tmp_path / "copy").glob("*.db"))
-    report = target.import_(bad, skip_bad=True)
+    report = target.import_(bad, skip_bad=True, policy=True)
     assert report.skipped_bad == [
         "line 6: not JSON (Expecting property name enclosed in double quotes)",
         f"the export's end line counts {len(lines) - 2} rows, the file holds {len(lines) - 1}",  # one more line
@@ -621,10 +621,10 @@ async def test_automatic_recording_through_a_team_run(store: SharedMemoryStore) 
     await team.run(task="write the draft")
     await runtime.stop_when_idle()
     assert await recorder.aflush()  # True: nothing left pending
-    me = store.for_agent("writer", "crew")
-    info = me.get_agent("writer")
+    me = store.for_agent("crew:writer", "crew")  # attach names the team's agents "<group_id>:<name>"
+    info = me.get_agent("crew:writer")
     assert info.description == "Writes drafts" and info.status == "active" and info.last_active_at is not None
-    said = store.conversation("writer")
+    said = store.conversation("crew:writer")
     assert said[0].content == "draft ready" and said[0].task_id == "k_launch"
     assert said[0].session_id == recorder.session_id
     recorder.close()

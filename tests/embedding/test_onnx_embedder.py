@@ -197,11 +197,10 @@ def test_identity_dimension_and_config_without_loading(tmp_path: Path) -> None:
 
 
 def test_model_folder_of_its_own_gets_its_name_as_id(tmp_path: Path) -> None:
-    from autogen_shared_memory.embedding import packaged_model_dir
-
+    minilm = OnnxEmbedder().model_dir  # the default model's files, wherever they came from
     folder = tmp_path / "my-minilm"
-    shutil.copytree(packaged_model_dir(), folder, ignore=shutil.ignore_patterns("model.safetensors"))
-    os.symlink(packaged_model_dir() / "model.safetensors", folder / "model.safetensors")
+    shutil.copytree(minilm, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    os.symlink(minilm / "model.safetensors", folder / "model.safetensors")
     assert OnnxEmbedder(folder, cache_dir=tmp_path / "cache").model_id == "my-minilm"
     with pytest.raises(EmbeddingModelError, match="does not exist"):
         OnnxEmbedder(tmp_path / "missing", cache_dir=tmp_path / "cache").embed(["x"])
@@ -389,12 +388,11 @@ def test_never_imports_torch_and_warm_start_skips_the_builder(built_cache: Path)
 
 
 def test_build_reads_config_and_rejects_other_architectures(tmp_path: Path) -> None:
-    from autogen_shared_memory.embedding import packaged_model_dir
-
+    minilm = OnnxEmbedder().model_dir
     folder = tmp_path / "model"
     folder.mkdir()
-    config = json.loads((packaged_model_dir() / "config.json").read_text())
-    os.symlink(packaged_model_dir() / "model.safetensors", folder / "model.safetensors")
+    config = json.loads((minilm / "config.json").read_text())
+    os.symlink(minilm / "model.safetensors", folder / "model.safetensors")
     (folder / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
     with pytest.raises(EmbeddingModelError, match="unsupported BERT variant"):
         oe.build_minilm_graph(folder)

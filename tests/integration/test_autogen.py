@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,6 @@ from autogen_shared_memory.integration import (
     MemoryReply,
     RememberRequest,
     SearchRequest,
-    derive_group_id,
 )
 from autogen_shared_memory.integration.autogen.runtime import memory_id
 from autogen_shared_memory.integration.autogen.tools import memory_tools
@@ -77,21 +77,21 @@ def crew() -> tuple[RoundRobinGroupChat, dict[str, ReplayChatCompletionClient]]:
 
 async def test_round_robin_crew_shares_group_facts_with_bound_identities(store: SharedMemoryStore) -> None:
     team, clients = crew()
-    attachment = store.attach(team)
+    attachment = store.attach(team, group_id="launch")
     group = attachment.group_id
-    assert group is not None and group == derive_group_id(team)
+    assert group == "launch"
     result = await team.run(task="Plan the launch post")
     texts = [str(getattr(m, "content", "")) for m in result.messages]
     # the writer found the researcher's group fact, with its id and provenance
     found = next(t for t in texts if t.startswith("[memory: 1 of 1 facts]"))
-    assert "The launch is on March 3" in found and "by researcher" in found and f"group:{group}" in found
+    assert "The launch is on March 3" in found and "by launch:researcher" in found and f"group:{group}" in found
     # the reviewer's global write was denied, reported to the model, and the run went on
-    assert any(t.startswith("DENIED:") and "'reviewer'" in t for t in texts)
+    assert any(t.startswith("DENIED:") and "'launch:reviewer'" in t for t in texts)
     assert result.stop_reason is not None and "Maximum number of messages" in result.stop_reason
     # facts are in the right files, written by the bound identities
     with sqlite3.connect(store.root / f"group_{group}.db") as conn:
         assert conn.execute("SELECT content, created_by FROM facts").fetchall() == [
-            ("The launch is on March 3", "researcher")
+            ("The launch is on March 3", "launch:researcher")
         ]
     assert all(st.counts["active"] == 0 for st in store.stats() if st.scope.kind == "global")
     # the scaffolding reached the model: once, in the first and only system message
@@ -107,8 +107,9 @@ async def test_private_fact_goes_to_the_agents_own_file(store: SharedMemoryStore
     team, _ = crew()
     store.attach(team, group_id="launch-crew")
     await team.run(task="go")  # 5 messages: the researcher speaks twice, its second call is private
-    assert store.search("verify dates", "agent", agent_id="researcher")[0].fact.created_by == "researcher"
-    assert store.search("verify dates", agent_id="writer", group_id="launch-crew") == []
+    hit = store.search("verify dates", "agent", agent_id="launch-crew:researcher")[0]
+    assert hit.fact.created_by == "launch-crew:researcher"
+    assert store.search("verify dates", agent_id="launch-crew:writer", group_id="launch-crew") == []
 
 
 def test_attach_twice_is_idempotent_and_detach_removes_everything(store: SharedMemoryStore) -> None:
@@ -116,15 +117,16 @@ def test_attach_twice_is_idempotent_and_detach_removes_everything(store: SharedM
     agent = team._participants[0]
     assert isinstance(agent, AssistantAgent)
     before_wb, before_sys = list(agent._workbench), list(agent._system_messages)
-    first = store.attach(team)
-    second = store.attach(team)
+    first = store.attach(team, group_id="launch")
+    second = store.attach(team, group_id="launch")
     assert len(agent._workbench) == len(before_wb) + 1
     assert agent._system_messages[0].content.count("## Shared memory") == 1
     assert first.agents["researcher"].workbench is second.agents["researcher"].workbench
-    assert store.group_members(first.group_id or "") == {"researcher", "writer", "reviewer"}
+    members = {"launch:researcher", "launch:writer", "launch:reviewer"}
+    assert store.group_members("launch") == members
     assert sorted(store.detach(team)) == ["researcher", "reviewer", "writer"]
     assert agent._workbench == before_wb and agent._system_messages == before_sys
-    assert store.group_members(first.group_id or "") == {"researcher", "writer", "reviewer"}  # shared state stays
+    assert store.group_members("launch") == members  # shared state stays
     with pytest.raises(ValueError, match="already attached to group"):
         store.attach(team, group_id="x")
         store.attach(team, group_id="y")
@@ -138,7 +140,7 @@ def test_user_tool_with_a_memory_name_is_a_clear_error(store: SharedMemoryStore)
     other = AssistantAgent("other", model_client=client())
     team = RoundRobinGroupChat([other, clash])
     with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
-        store.attach(team)
+        store.attach(team, group_id="crew")
     assert len(other._workbench) == 1  # all or nothing: the other agent was not touched either
 
 
@@ -159,14 +161,6 @@ def test_an_agent_with_memory_tools_of_another_store_or_group_is_refused(
     other.close()
 
 
-def test_group_ids_are_stable_and_distinct() -> None:
-    a, _ = crew()
-    b, _ = crew()
-    assert derive_group_id(a) == derive_group_id(b)
-    other = RoundRobinGroupChat([AssistantAgent("x", model_client=client())])
-    assert derive_group_id(other) != derive_group_id(a)
-
-
 def test_bad_explicit_group_id_is_rejected_before_any_change(store: SharedMemoryStore) -> None:
     team, _ = crew()
     with pytest.raises(ValueError, match="path separator"):
@@ -178,7 +172,8 @@ async def test_agent_without_function_calling_gets_read_only_recall(store: Share
     store.remember("The customer prefers email", "group", group_id="desk")
     replay = client("Noted.", info=NO_TOOLS)
     agent = AssistantAgent("support", model_client=replay)
-    attachment = store.attach(agent, group_id="desk")
+    with pytest.warns(UserWarning, match="'support' does not declare function calling .* read-only recall"):
+        attachment = store.attach(agent, group_id="desk")
     assert attachment.mode_of("support") == "recall"
     assert len(agent._workbench[0]._tools) == 0  # type: ignore[attr-defined]
     await agent.run(task="How should I contact the customer? email or phone?")
@@ -206,7 +201,7 @@ def test_every_team_type_and_nested_teams(store: SharedMemoryStore) -> None:
     inner = RoundRobinGroupChat([agent("inner_a"), agent("inner_b")])
     society = SocietyOfMindAgent("society", team=RoundRobinGroupChat([agent("deep")]), model_client=client())
     outer = RoundRobinGroupChat([agent("lead"), inner, society, user])
-    attachment = store.attach(outer)
+    attachment = store.attach(outer, group_id="crew")
     modes = {name: a.mode for name, a in attachment.agents.items()}
     assert modes == {
         "lead": "tools",
@@ -221,9 +216,13 @@ def test_every_team_type_and_nested_teams(store: SharedMemoryStore) -> None:
     swarm = Swarm([AssistantAgent("w1", model_client=client(), handoffs=["w2"]), agent("w2")])
     magentic = MagenticOneGroupChat([agent("m1"), agent("m2", NO_TOOLS)], model_client=client())
     for team in (selector, swarm, magentic):
-        att = store.attach(team)
-        assert att.group_id is not None and att.group_id.startswith(type(team).__name__.lower())
-    assert store.attach(magentic).mode_of("m2") == "recall"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            att = store.attach(team, group_id="crew")
+        said = [str(w.message) for w in caught]
+        assert said == [] if team is not magentic else len(said) == 1 and "agent 'm2' does not declare" in said[0]
+        assert att.group_id == "crew" and all(a.agent_id == f"crew:{n}" for n, a in att.agents.items())
+    assert store.attach(magentic, group_id="crew").mode_of("m2") == "recall"
 
 
 async def test_swarm_handoff_agent_keeps_handoffs_and_gets_memory(store: SharedMemoryStore) -> None:
@@ -239,7 +238,7 @@ async def test_swarm_handoff_agent_keeps_handoffs_and_gets_memory(store: SharedM
     store.attach(team, group_id="helpdesk")
     result = await team.run(task="new ticket 7")
     texts = [str(getattr(m, "content", "")) for m in result.messages]
-    assert any("Ticket 7 is urgent" in t and "by triage" in t for t in texts)
+    assert any("Ticket 7 is urgent" in t and "by helpdesk:triage" in t for t in texts)
 
 
 async def test_tools_for_core_api_loops(store: SharedMemoryStore) -> None:
@@ -326,7 +325,7 @@ async def test_component_round_trips(store: SharedMemoryStore) -> None:
     memory_wb = reloaded._workbench[-1]
     out = await memory_wb.call_tool("memory_remember", {"fact": "loaded tools work", "scope": "group"})
     assert "created fact" in out.to_text()
-    assert store.search("loaded tools work", "group", group_id="launch")[0].fact.created_by == "researcher"
+    assert store.search("loaded tools work", "group", group_id="launch")[0].fact.created_by == "launch:researcher"
     again = SharedMemoryStore.load_component(store.dump_component())
     assert again is store
 
@@ -336,23 +335,27 @@ async def test_runtime_handler_records_team_messages_and_tool_calls(store: Share
     runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
     team, _ = crew()
     team = RoundRobinGroupChat(team._participants, termination_condition=MaxMessageTermination(5), runtime=runtime)
-    store.attach(team)
+    store.attach(team, group_id="launch")
     runtime.start()
     await team.run(task="Plan the launch post")
     await runtime.stop_when_idle()
     # no flush: a read in the same process sees every record made before it
     assert recorder.errors == 0
-    assert [r.content for r in store.conversation("user")] == ["Plan the launch post"]
-    calls = store.tool_history("researcher")
+    # the task's "user" is not an agent of the team: no agent file, under any name
+    assert recorder.flush()
+    agents = ("launch:researcher", "launch:writer", "launch:reviewer")
+    files = {store.scope_ref("agent", agent_id=a).file_name for a in agents}
+    assert {f.name for f in store.root.glob("agent_*.db")} == files
+    calls = store.tool_history("launch:researcher")
     assert [(c.tool_name, c.success) for c in calls] == [("memory_remember", True)] * 2
     assert calls[-1].tool_args == {"fact": "The launch is on March 3", "scope": "group"}  # newest first
     assert calls[0].duration_ms is not None and calls[0].duration_ms >= 0
     assert calls[0].session_id == recorder.session_id
-    denied = store.tool_history("reviewer")[0]
+    denied = store.tool_history("launch:reviewer")[0]
     assert denied.success is False and denied.result and denied.result.startswith("DENIED")
-    said = store.conversation("writer")
+    said = store.conversation("launch:writer")
     assert len(said) == 1 and "The launch is on March 3" in said[0].content
-    assert store.conversation("writer", query="launch")[0].id == said[0].id
+    assert store.conversation("launch:writer", query="launch")[0].id == said[0].id
     recorder.close()
 
 
@@ -422,7 +425,7 @@ async def test_recorder_failure_never_breaks_the_runtime(
     runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
     team, _ = crew()
     team = RoundRobinGroupChat(team._participants, termination_condition=MaxMessageTermination(5), runtime=runtime)
-    store.attach(team)
+    store.attach(team, group_id="crew")
     runtime.start()
     result = await team.run(task="Plan the launch post")
     await runtime.stop_when_idle()
@@ -584,9 +587,9 @@ def test_an_agent_made_from_another_agents_dumped_config_is_refused(store: Share
     config = researcher.dump_component()
     config.config["name"] = "writer"
     writer = AssistantAgent.load_component(config)
-    with pytest.raises(ValueError, match="'writer' already has shared memory bound to agent 'researcher'"):
+    with pytest.raises(ValueError, match="'writer' already has shared memory bound to agent 'crew:researcher'"):
         store.attach(writer, group_id="crew")
-    assert "writer" not in store.group_members("crew")  # nothing attached
+    assert "crew:writer" not in store.group_members("crew")  # nothing attached
 
 
 async def test_two_memory_views_on_one_agent_each_keep_their_capsule(store: SharedMemoryStore, tmp_path: Path) -> None:
@@ -596,7 +599,8 @@ async def test_two_memory_views_on_one_agent_each_keep_their_capsule(store: Shar
     store.remember("The launch venue is Hall B", "global")
     other.remember("The launch caterer is Acme", "global")
     agent = AssistantAgent("planner", model_client=client("ok", info=NO_TOOLS))
-    store.attach(agent, group_id="g")
+    with pytest.warns(UserWarning, match="read-only recall"):
+        store.attach(agent, group_id="g")
     with pytest.raises(ValueError, match="'planner' already has shared memory bound to another store"):
         other.attach(agent, group_id="g")
     both = AssistantAgent(
@@ -713,10 +717,10 @@ async def test_a_call_noted_as_recorded_is_one_agents_and_noted_only_once_writte
 
 
 def test_detach_leaves_memory_tools_the_agent_was_built_with(store: SharedMemoryStore) -> None:
-    tools = store.tools_for("planner")
+    tools = store.tools_for("crew:planner", "crew")
     agent = AssistantAgent("planner", model_client=client(), tools=[])
     agent._workbench = [StaticWorkbench(list(tools))]
-    store.attach(agent)
+    store.attach(agent, group_id="crew")
     store.detach(agent)
     assert [t.name for wb in agent._workbench for t in wb._tools] == [
         "memory_search",

@@ -8,15 +8,15 @@ from pathlib import Path
 from agent_framework import Agent
 from autogen import ConversableAgent
 from autogen_agentchat.agents import AssistantAgent
-from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.integration.agent_framework.testing import ScriptedChatClient
+from autogen_shared_memory.integration.autogen.testing import scripted_client
 from autogen_shared_memory.testing import HashEmbedder
 
 
 def autogen_agent() -> AssistantAgent:
-    return AssistantAgent("planner", model_client=ReplayChatCompletionClient([]))
+    return AssistantAgent("planner", model_client=scripted_client())
 
 
 def ag2_agent() -> ConversableAgent:
@@ -37,18 +37,18 @@ def test_detach_leaves_the_membership_another_process_relies_on(tmp_path: Path) 
         here.attach(short_job, group_id="launch")
         there.attach(service, group_id="launch")
         here.detach(short_job)
-        assert there.group_members("launch") == {"planner"}, make.__name__
-        there.remember("The launch is on March 3", "group", agent_id="planner", group_id="launch")
+        assert there.group_members("launch") == {"launch:planner"}, make.__name__
+        there.remember("The launch is on March 3", "group", agent_id="launch:planner", group_id="launch")
         here.close()
         there.close()
 
 
 def test_detach_keeps_a_membership_trusted_code_added(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    store.add_group_member("ops", "planner")  # trusted code's decision, before any attach
+    store.add_group_member("ops", "ops:planner")  # trusted code's decision, before any attach
     for make in (autogen_agent, ag2_agent, maf_agent):
         agent = make()
         store.attach(agent, group_id="ops")
         store.detach(agent)
-        assert store.group_members("ops") == {"planner"}, make.__name__
+        assert store.group_members("ops") == {"ops:planner"}, make.__name__
     store.close()

@@ -40,11 +40,11 @@ def test_three_frameworks_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         ("global", "maf_lead", "Press releases need legal sign-off two days before publishing."),
         ("global", "ag2_lead", "Announcements must avoid forward-looking revenue claims."),
     ]:
-        line = rf"^   {re.escape(scope)} +by {author} +\(\w+\) +{re.escape(fact)}  <- another process$"
+        line = rf"^   {re.escape(scope)} +by launch:{author} +\(\w+\) +{re.escape(fact)}  <- another process$"
         assert len(re.findall(line, out, re.M)) >= 2, (author, fact)
-    assert len(re.findall(r"^   ok  \w+ +global DENIED ", out, re.M)) == 3
+    assert len(re.findall(r"^   ok  launch:\w+ +global DENIED ", out, re.M)) == 3
     assert out.count("<- another process") >= 12 and out.rstrip().endswith("no private note left its owner.")
-    assert (root / "group_launch.db").exists() and (root / "agent_maf_writer.db").exists()
+    assert (root / "group_launch.db").exists() and len(list(root.glob("agent_launch-maf_writer~*.db"))) == 1
 
     # the parent's checks are real: a private note copied into the group is reported
     monkeypatch.syspath_prepend(str(EXAMPLES))
@@ -52,12 +52,12 @@ def test_three_frameworks_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     store = SharedMemoryStore(root, global_writers=example.GLOBAL_WRITERS)
     try:
         note = example.TEAMS["ag2"].private_note
-        store.remember(note, "group", agent_id="ag2_reviewer", group_id=example.GROUP)
+        store.remember(note, "group", agent_id="launch:ag2_reviewer", group_id=example.GROUP)
         children = {fw: SimpleNamespace(proc=SimpleNamespace(pid=0)) for fw in example.TEAMS}
         problems = example.verify(store, children)
     finally:
         store.close()
-    assert any("ag2_reviewer's private note is visible to" in problem for problem in problems), problems
+    assert any("launch:ag2_reviewer's private note is visible to" in problem for problem in problems), problems
 
     # and a memory that is not fresh is refused rather than checked
     again = subprocess.run(

@@ -38,14 +38,22 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
     return condition()
 
 
-def listener_pids(dsn: str, name: str) -> list[int]:
-    """The backends listening on the schema's channel (the subscription's kept connection)."""
+def listener_pids(dsn: str) -> list[int]:
+    """The listening connections of this process (one per server, shared by every subscription; the tests
+    in this process that are not running have stopped theirs)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s AND query = %s",
-            (LISTENER_NAME, f'LISTEN "{channel(name)}"'),
-        ).fetchall()
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (LISTENER_NAME,)).fetchall()
     return [r[0] for r in rows]
+
+
+def client_connections(dsn: str) -> int:
+    """Every client connection to the server but the one asking."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def check_exactly_once_in_order(seen: list[Change], expected: list[Change]) -> None:
@@ -82,7 +90,7 @@ def test_the_feed_loses_nothing_while_its_listening_connection_is_killed_repeate
     writer.start()
     killed: set[int] = set()
     while writer.is_alive():
-        for pid in listener_pids(pg_dsn, name):
+        for pid in listener_pids(pg_dsn):
             with psycopg.connect(pg_dsn, autocommit=True) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
             killed.add(pid)
@@ -97,7 +105,7 @@ def test_the_feed_loses_nothing_while_its_listening_connection_is_killed_repeate
     check_exactly_once_in_order(seen, expected)
     assert sub.position == expected[-1].position or store.changes(since=sub.position) == []
     sub()
-    assert listener_pids(pg_dsn, name) == []  # stopping closes the listening connection
+    assert listener_pids(pg_dsn) == []  # stopping closes the listening connection
     store.close()
 
 
@@ -113,7 +121,7 @@ def test_writes_committed_while_the_listener_cannot_reconnect_are_delivered_afte
     writer.remember("before the outage", "global")
     assert wait_for(lambda: len(seen) == 1, 20)
     proxy.cut()
-    assert wait_for(lambda: listener_pids(pg_dsn, name) == [], 20)
+    assert wait_for(lambda: listener_pids(pg_dsn) == [], 20)
     during = [writer.remember(f"during the outage {i}", "group", group_id=f"alone{i}").id for i in range(5)]
     time.sleep(0.5)  # the listener keeps failing to reconnect meanwhile
     proxy.restore()
@@ -151,3 +159,60 @@ def test_a_long_schema_name_still_gets_a_channel_of_its_own() -> None:
     long_a, long_b = "a" * 60 + "x", "a" * 60 + "y"
     assert len(channel(long_a)) <= 63 and channel(long_a) != channel(long_b)
     assert channel("MySchema") == channel("myschema")  # unquoted identifiers fold to lower case
+
+
+def test_many_subscriptions_in_one_process_share_one_listening_connection(pg_dsn: str) -> None:
+    # A connection per subscription would take ~95 subscriptions to lock every other client out of a server
+    # with the default max_connections of 100.
+    ours, theirs = schema(), schema()
+    before = client_connections(pg_dsn)
+    store, other = open_store(pg_dsn, ours), open_store(pg_dsn, theirs)  # pools of at most 3 connections each
+    seen: list[list[Change]] = [[] for _ in range(150)]
+    subs = [store.subscribe(seen[i].append) for i in range(10)]
+    assert len(listener_pids(pg_dsn)) == 1
+    subs += [store.subscribe(seen[i].append) for i in range(10, 150)]
+    their_seen: list[Change] = []
+    their_sub = other.subscribe(their_seen.append)  # another schema (tenant) on the same server: same connection
+    assert len(listener_pids(pg_dsn)) == 1
+    assert client_connections(pg_dsn) - before <= 3 + 3 + 1  # the two pools and one listener
+    first = store.remember("every subscription hears this", "group", group_id="crew").id
+    assert wait_for(lambda: all(len(s) == 1 for s in seen), 30), f"{sum(not s for s in seen)} never heard it"
+    assert all(s[0].fact_id == first for s in seen)
+    subs[0]()  # stopping one stops none of the others
+    second = store.remember("all but the stopped one hear this", "global").id
+    assert wait_for(lambda: all(len(s) == 2 for s in seen[1:]), 30)
+    assert all(s[1].fact_id == second for s in seen[1:]) and len(seen[0]) == 1
+    theirs_id = other.remember("another tenant's fact", "global").id
+    assert wait_for(lambda: len(their_seen) == 1, 30) and their_seen[0].fact_id == theirs_id
+    time.sleep(0.5)
+    assert all(len(s) == 2 for s in seen[1:]) and len(seen[0]) == 1  # not theirs
+    for sub in subs[1:]:
+        sub()
+    assert len(listener_pids(pg_dsn)) == 1  # the other tenant still listens
+    their_sub()
+    assert wait_for(lambda: listener_pids(pg_dsn) == [], 10)  # the last one stopped: the connection closes
+    store.close()
+    other.close()
+
+
+def test_the_shared_listener_reconnects_and_every_subscription_catches_up(pg_dsn: str) -> None:
+    # After the shared connection is killed, writes made before it listens again reach every subscription
+    # through the catch-up read that follows each LISTEN (they were never notified).
+    name = schema()
+    proxy = Proxy(pg_dsn)
+    subscriber = open_store(proxy.dsn, name)
+    writer = open_store(pg_dsn, name)
+    seen: list[list[Change]] = [[] for _ in range(5)]
+    subs = [subscriber.subscribe(seen[i].append) for i in range(5)]
+    proxy.cut()
+    assert wait_for(lambda: listener_pids(pg_dsn) == [], 20)
+    during = {writer.remember(f"during the outage {i}", "group", group_id=f"alone{i}").id for i in range(3)}
+    time.sleep(0.3)
+    proxy.restore()
+    assert wait_for(lambda: all(len(s) == 3 for s in seen), 30), [len(s) for s in seen]
+    assert all({c.fact_id for c in s} == during for s in seen)
+    for sub in subs:
+        sub()
+    writer.close()
+    subscriber.close()
+    proxy.close()

@@ -23,7 +23,7 @@ def _rows(rng: np.random.Generator, n: int, d: int, spread: float) -> np.ndarray
     return (rows * np.exp(rng.uniform(-3, 3, (n, 1)))).astype(np.float32)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     seed=st.integers(0, 2**32 - 1),
     n=st.integers(1, 300),
@@ -65,7 +65,7 @@ def _brute(codes_index: VectorIndex, vectors: np.ndarray, floor: float, live: np
 
 
 @pytest.mark.parametrize("sketch_from", [1, 10**9])  # the sketch, and a small scope's rebuilt rows
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(seed=st.integers(0, 2**32 - 1), tight=st.booleans())
 @example(seed=14152, tight=False)  # a row 4e-7 over the floor by cosines()'s bound, which the rebuilt rows' missed
 def test_batch_candidates_are_the_nearest_rows_a_full_scan_finds(sketch_from: int, seed: int, tight: bool) -> None:

@@ -108,7 +108,7 @@ def test_semantic_ranks_several_scopes_together(tmp_path: Path) -> None:
 _UNIT = st.one_of(st.floats(-1.0, 1.0, width=32, allow_subnormal=False), st.sampled_from([0.0, 1.0, -1.0, 1e-8]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(
     hnp.arrays(np.float32, (6, 24), elements=_UNIT),
     hnp.arrays(np.float32, 24, elements=_UNIT),

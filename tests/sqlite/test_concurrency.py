@@ -171,6 +171,28 @@ def test_open_files_stay_bounded_when_a_lookup_visits_every_scope(tmp_path: Path
     assert store.search("fact of group 7", "group", group_id="g7")[0].content == "fact of group 7"
 
 
+def test_release_thread_closes_the_threads_connections_and_they_reopen(tmp_path: Path) -> None:
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), global_writers=["alice"])
+    store.add_group_member("crew", "alice")
+
+    def search_and_write() -> None:  # opens the three scope files and ids.db
+        store.remember("the launch is on March 3", "agent", agent_id="alice")
+        assert store.search("launch", agent_id="alice", group_id="crew")
+
+    search_and_write()
+    backend: Any = store.backend
+    mine = list(backend._local.held.opened)
+    assert len(mine) >= 2  # a search may read some scope files in helper threads; the write's are this one's
+    backend.release_thread()
+    for conn in mine:
+        assert conn not in backend._all_conns
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            conn.execute("SELECT 1")
+    search_and_write()  # reopened, ids.db included
+    assert len(backend._local.held.opened) == len(mine)
+    store.close()
+
+
 def test_a_seq_reused_after_a_purge_never_lends_its_vector_to_the_purged_fact(tmp_path: Path) -> None:
     """SQLite reuses the seq of a purged newest fact. Another process purges it and writes a new fact right
     while this one refreshes its index: the purged fact's row must not take the new fact's vector, and a

@@ -170,6 +170,95 @@ def test_half_built_files_of_a_killed_process_are_removed(tmp_path: Path) -> Non
     assert not any(p.exists() for p in stale) and live.exists()
 
 
+# Forks children that create scope files one after another, each killed (SIGKILL) part-way: one import for
+# all the kills. Prints, per kill, the temporary files it left.
+SCOPE_CREATOR = textwrap.dedent(
+    """
+    import json, os, random, signal, sys, time
+    from autogen_shared_memory import SharedMemoryStore
+    from autogen_shared_memory.core.types import ScopeRef
+    from autogen_shared_memory.testing import HashEmbedder
+
+    root, kills = sys.argv[1], int(sys.argv[2])
+    rng = random.Random(5)
+    left = []
+    for kill in range(kills):
+        pid = os.fork()
+        if pid == 0:
+            store = SharedMemoryStore(root, embedder=HashEmbedder())
+            n = 0
+            while True:
+                store.backend._conn(ScopeRef("agent", f"k{kill}-{n}"), create=True)
+                n += 1
+        time.sleep(rng.uniform(0.05, 0.25))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        parts = tuple(".tmp" + part for part in ("", "-wal", "-shm", "-journal", "-lock"))
+        left.append(sorted(name for name in os.listdir(root) if name.endswith(parts)))
+    print(json.dumps(left))
+    """
+)
+
+
+@pytest.mark.sqlite_only
+def test_temporary_files_of_scope_files_whose_creation_was_killed_are_removed(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", SCOPE_CREATOR, str(tmp_path), "20"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    left = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sum(1 for names in left if names) >= 3  # kills that landed while a file was being built
+    assert all(len(names) <= 5 for names in left)  # each child removed what the one before it left
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())  # a later process: cleans on opening
+    assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
+    scopes = store.backend.scopes("agent")
+    assert len(scopes) >= 20
+    for scope in scopes:  # every published file is whole
+        with sqlite3.connect(tmp_path / scope.file_name) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert store.remember("after the kills", "agent", agent_id=scopes[0].owner).status == "created"
+
+
+# Holds the lock of a build, as the process building it does, until told to stop.
+LOCK_HOLDER = textwrap.dedent(
+    """
+    import fcntl, os, sys
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("locked", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+@pytest.mark.sqlite_only
+def test_a_build_whose_lock_is_held_is_never_removed(tmp_path: Path) -> None:
+    """Another process's build under way (its process may run in another PID namespace: its pid means nothing
+    here) keeps its files, whoever opens the store or creates a scope meanwhile; removed once it is gone."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    build = tmp_path / f".agent_x.db.{dead.pid}.0123abcd.tmp"
+    parts = [Path(f"{build}{part}") for part in ("", "-wal", "-shm", "-lock")]
+    for part in parts:
+        part.write_bytes(b"half")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(parts[-1])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+        store.remember("a scope created meanwhile", "agent", agent_id="y")
+        assert all(part.exists() for part in parts)
+        store.close()
+    finally:
+        holder.stdin.write("done\n")
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    SharedMemoryStore(tmp_path, embedder=HashEmbedder()).close()
+    assert not any(part.exists() for part in parts)
+
+
 def test_a_reembed_killed_part_way_leaves_the_old_model_whole_and_runs_again(tmp_path: Path) -> None:
     """kill -9 between a re-embed's batches (to a model of another size): nothing of it was written, so the
     old model still searches and writes, and the next reembed() finishes."""

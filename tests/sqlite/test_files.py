@@ -10,6 +10,7 @@ files and directory have no write permission. A full disk is SQLite's own ``SQLI
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sqlite3
@@ -433,3 +434,41 @@ def test_a_record_or_meta_write_never_loads_the_vector_index(tmp_path: Path) -> 
         assert all(index.n == 0 for index in backend._indexes.values())  # type: ignore[attr-defined]
         store.remember("one more fact", "agent", agent_id="ann")
         assert sum(index.n for index in backend._indexes.values()) == 51  # type: ignore[attr-defined]
+
+
+def _restore(backup: Path, root: Path) -> None:
+    """What a restore from a backup does while a process has the store open: the live file and its WAL
+    are removed and the backup's file is put in their place (a new inode)."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(root / f"global.db{suffix}")
+    shutil.copy(backup / "global.db", root / "global.db")
+
+
+def test_a_scope_file_replaced_under_an_open_store_is_read_and_written_anew(tmp_path: Path) -> None:
+    backup = SharedMemoryStore(tmp_path / "backup", embedder=HashEmbedder())
+    restored = backup.remember("the restored copy says the vault code is amber", "global").id
+    backup.close()
+    store = SharedMemoryStore(tmp_path / "live", embedder=HashEmbedder())
+    try:
+        lost = store.remember("the live file says the vault code is crimson", "global").id
+        assert [h.fact.id for h in store.search("vault code crimson")][:1] == [lost]
+        since = store.changes()[-1].position
+        _restore(tmp_path / "backup", tmp_path / "live")
+        # Reads see the file now at the path, not the deleted one this thread still had open...
+        found = [h.fact.id for h in store.search("vault code amber")]
+        assert restored in found and lost not in found
+        # ... and so does the feed: a position from the old file reads the new one from its start.
+        assert [c.fact_id for c in store.changes(since=since)] == [restored]
+        # A write lands in the file other processes open, not in the deleted one.
+        written = store.remember("after the restore the vault code is teal", "global").id
+    finally:
+        store.close()
+    reopened = SharedMemoryStore(tmp_path / "live", embedder=HashEmbedder())
+    try:
+        assert reopened.get(written).content == "after the restore the vault code is teal"
+        assert reopened.get(restored) is not None
+        with pytest.raises(FactNotFoundError):
+            reopened.get(lost)
+    finally:
+        reopened.close()

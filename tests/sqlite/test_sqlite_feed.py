@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -128,6 +131,70 @@ def test_watch_prints_changes_as_json_lines_and_where_to_resume(tmp_path: Path) 
     assert "agent:alice" in result.stdout and "created" in result.stdout and len(result.stdout.splitlines()) == 1
     bad = runner.invoke(app, ["--root", str(tmp_path), "watch", "--since", "garbage"], env=env)
     assert bad.exit_code == 2 and "position" in bad.stderr
+    store.close()
+
+
+def test_watch_refuses_a_malformed_position_with_a_usage_error(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autogen_shared_memory.cli import app
+
+    env = {"AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
+    SharedMemoryStore(tmp_path, embedder=HashEmbedder()).close()
+
+    def token(text: bytes) -> str:
+        return "p1." + base64.urlsafe_b64encode(zlib.compress(text)).decode().rstrip("=")
+
+    for bad, problem in (
+        (token(b"[" * 100_000 + b"]" * 100_000), "nested too deeply"),
+        (token(json.dumps([["global", "", 2**100]]).encode()), "2**63"),
+        (token(json.dumps([["group", "crew", 1, "not a mark"]]).encode()), "mark"),
+    ):
+        result = CliRunner().invoke(app, ["--root", str(tmp_path), "watch", "--since", bad], env=env)
+        assert result.exit_code == 2, (result.exit_code, result.exception)
+        assert problem in result.stderr and "Invalid value for '--since'" in result.stderr
+        assert "Traceback" not in result.stderr + result.stdout and isinstance(result.exception, SystemExit)
+
+
+def test_a_scope_file_deleted_and_made_again_or_restored_from_an_older_copy_is_read_from_its_beginning(
+    tmp_path: Path,
+) -> None:
+    root, crew = tmp_path / "memory", ScopeRef("group", "crew")
+    path = root / crew.file_name
+
+    def remove_scope_file() -> None:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    def write(*texts: str) -> list[str]:
+        store = SharedMemoryStore(root, embedder=HashEmbedder())
+        ids = [store.remember(text, "group", group_id="crew").id for text in texts]
+        store.close()  # checkpoints: the file alone holds everything
+        return ids
+
+    first = write("first fact", "second fact", "third fact")
+    shutil.copy(path, tmp_path / "backup.db")
+    write("fourth fact", "fifth fact", "sixth fact")
+    store = SharedMemoryStore(root, embedder=HashEmbedder())
+    at_sixth, at_second = store.changes()[-1].position, store.changes()[1].position
+    store.close()
+    # Restored from the older copy (3 changes), then written to: the position's seq 6 is past its end.
+    remove_scope_file()
+    shutil.copy(tmp_path / "backup.db", path)
+    restored = write("written after the restore")
+    store = SharedMemoryStore(root, embedder=HashEmbedder())
+    assert [c.fact_id for c in store.changes(since=str(at_sixth))] == [*first, *restored]
+    seen: list[Change] = []
+    with store.subscribe(seen.append, since=str(at_sixth)):
+        assert wait_for(lambda: len(seen) >= 4, 20)
+        time.sleep(0.3)
+    assert [c.fact_id for c in seen] == [*first, *restored]
+    store.close()
+    # Deleted and made again with more changes than the position's seq: seq 2 holds another change now.
+    remove_scope_file()
+    again = write("new first", "new second", "new third", "new fourth")
+    store = SharedMemoryStore(root, embedder=HashEmbedder())
+    assert [c.fact_id for c in store.changes(since=str(at_second))] == again
     store.close()
 
 

@@ -1,12 +1,13 @@
 """The backend contract: the few operations a storage engine must provide, per scope.
 
-A backend implements :class:`Backend`'s nine abstract methods — one write transaction (:meth:`Backend.transact`,
-offering a :class:`ScopeTx`) and eight reads — and everything else (writing facts through the lifecycle,
-status changes, purge, meta, re-embedding, record tables, export and import) is derived here once. The
-tables a backend keeps and the names it must use are written below (:data:`STORAGE_TABLES`,
-:data:`~autogen_shared_memory.core.records.TABLES`). Validation, access policy, embedding, fusion across
-scopes, capsules and async live above, in :class:`~autogen_shared_memory.facts.FactStore`. SQLite is the
-embedded implementation; PostgreSQL the server one.
+A backend implements :class:`Backend`'s ten abstract methods — one write transaction (:meth:`Backend.transact`,
+offering a :class:`ScopeTx`) and nine reads (one of them :meth:`Backend.snapshot`, a consistent read of a
+scope) — and everything else (writing facts through the lifecycle, status changes, purge, meta, re-embedding,
+record tables, export and import) is derived here once. The tables a backend keeps and the names it must use
+are written below (:data:`STORAGE_TABLES`, :data:`~autogen_shared_memory.core.records.TABLES`). Validation,
+access policy, embedding, fusion across scopes, capsules and async live above, in
+:class:`~autogen_shared_memory.facts.FactStore`. SQLite is the embedded implementation; PostgreSQL the server
+one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -22,9 +24,11 @@ import numpy as np
 
 from ..core import lifecycle
 from ..core.lifecycle import WriteTx
+from ..core.policy import MEMBER_PREFIX, PRIVATE_KEY
 from ..core.records import TABLES, table_spec
 from ..core.types import (
     MAX_METADATA_BYTES,
+    MAX_TAGS,
     AuditEvent,
     Draft,
     EmbeddingModelMismatchError,
@@ -116,6 +120,7 @@ MODEL_KEYS = ("embedding_model", "embedding_dim")
 CLOSING_EVENTS = ("forgotten", "rejected", "superseded")  # the audit events that close a fact
 OnConflict = Literal["fail", "skip", "update"]
 T = TypeVar("T")
+RowReader = Callable[..., list[dict[str, Any]]]  # :meth:`Backend.rows` without its scope (see snapshot)
 
 
 class ScopeTx(WriteTx, Protocol):
@@ -174,7 +179,7 @@ class ScopeTx(WriteTx, Protocol):
 class Backend(ABC):
     """Storage for facts and records, one isolated namespace per :class:`ScopeRef`.
 
-    A backend implements the nine abstract methods: one write path (:meth:`transact`) and eight reads.
+    A backend implements the ten abstract methods: one write path (:meth:`transact`) and nine reads.
     Everything else here is derived from them once; a backend may override a derived method when it can
     do better (an index for :meth:`find`, a cheaper :meth:`exists`), never to change what it does.
 
@@ -283,6 +288,23 @@ class Backend(ABC):
         tokenised and stemmed as in :meth:`lexical`), best match first (``oldest_first`` is then ignored).
         ``offset`` and ``limit`` (None: all) apply after the ordering. ``facts`` rows hold the columns of
         :data:`FACT_COLUMN_NAMES` plus ``embedding``; no backend-internal column appears."""
+
+    @abstractmethod
+    def snapshot(self, scope: ScopeRef) -> AbstractContextManager[RowReader]:
+        """One consistent read of a scope (what an export reads it with): a context manager whose value reads
+        rows as :meth:`rows` does (the same arguments, without ``scope``), every call until the context exits
+        seeing the scope as it was at one moment, the moment the context is entered: every write committed
+        to the scope before it, no part of any write committed after it.
+
+        Writes to the scope go on meanwhile, by any thread or process, this one included, and are not
+        blocked by it; its reads never wait for a writer. It may be held across many calls and between them
+        (an export streams a scope out batch by batch while its caller writes the lines) and is released on
+        exit, also when the exit is an exception or a generator closed early. A scope that does not exist
+        reads as empty. How: SQLite, a deferred ``BEGIN`` on a connection of its own with a first read inside
+        it (WAL keeps that read's snapshot until the ``COMMIT`` on exit); PostgreSQL, a ``REPEATABLE READ,
+        READ ONLY`` transaction on a connection held until exit; an in-process backend, the scope's committed
+        tables taken under its lock (kept unchanged by copy-on-write writes, or copied).
+        """
 
     def close(self) -> None:
         """Release connections and caches."""
@@ -551,43 +573,61 @@ class Backend(ABC):
     # ---------------------------------------------------------------- derived: transfer
     def export_scope(self, scope: ScopeRef) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every row of a scope as ``(table, row)``: ``meta``, ``facts`` (with the vector as bytes),
-        ``audit``, then each record table. Internal counters (``seq``) are left out."""
+        ``audit``, then each record table, all read from one :meth:`snapshot` (an export taken while others
+        write is the scope as it was at one moment: no audit row of a fact the export lacks, no fact whose
+        status disagrees with its trail). Internal counters (``seq``) are left out."""
         if not self.exists(scope):
             return
-        for table in (*STORAGE_TABLES, *TABLES):
-            last = 0
-            while True:
-                batch = self.rows(scope, table, limit=None if table == "meta" else 1000, after_seq=last)
-                for row in batch:
-                    yield table, {c: v for c, v in row.items() if c != "seq"}
-                if table == "meta" or len(batch) < 1000:
-                    break
-                last = batch[-1]["seq"]
+        with self.snapshot(scope) as rows:
+            for table in (*STORAGE_TABLES, *TABLES):
+                last = 0
+                while True:
+                    batch = rows(table, limit=None if table == "meta" else 1000, after_seq=last)
+                    for row in batch:
+                        yield table, {c: v for c, v in row.items() if c != "seq"}
+                    if table == "meta" or len(batch) < 1000:
+                        break
+                    last = batch[-1]["seq"]
 
-    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, int, int]:
+    def import_scope(
+        self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]], policy: bool = False
+    ) -> ScopeImport:
         """Apply exported rows in one transaction so that an import can be repeated, and an export taken
-        later brings what happened since; returns how many rows were inserted, facts closed, facts updated
-        and facts left out because this scope purged them.
+        later brings what happened since; returns what it did (:class:`ScopeImport`).
 
         * A row whose key exists is not inserted again; an audit event is inserted as many times as the
           export holds it (events of one transaction share their time: only the detail tells them apart).
         * A fact this scope purged (its ``purged`` event is here) is never inserted again: an old export
           does not bring back what was erased.
-        * A fact that exists here takes what the export's copy adds (:func:`merge_as_exported`: more
-          restatements, their authors, tags, metadata keys, the approval of a held fact), and is closed as
-          the export closed it (:func:`close_as_exported`), or as its ``forgotten`` / ``superseded`` event
-          says when the export no longer holds the fact (purged there). A closed fact is never reopened.
+        * A fact that exists here changes only through the audit events the export brings that this scope
+          lacks (each one inserted, so the change is in the trail and the change feed), replayed as the
+          write that made them did it (:func:`replay_event`): a ``reinforced`` event counts a restatement
+          and adds its author (the fact's own author's restatement also its tags, confidence, expiry,
+          category and metadata keys), ``approved`` releases a fact held here, ``forgotten`` / ``rejected``
+          / ``superseded`` close it as the event says, ``withdrawn`` takes an author's statement back
+          (:func:`settle_statements`). The columns of the export's copy of such a fact are never applied:
+          a file cannot approve, close, co-author or tag a fact without the event that did it. A closed
+          fact is never reopened. An export row whose id is another fact here (other content, author or
+          creation time) raises ValueError, nothing written.
+        * Group membership (``member:*``) and privacy (``private``) rows this scope lacks are access
+          policy: inserted only with ``policy`` (else ValueError naming the row, nothing written), and each
+          is listed in ``changes``.
         * A scope's own identity (``scope_kind``/``scope_owner``) is never imported, and a recorded embedding
           model that differs from the import's is refused."""
 
-        def run(tx: ScopeTx) -> tuple[int, int, int, int]:
-            inserted = closed = updated = purged = 0
+        def run(tx: ScopeTx) -> ScopeImport:
+            done = ScopeImport()
             seen: dict[tuple[Any, ...], int] = {}
-            exported = {str(row["id"]) for table, row in items if table == "facts"}
-            erased = {str(r["fact_id"]) for r in tx.rows("audit", {"event": "purged"})} & exported
-            erased -= {f.id for f in tx.get(sorted(erased))} if erased else set()  # held here (restated
-            # here, purged elsewhere, that purge's event imported since): merged and closed as usual
-            closing: dict[str, dict[str, Any]] = {}  # fact id -> the first closing event of a fact gone there
+            exported = {str(row["id"]): row for table, row in items if table == "facts"}
+            here = {f.id: f for f in tx.get(sorted(exported))} if exported else {}
+            for fid, fact in here.items():
+                other = same_fact(fact, exported[fid])
+                if other:
+                    raise ValueError(f"{scope}: the export's fact {fid!r} is another fact here ({other})")
+            erased = {str(r["fact_id"]) for r in tx.rows("audit", {"event": "purged"})} & set(exported)
+            erased -= set(here)  # held here (restated here, purged elsewhere, that purge's event imported
+            # since): changed by its events as usual
+            brought: list[dict[str, Any]] = []  # the audit events this import inserted, in the file's order
             for table, row in items:
                 if table == "meta":
                     if row["key"] in ("scope_kind", "scope_owner"):
@@ -600,42 +640,103 @@ class Backend(ABC):
                                 f"{row['value']!r}: import into a store that uses the same model, then reembed() "
                                 "if needed"
                             )
-                    inserted += len(tx.add_rows("meta", [row], on_conflict="skip"))
+                    grants = is_policy_key(row["key"]) and not tx.rows("meta", {"key": row["key"]})
+                    if grants and not policy:
+                        raise ValueError(
+                            f"{scope}: the export sets {row['key']!r} (access policy), which an import only "
+                            "applies when asked to (policy=True, --with-policy)"
+                        )
+                    added = len(tx.add_rows("meta", [row], on_conflict="skip"))
+                    done.inserted += added
+                    if grants and added:
+                        done.changes.append(f"{scope}: policy set: {policy_change(row['key'])}")
                 elif table == "audit":
                     same = {c: row[c] for c in ("fact_id", "event", "actor", "at")}
                     detail = _detail(row.get("detail"))
                     key = (*same.values(), json.dumps(detail, sort_keys=True, default=str))
                     seen[key] = seen.get(key, 0) + 1
-                    here = sum(_detail(r.get("detail")) == detail for r in tx.rows("audit", same))
-                    if here < seen[key]:
-                        inserted += len(tx.add_rows("audit", [{**same, "detail": row.get("detail")}]))
-                    fid = str(row["fact_id"])
-                    if row["event"] in CLOSING_EVENTS and fid not in exported and fid not in closing:
-                        closing[fid] = {**row, "detail": detail}
+                    present = sum(_detail(r.get("detail")) == detail for r in tx.rows("audit", same))
+                    if present < seen[key]:
+                        done.inserted += len(tx.add_rows("audit", [{**same, "detail": row.get("detail")}]))
+                        brought.append({**same, "detail": detail})
                 elif table == "facts":
-                    if str(row["id"]) in erased:
-                        purged += 1
-                        continue
-                    added = len(tx.add_rows(table, [row], on_conflict="skip"))
-                    inserted += added
-                    if not added:
-                        updated += merge_as_exported(tx, row)
-                        closed += close_as_exported(tx, row)
+                    fid = str(row["id"])
+                    if fid in erased:
+                        done.purged += 1
+                    elif fid not in here:
+                        done.inserted += len(tx.add_rows(table, [row], on_conflict="skip"))
                 else:
                     spec = table_spec(table)
                     row = {c: v for c, v in row.items() if c in spec.columns}
                     added = len(tx.add_rows(table, [row], on_conflict="skip"))
-                    inserted += added
+                    done.inserted += added
                     if not added and not spec.append_only and "updated_at" in spec.columns:
-                        updated += newer_record(tx, table, spec.key, row)
-            for fid, event in closing.items():
-                closed += close_as_exported(tx, closed_row(fid, event))
-            stated = {str(r["fact_id"]) for t, r in items if t == "audit" and r["event"] in ("withdrawn", "reinforced")}
-            for fid in sorted(stated & exported):
-                updated += settle_statements(tx, fid)
-            return inserted, closed, updated, purged
+                        done.updated += newer_record(tx, table, spec.key, row)
+            # Facts that were here before this import (or only their trail: closed by the events of an export
+            # that no longer holds them) change as the events it brought say; a fact it inserted holds them.
+            updated: set[str] = set()
+            withdrawn: set[str] = set()
+            for event in brought:
+                fid = str(event["fact_id"])
+                if fid in exported and fid not in here:
+                    continue
+                if event["event"] == "withdrawn":
+                    withdrawn.add(fid)
+                    continue
+                change = replay_event(tx, event)
+                if change is None:
+                    continue
+                done.changes.append(f"{scope}: fact {fid} {change}")
+                if change.startswith("closed"):
+                    done.closed += 1
+                else:
+                    updated.add(fid)
+            for fid in sorted(withdrawn):
+                change = settle_statements(tx, fid)
+                if change is not None:
+                    done.changes.append(f"{scope}: fact {fid} {change}")
+                    if change.startswith("closed"):
+                        done.closed += 1
+                    else:
+                        updated.add(fid)
+            done.updated += len(updated)
+            return done
 
         return self.transact(scope, run, "import")
+
+
+@dataclass
+class ScopeImport:
+    """What :meth:`Backend.import_scope` did to one scope: rows inserted, facts closed, facts (and mutable
+    records) updated, facts left out because the scope purged them, and one line per change to something
+    that was here before (a fact's status, authors or counts; a membership or privacy setting)."""
+
+    inserted: int = 0
+    closed: int = 0
+    updated: int = 0
+    purged: int = 0
+    changes: list[str] = field(default_factory=list)
+
+
+def is_policy_key(key: str) -> bool:
+    """Whether a ``meta`` key is access policy: a group's member, an agent scope's privacy."""
+    return key.startswith(MEMBER_PREFIX) or key == PRIVATE_KEY
+
+
+def policy_change(key: str) -> str:
+    """The setting a policy ``meta`` key makes, in words."""
+    if key == PRIVATE_KEY:
+        return "private (closed to other agents' reads)"
+    return f"member {key[len(MEMBER_PREFIX) :]!r}"
+
+
+def same_fact(fact: Fact, row: Mapping[str, Any]) -> str:
+    """Why an export's fact ``row`` with ``fact``'s id is another fact (its content, author or creation time
+    differ: none of them ever changes), or "" when it is the same one."""
+    for column in ("content", "created_by", "created_at"):
+        if row.get(column) != getattr(fact, column):
+            return f"its {column} differs"
+    return ""
 
 
 def _detail(value: Any) -> Any:
@@ -653,62 +754,106 @@ def closed_row(fact_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
     write left it)."""
     detail = event["detail"] if isinstance(event["detail"], dict) else {}
     successor = detail.get("superseded_by")
+    reason = detail.get("reason")
     return {
         "id": fact_id,
         "status": "superseded" if event["event"] == "superseded" else "forgotten",
         "superseded_by": successor if event["event"] == "superseded" else None,
         "tombstone_by": event["actor"],
         "tombstone_at": event["at"],
-        "tombstone_reason": f"superseded by {successor}" if event["event"] == "superseded" else detail.get("reason"),
+        "tombstone_reason": f"superseded by {successor}"
+        if event["event"] == "superseded"
+        else reason
+        if isinstance(reason, str)
+        else None,
     }
 
 
-def merge_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
-    """Give the fact ``row`` names what the export's copy of it adds, as restatements would have here: more
-    restatements (``reinforcement``), their authors, tags, a category, metadata keys (values here stay), a
-    higher confidence, a later expiry (none is the latest), and the approval of a fact held here that the
-    export has active (its ``approved`` event comes with the export's audit rows). Whether anything changed."""
-    found = tx.get([str(row["id"])])
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def replay_event(tx: ScopeTx, event: Mapping[str, Any]) -> str | None:
+    """Apply to the fact it names an audit event an import brought (``detail`` as a value), as the write that
+    made it changed the fact there; what changed, in words, or None (nothing: no such fact, an event that
+    changes no fact, or one whose change this fact cannot take, as a closed fact that is never reopened).
+
+    * ``reinforced``: one more restatement (``reinforcement`` + 1), its author added to ``stated_by``; when
+      the author is the fact's own, also the restatement's tags (up to :data:`~..core.types.MAX_TAGS`), a
+      higher confidence, its expiry (none, or a later one), a category the fact lacks and metadata keys it
+      lacks, as :mod:`~autogen_shared_memory.core.lifecycle` refreshes an author's own fact. An active fact
+      only.
+    * ``approved``: a fact held for review becomes active, or, when the approval merged it into another
+      fact (``merged_into``), is closed as that approval closed it.
+    * ``forgotten``, ``rejected``, ``superseded``: an open fact (active, expired or held) is closed with the
+      event's actor, time and reason (:func:`closed_row`).
+    * ``withdrawn``: nothing here; :func:`settle_statements` applies it.
+    """
+    found = tx.get([str(event["fact_id"])])
     if not found:
-        return False
+        return None
     fact = found[0]
-    changes: dict[str, Any] = {}
-    if fact.status == "pending" and row.get("status") == "active":
-        changes["status"] = "active"
-    stated = _detail(row.get("stated_by")) or []
-    tags = _detail(row.get("tags")) or []
-    metadata = _detail(row.get("metadata")) or {}
-    if isinstance(row.get("reinforcement"), int) and row["reinforcement"] > fact.reinforcement:
-        changes["reinforcement"] = row["reinforcement"]
-    if isinstance(stated, list) and any(a not in fact.stated_by for a in stated):
-        changes["stated_by"] = (*fact.stated_by, *(str(a) for a in stated if a not in fact.stated_by))
-    if isinstance(tags, list) and any(t not in fact.tags for t in tags):
-        changes["tags"] = (*fact.tags, *(str(t) for t in tags if t not in fact.tags))
-    if fact.category is None and isinstance(row.get("category"), str):
-        changes["category"] = row["category"]
-    merged = {**metadata, **fact.metadata} if isinstance(metadata, dict) else fact.metadata
-    if len(merged) > len(fact.metadata) and len(json.dumps(merged).encode()) <= MAX_METADATA_BYTES:
-        changes["metadata"] = json.dumps(merged)
-    confidence = row.get("confidence")
-    if isinstance(confidence, (int, float)) and not isinstance(confidence, bool) and confidence > fact.confidence:
-        changes["confidence"] = float(confidence)
-    if fact.expires_at is not None and "expires_at" in row:
-        later = row["expires_at"]
-        if later is None or (isinstance(later, (int, float)) and later > fact.expires_at):
-            changes["expires_at"] = later
-    if changes:
-        tx.update(fact.id, changes)
-    return bool(changes)
+    kind, actor = event["event"], str(event["actor"])
+    detail = event["detail"] if isinstance(event["detail"], dict) else {}
+    if kind in CLOSING_EVENTS:
+        if fact.status not in ("active", "expired", "pending"):
+            return None
+        closed = closed_row(fact.id, event)
+        tx.update(fact.id, {c: v for c, v in closed.items() if c != "id"})
+        return f"closed ({closed['status']} by {actor})"
+    if kind == "approved":
+        if fact.status != "pending":
+            return None
+        joined = detail.get("merged_into")
+        if isinstance(joined, str):
+            tx.update(
+                fact.id,
+                {
+                    "status": "forgotten",
+                    "tombstone_by": actor,
+                    "tombstone_at": event["at"],
+                    "tombstone_reason": f"approved as a restatement of {joined}",
+                },
+            )
+            return f"closed (approved by {actor} as a restatement of {joined})"
+        tx.update(fact.id, {"status": "active"})
+        return f"approved by {actor}"
+    if kind != "reinforced" or fact.status not in ("active", "expired"):
+        return None
+    changes: dict[str, Any] = {"reinforcement": fact.reinforcement + 1}
+    if actor not in fact.stated_by:
+        changes["stated_by"] = (*fact.stated_by, actor)
+    if actor == fact.created_by:  # the author said it again: its own fact is refreshed
+        confidence = _number(detail.get("confidence"))
+        if confidence is not None and 0.0 <= confidence <= 1.0:
+            changes["confidence"] = max(fact.confidence, confidence)
+        tags = detail.get("tags")
+        if isinstance(tags, list):
+            added = tuple(dict.fromkeys(t for t in tags if isinstance(t, str) and t not in fact.tags))
+            changes["tags"] = fact.tags + added[: max(0, MAX_TAGS - len(fact.tags))]
+        if fact.expires_at is not None:
+            later = _number(detail.get("expires_at"))
+            changes["expires_at"] = None if later is None else max(fact.expires_at, later)
+        if fact.category is None and isinstance(detail.get("category"), str):
+            changes["category"] = detail["category"]
+        metadata = detail.get("metadata")
+        if isinstance(metadata, dict):
+            merged = {**metadata, **fact.metadata}
+            if len(merged) > len(fact.metadata) and len(json.dumps(merged).encode()) <= MAX_METADATA_BYTES:
+                changes["metadata"] = json.dumps(merged)
+    tx.update(fact.id, changes)
+    return f"restated by {actor}"
 
 
-def settle_statements(tx: ScopeTx, fact_id: str) -> bool:
-    """After an import brought a fact's audit events: the agents whose last word on the active fact is a
-    ``withdrawn`` event (later than their last ``created`` or ``reinforced`` one, in either store) leave its
-    ``stated_by``, as :func:`~autogen_shared_memory.core.lifecycle.withdraw` left them where it ran; with
-    no one left, the fact is closed as that withdrawal closed it. Whether anything changed."""
+def settle_statements(tx: ScopeTx, fact_id: str) -> str | None:
+    """After an import brought a ``withdrawn`` event of a fact: the agents whose last word on the active fact
+    is a ``withdrawn`` event (later than their last ``created`` or ``reinforced`` one, in either store) leave
+    its ``stated_by``, as :func:`~autogen_shared_memory.core.lifecycle.withdraw` left them where it ran; with
+    no one left, the fact is closed as that withdrawal closed it, with a ``forgotten`` event (the change
+    feed and ``history`` show it). What changed, in words, or None."""
     found = tx.get([fact_id])
     if not found or found[0].status != "active":
-        return False
+        return None
     said: dict[str, float] = {}
     taken_back: dict[str, float] = {}
     for event in tx.rows("audit", {"fact_id": fact_id}):
@@ -718,13 +863,19 @@ def settle_statements(tx: ScopeTx, fact_id: str) -> bool:
             taken_back[event["actor"]] = max(taken_back.get(event["actor"], 0.0), float(event["at"]))
     keep = tuple(a for a in found[0].stated_by if taken_back.get(a, -1.0) < said.get(a, 0.0))
     if keep == found[0].stated_by:
-        return False
+        return None
+    left = sorted(set(found[0].stated_by) - set(keep))
     if keep:
         tx.update(fact_id, {"stated_by": keep})
-    else:
-        last = max(taken_back.items(), key=lambda item: item[1])
-        tx.update(fact_id, {"status": "forgotten", "tombstone_by": last[0], "tombstone_at": last[1]})
-    return True
+        return f"withdrawn by {', '.join(left)}"
+    last = max(taken_back.items(), key=lambda item: item[1])
+    reason = "every author withdrew it"
+    tx.update(
+        fact_id,
+        {"status": "forgotten", "tombstone_by": last[0], "tombstone_at": last[1], "tombstone_reason": reason},
+    )
+    tx.audit(fact_id, "forgotten", last[0], {"reason": reason})
+    return f"closed (forgotten: {reason})"
 
 
 def newer_record(tx: ScopeTx, table: str, key: Sequence[str], row: Mapping[str, Any]) -> bool:
@@ -736,19 +887,6 @@ def newer_record(tx: ScopeTx, table: str, key: Sequence[str], row: Mapping[str, 
     if len(here) != 1 or not isinstance(later, (int, float)) or later <= (here[0].get("updated_at") or 0.0):
         return False
     tx.update_rows(table, where, {c: v for c, v in row.items() if c not in key})
-    return True
-
-
-def close_as_exported(tx: ScopeTx, row: Mapping[str, Any]) -> bool:
-    """Close the fact ``row`` names as the export row says, if the row is closed and the fact here is not
-    (a closed fact is never reopened, and its tombstone never rewritten); whether it was."""
-    if row.get("status") not in ("forgotten", "superseded"):
-        return False
-    found = tx.get([str(row["id"])])
-    if not found or found[0].status not in ("active", "expired", "pending"):
-        return False
-    columns = ("status", "superseded_by", "tombstone_by", "tombstone_at", "tombstone_reason")
-    tx.update(found[0].id, {c: row.get(c) for c in columns})
     return True
 
 

@@ -12,7 +12,7 @@ import typer
 
 from ..core.types import ScopeRef
 from ..store import SharedMemoryStore
-from ..transfer import export_scopes
+from ..transfer import ImportFormatError, export_scopes, max_line_chars, read_lines
 from .app import (
     _STALE,
     CliError,
@@ -85,8 +85,8 @@ def _import_model_conflicts(store: SharedMemoryStore, path: Path) -> list[str]:
     import refuses them too, before writing anything; this check stays for its message, which names the
     value the scope holds."""
     conflicts: list[str] = []
-    with open(path, encoding="utf-8") as fh:
-        for text in fh:
+    with open(path, encoding="utf-8", newline="\n") as fh:
+        for _, text in read_lines(fh, max_line_chars(store)):
             if '"meta"' not in text or "embedding_" not in text:
                 continue
             try:
@@ -112,17 +112,33 @@ def import_cmd(
     skip_bad: Annotated[
         bool, typer.Option("--skip-bad", help="Skip malformed lines (default: a bad line imports nothing).")
     ] = False,
+    with_policy: Annotated[
+        bool,
+        typer.Option(
+            "--with-policy",
+            help="Also apply the group memberships and agent privacy the file sets (default: such a file is refused).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Import an export; every line is checked before anything is written, existing rows are kept."""
+    if not file.is_file():  # a device (/dev/zero never ends), a pipe (blocks), a socket: not an export file
+        raise CliError(f"{file} is not a regular file (a device, a pipe or a socket): import reads an export file")
     store = _settings(ctx).open_store()
-    conflicts = _import_model_conflicts(store, file)
+    try:
+        conflicts = _import_model_conflicts(store, file)
+        with open(file, encoding="utf-8", newline="\n") as fh:
+            total = sum(
+                1
+                for _, line in read_lines(fh, max_line_chars(store))
+                if line.strip() and not line.startswith(('{"type": "header"', '{"type": "end"'))
+            )
+    except ImportFormatError:  # a line too long: the import says so, with its number
+        conflicts, total = [], 0
     if conflicts:
         raise CliError(f"nothing imported: {conflicts[0]} (reembed one side first)")
-    with open(file, encoding="utf-8") as fh:
-        total = sum(1 for line in fh if line.strip() and not line.startswith(('{"type": "header"', '{"type": "end"')))
     with _progress("importing", total, enabled=not as_json) as advance:
-        report = store.import_(file, skip_bad=skip_bad, progress=advance)
+        report = store.import_(file, skip_bad=skip_bad, policy=with_policy, progress=advance)
     for bad in report.skipped_bad:
         warn(f"skipped {bad}")
     if as_json:
@@ -136,6 +152,7 @@ def import_cmd(
                 "purged": report.purged,
                 "skipped_bad": report.skipped_bad,
                 "scopes": sorted(str(r) for r in report.scopes),
+                "changes": report.changes,
             }
         )
         return
@@ -148,7 +165,10 @@ def import_cmd(
         line += f"; left out {_n(report.purged, 'fact')} this store had purged"
     skipped = f", {_n(len(report.skipped_bad), 'bad line')} skipped" if report.skipped_bad else ""
     line += f" ({_n(report.lines, 'line')}{skipped})"
-    _out().print(line)
+    out = _out()
+    out.print(line)
+    for change in report.changes:  # what changed of what was here: facts' status and authors, policy
+        out.print(f"  changed {change}")
 
 
 # -------------------------------------------------------------------------------- purge, reembed

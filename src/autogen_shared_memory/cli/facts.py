@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ..backends.sqlite.files import scope_file_candidates
 from ..core.types import Change, Fact, Position, ScopeRef
+from ..store import SharedMemoryStore
 from .app import (
     _STALE,
     JsonOpt,
@@ -39,6 +40,7 @@ from .app import (
     confidence_option,
     emit_json,
     fact_json,
+    group_ids,
     json_text,
     terminal_safe,
     ttl_days_option,
@@ -108,7 +110,10 @@ def search_cmd(
     query: Annotated[str, typer.Argument(help="What to look for (words or a question).")],
     scope: Annotated[
         Literal["all", "agent", "group", "global"],
-        typer.Option(help="all = the agent's scope (with --agent), the group (with --group) and global."),
+        typer.Option(
+            help="all = every scope of the store; with --agent or --group, the agent's scope (with --agent), the "
+            "group (with --group) and global."
+        ),
     ] = "all",
     agent: Annotated[
         str | None,
@@ -138,16 +143,22 @@ def search_cmd(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Hybrid search (BM25 keywords + embeddings, fused by RRF); hits as a table."""
+    """Hybrid search (BM25 keywords + embeddings, fused by RRF) of every scope, or of what an agent or a group
+    sees; hits as a table with the scope of each."""
     if scope == "agent" and agent is None:
         raise typer.BadParameter("--scope agent needs --agent ID", param_hint="--scope")
     if scope == "group" and group is None:
         raise typer.BadParameter("--scope group needs --group ID", param_hint="--scope")
-    store = _settings(ctx).open_store()
+    settings = _settings(ctx)
+    store = settings.open_store()
     if group is not None:  # a mistyped id is an error, not "no hits" (the memory is not empty)
         _require_group(store, group)
     if agent is not None and scope == "agent":
         _require_agent(store, agent)
+    searched = _searched(store, scope, agent, group)
+    if not settings.dsn and scope == "all" and agent is None and group is None:
+        for path in _unlisted_scope_files(settings.root, searched):
+            warn(f"{path} is not a memory store file; it is not searched (run `autogen-shared-memory doctor`)")
     hits = store.search(
         query,
         scope,
@@ -157,6 +168,7 @@ def search_cmd(
         tags=tag,
         include_inactive=include_inactive,
         as_of=None if as_of is None else datetime.fromisoformat(as_of),
+        scopes=searched,
     )
     if as_json:
         emit_json(
@@ -174,7 +186,10 @@ def search_cmd(
         )
         return
     if not hits:
-        _out().print("no hits")
+        names = ", ".join(str(ref) for ref in searched[:20]) + (
+            f" and {len(searched) - 20} more" if len(searched) > 20 else ""
+        )
+        _out().print(f"no hits in {_n(len(searched), 'scope')}: {names}", soft_wrap=True)
         return
     numbers = ("#", *(("lex", "sem", "cosine") if explain else ()), "score")
     table = Rows(("#", "id", "scope", *numbers[1:], "by", "content"), wide=("content",), right=numbers)
@@ -201,6 +216,22 @@ def search_cmd(
             status + h.content,
         )
     table.print()
+
+
+def _searched(store: SharedMemoryStore, scope: str, agent: str | None, group: str | None) -> list[ScopeRef]:
+    """The scopes a search reads: every scope of the store for the operator's plain search (global always,
+    so a global file that cannot be read is an error, never an empty answer), else what the agent or group
+    sees (the agent's scope, the group, global) or the one scope named."""
+    if scope == "all" and agent is None and group is None:
+        return list(dict.fromkeys([*store.backend.scopes(), ScopeRef("global")]))
+    if scope == "agent":
+        return [ScopeRef("agent", str(agent))]
+    if scope == "group":
+        return [ScopeRef("group", str(group))]
+    if scope == "global":
+        return [ScopeRef("global")]
+    mine = [ScopeRef("agent", agent)] if agent is not None else []
+    return [*mine, *([ScopeRef("group", group)] if group is not None else []), ScopeRef("global")]
 
 
 # ----------------------------------------------------------------------------------- show, history
@@ -394,8 +425,15 @@ def remember_cmd(
         ),
     ] = None,
     group: Annotated[
-        str | None, typer.Option(help="The group (with --scope group).", callback=_owner("group id"))
+        str | None,
+        typer.Option(help="The group (with --scope group): one the store has.", callback=_owner("group id")),
     ] = None,
+    create_group: Annotated[
+        bool,
+        typer.Option(
+            "--create-group", help="Start the group if the store has none of that id (else a new id is refused)."
+        ),
+    ] = False,
     tag: Annotated[list[str] | None, typer.Option(metavar="TAG", help="A tag (repeatable).")] = None,
     category: Annotated[str | None, typer.Option(help="A category, e.g. preference.")] = None,
     ttl_days: Annotated[
@@ -418,7 +456,16 @@ def remember_cmd(
         raise typer.BadParameter("--scope agent writes an agent's own scope: give --as AGENT", param_hint="--scope")
     if scope == "group" and group is None:
         raise typer.BadParameter("--scope group needs --group ID", param_hint="--scope")
+    if create_group and scope != "group":
+        raise typer.BadParameter("--create-group goes with --scope group", param_hint="--create-group")
     store = _settings(ctx).open_store()
+    if scope == "group" and group is not None and not create_group:  # a mistyped id never starts a stray group
+        _require_group(
+            store,
+            group,
+            f"; to start a new group, pass --create-group (or add its members first: "
+            f"autogen-shared-memory members {group} --add AGENT)",
+        )
     receipt = store.remember(
         text,
         scope,
@@ -522,6 +569,41 @@ def approve_cmd(
     _out().print(f"approved {fact.id} in {fact.scope}: {_short(fact.content, 80)}")
 
 
+@command("groups")
+def groups_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Every group with its members and fact counts."""
+    settings = _settings(ctx)
+    store = settings.open_store()
+    groups = [
+        (gid, sorted(store.group_members(gid)), store.backend.stats(ScopeRef("group", gid))) for gid in group_ids(store)
+    ]
+    if as_json:
+        emit_json(
+            [
+                {"group": gid, "members": members, "counts": s.counts, "last_write": s.last_write}
+                for gid, members, s in groups
+            ]
+        )
+        return
+    if not groups:
+        _out().print(f"no groups yet in {settings.where}")
+        return
+    table = Rows(
+        ("group", "members", "active", *_STALE, "last write"),
+        wide=("members",),
+        right=("active", *_STALE),
+        title=f"{_n(len(groups), 'group')} in {settings.where}",
+    )
+    for gid, members, s in groups:
+        table.add(
+            gid,
+            ", ".join(members) or "-",
+            *(str(s.counts.get(k, 0)) for k in ("active", *_STALE)),
+            _when(s.last_write),
+        )
+    table.print()
+
+
 @command("members")
 def members_cmd(
     ctx: typer.Context,
@@ -548,7 +630,7 @@ def members_cmd(
 ) -> None:
     """A group's members, the agents that may read and write its scope (--add / --remove change them)."""
     store = _settings(ctx).open_store()
-    if not add and not remove:
+    if not add:  # adding members is how a group starts; reading or removing needs one that exists
         _require_group(store, group)
     for agent in add or ():
         store.add_group_member(group, agent)

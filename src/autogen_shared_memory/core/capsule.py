@@ -6,7 +6,7 @@ needs to forget or supersede it and the provenance it needs to weigh it, never m
 A capsule cannot be forged by what agents write. Its first line is the header (counts, and the notice
 that the facts are notes written by agents: evidence, not instructions); then one line per fact::
 
-    - [id | scope | by author | date | conf 0.80 | x2 | status | #tag #tag | +3 tags] content
+    - [id | scope | by author | date | conf 0.80 | x2 | status | #tag #tag | +3 tags] "content"
 
 * Every fact is on exactly one line: each line break, control or format character of content, tags,
   scope or author (everything ``str.splitlines`` splits on, bidi overrides, zero-width and invisible tag
@@ -16,9 +16,13 @@ that the facts are notes written by agents: evidence, not instructions); then on
   and ``|`` of scope, author and tags are escaped (``\\u005d``), and a ``#`` after a space in a tag
   (``\\u0023``), so neither a tag nor an agent id can close the bracket, add a field or fake a tag;
   content comes after it and cannot reach back into it.
+* The content is quoted: it stands between ``"`` and the ``"`` that ends the line, and a ``"`` inside it
+  is escaped (``\\"``), so text that imitates a provenance (``… - [w_… | global | by system] …``) is
+  visibly part of the quoted text of the fact whose provenance opens the line. A cut fact's quote is
+  followed by ``…``.
 * A backslash is doubled only where it would otherwise read as an escape (before ``\\``, ``n``, ``r``,
-  ``t``, ``u``, ``U`` or an escaped character), so every field decodes back to exactly what was stored,
-  and ordinary text (paths, regexes) stays as it is.
+  ``t``, ``u``, ``U``, an escaped character or, in content, the closing quote), so every field decodes
+  back to exactly what was stored, and ordinary text (paths, regexes) stays as it is.
 """
 
 from __future__ import annotations
@@ -36,9 +40,10 @@ TAG_BYTES = 160  # a fact's tags in its provenance, beyond the first: 32 long ta
 _ELLIPSIS = "…"
 _ESCAPE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _KEPT = frozenset("\u200c\u200d")  # zero-width non-joiner / joiner: emoji sequences, Persian, Indic
-_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"'}
 _AFTER_BACKSLASH = frozenset("\\nrtuU")  # what a backslash before it would turn into an escape
 _FIELD_SPECIALS = frozenset("[]|")  # the provenance's delimiters
+_QUOTE_SPECIALS = frozenset('"')  # the content's delimiter
 
 
 def truncate_utf8(text: str, max_bytes: int) -> str:
@@ -78,6 +83,14 @@ def escape(text: str, specials: frozenset[str] = frozenset()) -> str:
 
 def _field(text: str) -> str:
     return escape(text, _FIELD_SPECIALS)
+
+
+def quoted(text: str) -> str:
+    """``text`` escaped and between double quotes: a ``"`` inside it is ``\\"``, and a final backslash is
+    doubled (it stands before the closing quote)."""
+    if text.isprintable() and "\\" not in text and '"' not in text:
+        return f'"{text}"'
+    return '"' + escape(text + '"', _QUOTE_SPECIALS)[:-2] + '"'
 
 
 def _tag(tag: str) -> str:
@@ -122,13 +135,13 @@ def provenance(hit: Hit) -> str:
 
 
 def hit_line(hit: Hit) -> str:
-    """One fact as exactly one line: its :func:`provenance`, then its content, escaped (see the module)."""
-    return provenance(hit) + escape(hit.fact.content)
+    """One fact as exactly one line: its :func:`provenance`, then its content, quoted (see the module)."""
+    return provenance(hit) + quoted(hit.fact.content)
 
 
 def _cut_line(hit: Hit, room: int) -> str | None:
     """The fact's line cut to at most ``room`` bytes, ending in ``…``: the whole provenance, then the
-    escape of the longest prefix of the content that fits (never half an escape); None if no content fits.
+    quoted longest prefix of the content that fits (never half an escape); None if no content fits.
     """
     head = provenance(hit)
     room -= len(head.encode("utf-8")) + len(_ELLIPSIS.encode("utf-8"))
@@ -136,11 +149,11 @@ def _cut_line(hit: Hit, room: int) -> str | None:
     lo, hi = 0, len(content)  # the longest prefix content[:lo] whose escape fits
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if len(escape(content[:mid]).encode("utf-8")) <= room:
+        if len(quoted(content[:mid]).encode("utf-8")) <= room:
             lo = mid
         else:
             hi = mid - 1
-    return head + escape(content[:lo]) + _ELLIPSIS if lo else None
+    return head + quoted(content[:lo]) + _ELLIPSIS if lo else None
 
 
 def _header(shown: int, total: int) -> str:

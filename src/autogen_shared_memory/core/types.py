@@ -39,6 +39,11 @@ class SharedMemoryError(Exception):
     """Base class of the package's own errors."""
 
 
+class GroupIdRequired(SharedMemoryError, TypeError):
+    """``store.attach`` was not told which team (group) the agents are: a team's memory lives under the name
+    its application gives it, never under one derived from its roster."""
+
+
 class FactNotFoundError(KeyError, SharedMemoryError):
     """No fact with that id exists in the scopes that were searched."""
 
@@ -510,47 +515,87 @@ class ScopeStats:
 
 _POSITION_PREFIX = "p1."
 _MAX_POSITION_JSON = 64 * 1024 * 1024  # a decompressed token larger than this is refused (a zip bomb)
+MAX_SEQ = 2**63 - 1  # the largest audit seq a backend stores (a signed 64-bit integer)
+_MARK = re.compile(r"[0-9a-f]{1,64}")
+
+
+class PositionError(SharedMemoryError, ValueError):
+    """A change-feed position (or its token) that is not one: the message names what is wrong."""
 
 
 class Position:
     """A resumable place in the change feed: for each scope, the ``seq`` of the last change of its audit trail
-    that was seen (a scope it does not name is read from its beginning).
+    that was seen, and a mark of that change (a scope it does not name is read from its beginning).
 
     Immutable. ``str(position)`` is a compact URL- and shell-safe token (``p1.`` + base64url of compressed
     JSON); :meth:`parse` reads it back. A scope's audit ``seq`` grows in commit order (every write to a scope
     holds its write lock from before its audit rows are inserted to its commit), so "everything of each scope
     after its ``seq``" is exactly what happened after the position. A position belongs to the store it came
-    from. :meth:`advanced` shares storage with the position it extends, so a feed hands one to every change
-    at O(1) cost; the per-scope map is built the first time it is asked for.
+    from. The mark (a short hash of the change, see :func:`autogen_shared_memory.feed.mark`) tells the feed
+    whether the scope still holds the change the position saw: a scope file deleted and created again, or
+    restored from an older copy, does not, and the feed reads that scope from its beginning. Positions
+    without marks (tokens written by earlier releases, or built from ``seqs`` alone) are accepted: the feed
+    then only checks that the scope still has a change at that ``seq``.
+    :meth:`advanced` shares storage with the position it extends, so a feed hands one to every change
+    at O(1) cost; the per-scope maps are built the first time they are asked for.
     """
 
-    __slots__ = ("_parent", "_scope", "_seq", "_seqs", "_token")
+    __slots__ = ("_mark", "_marks", "_parent", "_scope", "_seq", "_seqs", "_token")
 
-    def __init__(self, seqs: Mapping[ScopeRef, int] | None = None) -> None:
+    def __init__(self, seqs: Mapping[ScopeRef, int] | None = None, marks: Mapping[ScopeRef, str] | None = None) -> None:
+        """A position from the last seen ``seq`` of each scope.
+
+        Args:
+            seqs: the last seen audit ``seq`` of each scope (0: nothing of it seen; left out).
+            marks: the mark of the change at that ``seq``, for any of those scopes.
+
+        Raises:
+            PositionError: a seq that is not an int in [0, 2**63 - 1], a mark that is not 1 to 64 lower-case
+                hex digits, or a mark for a scope without a seq.
+            TypeError: a key that is not a ScopeRef.
+        """
         clean: dict[ScopeRef, int] = {}
         for scope, seq in (seqs or {}).items():
             if not isinstance(scope, ScopeRef):
                 raise TypeError(f"a position maps ScopeRef to int, got {type(scope).__name__}")
-            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-                raise ValueError(f"a position's seq must be an int >= 0, got {seq!r} for {scope}")
+            if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
+                raise PositionError(f"a position's seq must be an int in [0, 2**63 - 1], got {shown(seq)} for {scope}")
             if seq:
                 clean[scope] = seq
+        kept: dict[ScopeRef, str] = {}
+        for scope, mark in (marks or {}).items():
+            if not isinstance(mark, str) or not _MARK.fullmatch(mark):
+                raise PositionError(f"a position's mark must be 1 to 64 lower-case hex digits, got {shown(mark)}")
+            if scope not in clean:
+                raise PositionError(f"a position has a mark but no seq for {scope}")
+            kept[scope] = mark
         self._parent: Position | None = None
         self._scope: ScopeRef | None = None
         self._seq = 0
+        self._mark: str | None = None
         self._seqs: dict[ScopeRef, int] | None = clean
+        self._marks: dict[ScopeRef, str] | None = kept
         self._token: str | None = None
 
-    def advanced(self, scope: ScopeRef, seq: int) -> Position:
-        """This position with ``scope`` moved on to ``seq`` (O(1): it shares this position's storage)."""
+    def advanced(self, scope: ScopeRef, seq: int, mark: str | None = None) -> Position:
+        """This position with ``scope`` moved on to ``seq`` (O(1): it shares this position's storage).
+
+        Args:
+            scope: the scope the change is in.
+            seq: its audit ``seq`` (0: the scope is read from its beginning again).
+            mark: the change's mark (None: none).
+
+        Returns:
+            The new position.
+        """
         nxt = Position.__new__(Position)
-        nxt._parent, nxt._scope, nxt._seq, nxt._seqs, nxt._token = self, scope, seq, None, None
+        nxt._parent, nxt._scope, nxt._seq, nxt._mark = self, scope, seq, mark
+        nxt._seqs, nxt._marks, nxt._token = None, None, None
         return nxt
 
-    @property
-    def seqs(self) -> Mapping[ScopeRef, int]:
-        """The last seen ``seq`` of each scope it names (read-only)."""
-        if self._seqs is None:
+    def _materialise(self) -> tuple[dict[ScopeRef, int], dict[ScopeRef, str]]:
+        seqs, marks = self._seqs, self._marks
+        if seqs is None or marks is None:
             steps: list[Position] = []
             node: Position = self
             while True:  # safe while another thread materialises the same chain: it sets _seqs before _parent
@@ -562,52 +607,94 @@ class Position:
                 assert parent is not None
                 steps.append(node)
                 node = parent
-            seqs = dict(found)
+            seqs, marks = dict(found), dict(node._marks or {})
             for step in reversed(steps):
                 assert step._scope is not None
-                seqs[step._scope] = step._seq
+                marks.pop(step._scope, None)
+                if step._seq:
+                    seqs[step._scope] = step._seq
+                    if step._mark is not None:
+                        marks[step._scope] = step._mark
+                else:
+                    seqs.pop(step._scope, None)
+            self._marks = marks
             self._seqs, self._parent = seqs, None  # materialised: the chain behind it can be collected
-        return MappingProxyType(self._seqs)
+        return seqs, marks
+
+    @property
+    def seqs(self) -> Mapping[ScopeRef, int]:
+        """The last seen ``seq`` of each scope it names (read-only)."""
+        return MappingProxyType(self._materialise()[0])
+
+    @property
+    def marks(self) -> Mapping[ScopeRef, str]:
+        """The mark of the last seen change of each scope it has one for (read-only)."""
+        return MappingProxyType(self._materialise()[1])
 
     def get(self, scope: ScopeRef) -> int:
         """The last seen ``seq`` of ``scope`` (0: nothing of it seen yet)."""
-        return self.seqs.get(scope, 0)
+        return self._materialise()[0].get(scope, 0)
 
     @classmethod
     def parse(cls, token: str) -> Position:
-        """The position a token from ``str(position)`` names (ValueError if it is not one)."""
+        """The position a token from ``str(position)`` names.
+
+        Args:
+            token: ``p1.`` + base64url of zlib-compressed JSON: a list of ``[kind, owner, seq]`` or
+                ``[kind, owner, seq, mark]``.
+
+        Returns:
+            The position.
+
+        Raises:
+            PositionError: it is not such a token (bad encoding, too large, nested, a seq out of range, an
+                unknown scope kind); the message says what is wrong.
+            TypeError: ``token`` is not a str.
+        """
         if not isinstance(token, str):
             raise TypeError(f"a position token is a str, got {type(token).__name__}")
         if not token.startswith(_POSITION_PREFIX):
-            raise ValueError(f"{shown(token, 40)} is not a change-feed position (it starts with {_POSITION_PREFIX!r})")
+            raise PositionError(
+                f"{shown(token, 40)} is not a change-feed position (it starts with {_POSITION_PREFIX!r})"
+            )
         try:
             packed = base64.urlsafe_b64decode(token[len(_POSITION_PREFIX) :] + "=" * (-len(token) % 4))
             inflate = zlib.decompressobj()
             text = inflate.decompress(packed, _MAX_POSITION_JSON)
             if inflate.unconsumed_tail or not inflate.eof:
                 raise ValueError("truncated or too large")
-            entries = json.loads(text)
+            try:
+                entries = json.loads(text)
+            except RecursionError:  # a token is a list of flat lists: anything deeper is not one
+                raise ValueError("nested too deeply") from None
             if not isinstance(entries, list):
                 raise ValueError("not a list")
             seqs: dict[ScopeRef, int] = {}
+            marks: dict[ScopeRef, str] = {}
             for entry in entries:
-                kind, owner, seq = entry
-                seqs[ScopeRef(kind, owner)] = seq
-            position = cls(seqs)
+                if not isinstance(entry, list) or len(entry) not in (3, 4):
+                    raise ValueError(f"an entry is not [kind, owner, seq] or [kind, owner, seq, mark]: {shown(entry)}")
+                kind, owner, seq = entry[:3]
+                scope = ScopeRef(kind, owner)
+                seqs[scope] = seq
+                if len(entry) == 4:
+                    marks[scope] = entry[3]
+            position = cls(seqs, marks)
         except (ValueError, TypeError, zlib.error) as exc:
-            raise ValueError(f"{shown(token, 40)} is not a valid change-feed position ({exc})") from None
+            raise PositionError(f"{shown(token, 40)} is not a valid change-feed position ({exc})") from None
         position._token = token
         return position
 
     def __str__(self) -> str:
         if self._token is None:
-            entries = [[s.kind, s.owner, seq] for s, seq in sorted(self.seqs.items())]
+            seqs, marks = self._materialise()
+            entries = [[s.kind, s.owner, seq] + ([marks[s]] if s in marks else []) for s, seq in sorted(seqs.items())]
             packed = zlib.compress(json.dumps(entries, separators=(",", ":"), ensure_ascii=False).encode(), 9)
             self._token = _POSITION_PREFIX + base64.urlsafe_b64encode(packed).decode().rstrip("=")
         return self._token
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Position) and self.seqs == other.seqs
+        return isinstance(other, Position) and self._materialise() == other._materialise()
 
     def __hash__(self) -> int:
         return hash(frozenset(self.seqs.items()))

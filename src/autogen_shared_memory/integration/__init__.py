@@ -16,6 +16,7 @@ __all__ = [
     "AgentAttachment",
     "Attachment",
     "ForgetRequest",
+    "GroupIdRequired",
     "MemoryForgetTool",
     "MemoryRecorder",
     "MemoryRememberTool",
@@ -26,7 +27,6 @@ __all__ = [
     "SearchRequest",
     "SharedMemory",
     "SharedMemoryConfig",
-    "derive_group_id",
     "memory_tools",
 ]
 

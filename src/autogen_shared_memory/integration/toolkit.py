@@ -14,7 +14,6 @@ behaves the same whichever framework makes it:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -28,14 +27,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..core.capsule import MIN_CAPSULE_BYTES, escape
 from ..core.records import storable_text
 from ..core.types import (
+    MAX_ID_CHARS,
     MAX_LABEL_CHARS,
     MAX_TAGS,
     MAX_TTL_DAYS,
     FactNotFoundError,
+    GroupIdRequired,
     Hit,
     MemoryAccessDenied,
     ScopeName,
+    ScopeRef,
     SharedMemoryError,
+    shown,
     validate_owner_id,
 )
 from ..facts import MAX_QUERY_CHARS, MAX_SUPERSEDES, FactStore
@@ -336,8 +339,15 @@ class BoundTools:
             )
         return text
 
+    def _outside_group(self, scope: ScopeRef) -> bool:
+        """Whether ``scope`` is a group these tools are not bound to (one the agent is also a member of: its
+        facts are not this team's; agent and global scopes are the policy's to refuse)."""
+        return scope.kind == "group" and scope.owner != self.group_id
+
     async def _forget(self, args: ForgetArgs) -> str:
         before = await self.store.aget(args.fact_id, agent_id=self.agent_id, group_id=self.group_id)
+        if self._outside_group(before.scope):  # a group the agent is also in, outside these tools' team:
+            raise FactNotFoundError(f"no fact with id {shown(args.fact_id)}")  # answered as search sees it
         fact = await self.store.aforget(args.fact_id, args.reason, agent_id=self.agent_id, group_id=self.group_id)
         if before.status == "superseded":
             return (
@@ -426,12 +436,62 @@ class Attachment(Generic[A]):
         return self.agents[agent_name].mode
 
 
-def team_group_id(kind: str, names: Iterable[str]) -> str:
-    """A group id stable across processes and runs for a team: its kind plus a digest of its agents' names
-    (framework team objects have random ids per instance, so they cannot name a group that must survive
-    restarts)."""
-    digest = hashlib.sha256("\n".join([kind, *sorted(names)]).encode()).hexdigest()[:12]
-    return f"{kind.lower()}-{digest}"
+ATTACH_EXAMPLE = 'store.attach(team, group_id="support-acme")'
+
+
+def team_identity(
+    group_id: object, names: Iterable[str], agent_ids: Mapping[str, str] | None = None
+) -> tuple[str, dict[str, str]]:
+    """The group id of an attached team and each agent's memory id, by agent name.
+
+    A team is named by its application (``group_id``: the same name in every process and run, whatever its
+    roster or its framework type), and an agent's private identity is its name qualified by that group
+    (``support-acme:writer``), so that unrelated teams whose agents share common names never share a group,
+    an agent scope, or an author. ``agent_ids`` maps agent names to ids chosen explicitly instead (one
+    agent serving in several teams with one private memory: ``{"writer": "alice"}``).
+
+    Args:
+        group_id: the team's name, as the application calls it.
+        names: the names of the team's agents.
+        agent_ids: optional explicit memory ids for some agents, by name.
+
+    Returns:
+        The validated group id and ``{name: memory id}`` for every name.
+
+    Raises:
+        GroupIdRequired: no ``group_id`` was given.
+        ValueError / TypeError: an id the store cannot own, a group id holding ``:`` (the separator of a
+            qualified agent id), a qualified id longer than an id may be, or ``agent_ids`` naming an agent
+            that is not attached here.
+    """
+    if group_id is None:
+        raise GroupIdRequired(
+            f"attach needs the team's name: {ATTACH_EXAMPLE}. Its memory lives under that name, whatever agents "
+            "the team has, and unrelated teams (whatever their agents are called) never share it. To share "
+            "memory between teams on purpose, give them the same group_id"
+        )
+    group = validate_owner_id(group_id, "group_id")
+    if ":" in group:
+        raise ValueError(f"group_id {group!r} holds ':', which separates it from agent names in agent ids")
+    names = list(names)
+    explicit = dict(agent_ids or {})
+    unknown = set(explicit) - set(names)
+    if unknown:
+        raise ValueError(f"agent_ids names agents that are not attached here: {sorted(unknown)}")
+    ids: dict[str, str] = {}
+    for name in names:
+        validate_owner_id(name, "agent name")
+        if name in explicit:
+            ids[name] = validate_owner_id(explicit[name], f"agent_ids[{name!r}]")
+        else:
+            qualified = f"{group}:{name}"
+            if len(qualified) > MAX_ID_CHARS:
+                raise ValueError(
+                    f"agent id {qualified[:40]!r}… (group_id:name) is {len(qualified)} characters; the limit is "
+                    f"{MAX_ID_CHARS}: use a shorter group_id or name, or map the name with agent_ids"
+                )
+            ids[name] = qualified
+    return group, ids
 
 
 def _quoted(content: str) -> str:

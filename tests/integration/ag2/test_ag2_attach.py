@@ -20,7 +20,6 @@ from autogen_shared_memory.integration.ag2 import (
     READ_ONLY_SCAFFOLDING,
     Attacher,
     asker_of,
-    derive_group_id,
 )
 from autogen_shared_memory.integration.ag2.scripted import ScriptedModelClient, scripted_llm_config, tool_call
 from autogen_shared_memory.integration.toolkit import CAPSULE_PREAMBLE, FORGET, REMEMBER, SEARCH, TOOL_NAMES
@@ -64,20 +63,21 @@ def test_group_fact_remembered_by_one_agent_is_recalled_by_another(store: Shared
     bob = agent("bob", tool_call("memory_search", query="when is the launch"), "March 3.")
     carol = agent("carol", tool_call("memory_remember", fact="Posts need legal review", scope="global"), "Ok.")
     chat, manager = group(alice, bob, carol, rounds=7)
-    attachment = store.attach(chat)
-    assert attachment.group_id == derive_group_id(chat) and attachment.group_id.startswith("groupchat-")
+    attachment = store.attach(chat, group_id="crew")
+    assert attachment.group_id == "crew"
     assert {attachment.mode_of(n) for n in ("alice", "bob", "carol")} == {"tools"}
-    assert store.group_members(attachment.group_id) == {"alice", "bob", "carol"}
+    assert store.group_members("crew") == {"crew:alice", "crew:bob", "crew:carol"}
 
     run(mode, carol, manager, "Plan the launch post.")  # then alice, bob, carol... each call run by the next
     (ran_remember, remembered), (ran_global, denied), (ran_search, found) = tool_results(chat)
     assert (ran_remember, ran_global, ran_search) == ("bob", "alice", "carol")
     assert remembered.startswith("created fact g_") and f"group:{attachment.group_id}" in remembered
-    assert denied.startswith("DENIED:") and "'carol'" in denied
-    assert found.startswith("[memory: 1 of 1 facts]") and "The launch is on March 3" in found and "by alice" in found
+    assert denied.startswith("DENIED:") and "'crew:carol'" in denied
+    assert found.startswith("[memory: 1 of 1 facts]") and "The launch is on March 3" in found
+    assert "by crew:alice" in found
     # the fact is alice's, in the group's scope; the denied global write left nothing behind
-    hit = store.search("launch", "group", agent_id="bob", group_id=attachment.group_id)[0]
-    assert hit.fact.created_by == "alice"
+    hit = store.search("launch", "group", agent_id="crew:bob", group_id=attachment.group_id)[0]
+    assert hit.fact.created_by == "crew:alice"
     assert all(sum(st.counts.values()) == 0 for st in store.stats() if st.scope.kind == "global")
     # what the model saw: the three tools, one system message ending with the scaffolding
     request = model(bob).calls[0]
@@ -97,20 +97,20 @@ def test_carols_private_note_lands_in_carols_scope_whoever_executes_it(store: Sh
     )
     ted = agent("ted", tool_call("memory_search", query="double-check dates"), "Nothing.", then="Ok.")
     chat, manager = group(carol, ted, rounds=8)
-    store.attach(chat)
+    store.attach(chat, group_id="crew")
     run(mode, ted, manager, "Go.")
     executors = [name for name, _ in tool_results(chat)]
     assert executors[:2] == ["ted", "ted"]  # ted ran carol's calls
-    facts = store.search("double-check every date", "agent", agent_id="carol")
-    assert [h.fact.created_by for h in facts] == ["carol"] and facts[0].fact.scope.owner == "carol"
-    assert store.search("secret", "agent", agent_id="carol") == []  # an agent_id argument is refused
+    facts = store.search("double-check every date", "agent", agent_id="crew:carol")
+    assert [h.fact.created_by for h in facts] == ["crew:carol"] and facts[0].fact.scope.owner == "crew:carol"
+    assert store.search("secret", "agent", agent_id="crew:carol") == []  # an agent_id argument is refused
     assert tool_results(chat)[1][1].startswith("ERROR: invalid arguments (agent_id: unknown argument")
-    assert store.search("date secret", "agent", agent_id="ted") == []  # nothing was written as ted
+    assert store.search("date secret", "agent", agent_id="crew:ted") == []  # nothing was written as ted
     # ted's own search (run for ted, by carol) does not see carol's private notes
     assert tool_results(chat)[2][1] == "[memory: no matching facts]"
     # the calls are in carol's tool history, none in ted's
-    assert [c.tool_name for c in store.tool_history("carol")] == ["memory_remember", "memory_remember"]
-    assert [c.tool_name for c in store.tool_history("ted")] == ["memory_search"]
+    assert [c.tool_name for c in store.tool_history("crew:carol")] == ["memory_remember", "memory_remember"]
+    assert [c.tool_name for c in store.tool_history("crew:ted")] == ["memory_search"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -122,12 +122,15 @@ def test_a_speaker_given_the_floor_again_runs_its_own_call_for_itself(store: Sha
     order = iter([alice, alice, bob])
     chat = GroupChat([alice, bob], messages=[], max_round=4, speaker_selection_method=lambda *_: next(order))
     manager = GroupChatManager(chat, llm_config=False)
-    store.attach(chat)
+    store.attach(chat, group_id="crew")
     run(mode, bob, manager, "Go.")
     assert tool_results(chat) == [
-        ("alice", f"created fact {store.search('tabs', 'agent', agent_id='alice')[0].fact.id} in scope agent:alice")
+        (
+            "alice",
+            f"created fact {store.search('tabs', 'agent', agent_id='crew:alice')[0].fact.id} in scope agent:crew:alice",
+        )
     ]
-    assert store.search("tabs", "agent", agent_id="bob") == []
+    assert store.search("tabs", "agent", agent_id="crew:bob") == []
     # the speaker's own message is told by the very list it sent, not by equal contents
     own = alice.chat_messages[manager][1]
     assert own.get("name") is None and asker_of(own, manager, alice) is alice
@@ -142,10 +145,10 @@ def test_a_speaker_cannot_take_another_name_in_a_group_chat(store: SharedMemoryS
     mallory = agent("mallory", spoof, "Done.")
     alice = agent("alice", then="Ok.")
     chat, manager = group(mallory, alice, rounds=4)
-    store.attach(chat)
+    store.attach(chat, group_id="crew")
     alice.initiate_chat(manager, message="Go.")
-    assert store.search("mallory wrote", "agent", agent_id="alice") == []  # GroupChat.append names the speaker
-    assert store.search("mallory wrote", "agent", agent_id="mallory")[0].fact.created_by == "mallory"
+    assert store.search("mallory wrote", "agent", agent_id="crew:alice") == []  # GroupChat.append names the speaker
+    assert store.search("mallory wrote", "agent", agent_id="crew:mallory")[0].fact.created_by == "crew:mallory"
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -157,14 +160,14 @@ def test_two_agent_chat_runs_the_call_for_the_sender(store: SharedMemoryStore, m
     assert attachment.mode_of("user") == "member" and attachment.mode_of("carol") == "tools"
     assert user.system_message == user_system  # no model: no scaffolding
     run(mode, user, carol, "Remember my preference.", max_turns=2)
-    assert store.search("short answers", "agent", agent_id="carol")[0].fact.created_by == "carol"
-    assert store.search("short answers", "agent", agent_id="user") == []
+    assert store.search("short answers", "agent", agent_id="desk:carol")[0].fact.created_by == "desk:carol"
+    assert store.search("short answers", "agent", agent_id="desk:user") == []
 
 
 def test_a_call_relayed_under_another_name_is_refused(store: SharedMemoryStore) -> None:
     user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
     carol = agent("carol")
-    store.attach([user, carol])
+    store.attach([user, carol], group_id="crew")
     before = snapshot(store)
     relayed = {**tool_call("memory_remember", fact="x", scope="agent"), "name": "user"}
     reply = user.generate_reply(messages=[relayed], sender=carol)
@@ -236,12 +239,12 @@ def test_hostile_arguments_get_error_text_and_change_nothing(store: SharedMemory
             assert snapshot(store) == before
 
     check()
-    assert store.search("anything", "agent", agent_id="ted") == []  # every write, if any, was carol's
+    assert store.search("anything", "agent", agent_id="crew:ted") == []  # every write, if any, was carol's
 
 
 def test_a_failing_store_answers_error_text(store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     carol, ted = agent("carol"), agent("ted")
-    store.attach([carol, ted])
+    store.attach([carol, ted], group_id="crew")
 
     async def broken(*args: Any, **kwargs: Any) -> Any:
         raise OSError("disk on fire")
@@ -259,13 +262,13 @@ def test_attach_keeps_a_custom_model_client(store: SharedMemoryStore) -> None:
     carol = agent("carol", tool_call("memory_remember", fact="kept", scope="agent"), "Done.")
     scripted = model(carol)
     usage = carol.client.total_usage_summary  # type: ignore[union-attr]
-    store.attach(carol)
+    store.attach(carol, group_id="crew")
     assert model(carol) is scripted  # the same instance, script and all
     assert carol.client.total_usage_summary == usage  # type: ignore[union-attr]
     user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
-    store.attach(user)
+    store.attach(user, group_id="crew")
     user.initiate_chat(carol, message="Remember.", max_turns=2)
-    assert store.search("kept", "agent", agent_id="carol")[0].fact.created_by == "carol"
+    assert store.search("kept", "agent", agent_id="crew:carol")[0].fact.created_by == "crew:carol"
     assert {t["function"]["name"] for t in scripted.calls[0]["tools"]} == set(TOOL_NAMES)
     store.detach(carol)
     assert model(carol) is scripted
@@ -273,7 +276,7 @@ def test_attach_keeps_a_custom_model_client(store: SharedMemoryStore) -> None:
 
 def test_a_client_registered_after_attach_and_a_client_set_directly(store: SharedMemoryStore) -> None:
     late = ConversableAgent("late", llm_config=scripted_llm_config("late"), human_input_mode="NEVER")
-    store.attach(late)
+    store.attach(late, group_id="crew")
     assert isinstance(late.client._clients[0], PlaceHolderClient)  # type: ignore[union-attr]
     late.register_model_client(ScriptedModelClient, script=["hi"])
     assert model(late).create({"messages": []}).choices[0].message == "hi"
@@ -284,7 +287,7 @@ def test_a_client_registered_after_attach_and_a_client_set_directly(store: Share
     direct = ConversableAgent("direct", llm_config=scripted_llm_config("direct"), human_input_mode="NEVER")
     fake = Direct()
     direct.client = fake  # type: ignore[assignment]
-    store.attach(direct)
+    store.attach(direct, group_id="crew")
     assert direct.client is fake
     store.detach(direct)
     assert direct.client is fake
@@ -333,26 +336,26 @@ def test_attach_twice_changes_nothing_and_detach_undoes_exactly(store: SharedMem
     chat, _ = group(alice, bob, user, rounds=3)
     before = {a.name: _state(a) for a in (alice, bob, user)}
 
-    first = store.attach(chat)
+    first = store.attach(chat, group_id="crew")
     after_first = {a.name: _state(a) for a in (alice, bob, user)}
-    second = store.attach(chat)
+    second = store.attach(chat, group_id="crew")
     assert {a.name: _state(a) for a in (alice, bob, user)} == after_first
     assert first.agents["alice"] is second.agents["alice"]
     tools = [t["function"]["name"] for t in alice.llm_config["tools"]]  # type: ignore[index]
     assert tools == ["tool_of_mine", *TOOL_NAMES]
     assert alice.system_message.count("## Shared memory") == 1
     assert set(user.function_map) == {"tool_of_mine", *TOOL_NAMES} and user.system_message == before["user"]["system"]
-    assert store.group_members(first.group_id or "") == {"alice", "bob", "user"}
+    assert store.group_members(first.group_id or "") == {"crew:alice", "crew:bob", "crew:user"}
 
     assert sorted(store.detach(chat)) == ["alice", "bob", "user"]
     assert {a.name: _state(a) for a in (alice, bob, user)} == before
-    assert store.group_members(first.group_id or "") == {"alice", "bob", "user"}  # shared state: it stays
+    assert store.group_members("crew") == {"crew:alice", "crew:bob", "crew:user"}  # shared state: it stays
     assert store.detach(chat) == []
 
 
 def test_detach_after_the_system_message_changed_removes_only_the_scaffolding(store: SharedMemoryStore) -> None:
     alice = agent("alice")
-    store.attach(alice)
+    store.attach(alice, group_id="crew")
     alice.update_system_message(alice.system_message + "\nBe brief.")
     store.detach(alice)
     assert alice.system_message == "You are alice.\nBe brief."
@@ -369,7 +372,7 @@ def test_attach_is_all_or_nothing(store: SharedMemoryStore) -> None:
         store.attach([fine, clash], group_id="g")
     assert _state(fine) == before and store.group_members("g") == set()
     with pytest.raises(ValueError, match="unique"):
-        store.attach([agent("same"), agent("same")])
+        store.attach([agent("same"), agent("same")], group_id="crew")
     with pytest.raises(ValueError, match="path separator"):
         store.attach(fine, group_id="../escape")
     store.attach(fine, group_id="one")
@@ -377,11 +380,11 @@ def test_attach_is_all_or_nothing(store: SharedMemoryStore) -> None:
         store.attach(fine, group_id="two")
     inner, _ = group(agent("x"), agent("y"), rounds=2)
     with pytest.raises(TypeError, match="nested group chat"):
-        store.attach(GroupChat([agent("z"), GroupChatManager(inner, llm_config=False)], messages=[]))
+        store.attach(GroupChat([agent("z"), GroupChatManager(inner, llm_config=False)], messages=[]), group_id="g")
     with pytest.raises(ValueError, match="read_only names agents that are not attached here: \\['nobody'\\]"):
-        Attacher(store).attach([agent("r")], read_only={"nobody"})
+        Attacher(store).attach([agent("r")], read_only={"nobody"}, group_id="crew")
     with pytest.raises(TypeError, match="not one str"):
-        Attacher(store).attach([agent("r")], read_only="r")
+        Attacher(store).attach([agent("r")], read_only="r", group_id="crew")
 
 
 def test_a_failure_half_way_undoes_the_agents_already_attached(
@@ -392,7 +395,7 @@ def test_a_failure_half_way_undoes_the_agents_already_attached(
     add = store.add_group_member
 
     def refuse_second(group_id: str, agent_id: str) -> None:
-        if agent_id == "second":
+        if agent_id == "g:second":
             raise OSError("database is locked")
         add(group_id, agent_id)
 
@@ -403,22 +406,23 @@ def test_a_failure_half_way_undoes_the_agents_already_attached(
     assert store.detach([first, second]) == []
 
 
-def test_group_ids_are_stable_the_manager_names_the_same_group(store: SharedMemoryStore) -> None:
-    a, manager = group(agent("p"), agent("q"), rounds=2)
-    b, _ = group(agent("q"), agent("p"), rounds=2)
-    assert derive_group_id(a) == derive_group_id(b) == derive_group_id(manager)
-    assert derive_group_id(group(agent("p"), agent("r"), rounds=2)[0]) != derive_group_id(a)
-    assert store.attach(manager).group_id == derive_group_id(a)
+def test_the_manager_attaches_its_group_chat(store: SharedMemoryStore) -> None:
+    _, manager = group(agent("p"), agent("q"), rounds=2)
+    assert store.attach(manager, group_id="crew").group_id == "crew"
+    assert store.group_members("crew") == {"crew:p", "crew:q"}
 
 
 def test_messages_are_recorded_in_the_authors_records(store: SharedMemoryStore) -> None:
     alice = agent("alice", "The plan is ready.")
     bob = agent("bob", "Looks good.")
     chat, manager = group(alice, bob, rounds=3)
-    store.attach(chat)
+    store.attach(chat, group_id="crew")
     alice.initiate_chat(manager, message="Here is the plan.")
-    assert [r.content for r in reversed(store.conversation("alice"))] == ["Here is the plan.", "The plan is ready."]
-    assert [r.content for r in store.conversation("bob")] == ["Looks good."]
+    assert [r.content for r in reversed(store.conversation("crew:alice"))] == [
+        "Here is the plan.",
+        "The plan is ready.",
+    ]
+    assert [r.content for r in store.conversation("crew:bob")] == ["Looks good."]
 
 
 def test_the_text_sent_with_tool_calls_is_recorded(store: SharedMemoryStore) -> None:
@@ -428,11 +432,11 @@ def test_the_text_sent_with_tool_calls_is_recorded(store: SharedMemoryStore) -> 
     alice = agent("alice", turn, then="Done.")
     bob = agent("bob", "Thanks.")
     chat, manager = group(alice, bob, rounds=4)
-    store.attach(chat)
+    store.attach(chat, group_id="crew")
     bob.initiate_chat(manager, message="Plan the launch", silent=True)
-    said = [r.content for r in store.conversation("alice")]
+    said = [r.content for r in store.conversation("crew:alice")]
     assert "I will record the budget decision." in said
-    assert [c.tool_name for c in store.tool_history("alice")] == [REMEMBER]
+    assert [c.tool_name for c in store.tool_history("crew:alice")] == [REMEMBER]
 
 
 # ----------------------------------------------------------------------------- store.attach dispatch
@@ -441,7 +445,7 @@ def test_an_application_subclass_of_conversable_agent_is_an_ag2_agent(store: Sha
         pass
 
     planner = Planner("planner", llm_config=scripted_llm_config("planner"), human_input_mode="NEVER")
-    assert store.attach(planner).mode_of("planner") == "tools"
+    assert store.attach(planner, group_id="crew").mode_of("planner") == "tools"
     assert store.detach([planner]) == ["planner"]
 
 
@@ -475,7 +479,7 @@ def test_arguments_reach_the_store_as_the_model_wrote_them(store: SharedMemorySt
     assert call(REMEMBER, pretty).startswith("created")
     facts = {
         h.fact.content: h.fact.tags
-        for h in store.search("deploy window share", "group", agent_id="carol", group_id="crew")
+        for h in store.search("deploy window share", "group", agent_id="crew:carol", group_id="crew")
     }
     assert facts == {"Deploy window\nstarts 9:00": ("C:\\",), "The share is at C:\\": ()}
     before = snapshot(store)
@@ -501,8 +505,8 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     alice, bob = agent("alice", "unused"), agent("bob", "unused")
     store.attach([alice, bob], group_id="pair")
-    store.log_message("alice", "creates the file")
-    holder = sqlite3.connect(tmp_path / "agent_alice.db", isolation_level=None)
+    store.log_message("pair:alice", "creates the file")
+    holder = sqlite3.connect(tmp_path / store.scope_ref("agent", agent_id="pair:alice").file_name, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
 
     async def send() -> float:
@@ -515,7 +519,7 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert [r.content for r in store.conversation("alice")] == ["hello bob", "creates the file"]
+    assert [r.content for r in store.conversation("pair:alice")] == ["hello bob", "creates the file"]
     store.close()
 
 
@@ -535,7 +539,7 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
     for i in range(300):
         alice.send(f"message {i}", bob, request_reply=False)
     store.close()
-    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("alice", limit=1000)) == 300
+    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair:alice", limit=1000)) == 300
 
     script = textwrap.dedent(
         """
@@ -553,7 +557,7 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
     )
     here = os.path.dirname(__file__)
     subprocess.run([sys.executable, "-c", script, str(tmp_path), here], check=True, timeout=120)
-    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("carol", limit=1000)) == 200
+    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair2:carol", limit=1000)) == 200
 
     forked = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     erin, frank = agent("erin", "unused"), agent("frank", "unused")
@@ -568,7 +572,7 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
-    said = {r.content for r in SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("erin")}
+    said = {r.content for r in SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair3:erin")}
     assert said == {"before the fork", "from the child"}
 
     import multiprocessing
@@ -581,7 +585,7 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
     process.start()
     process.join(60)
     assert process.exitcode == 0
-    found = SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("erin", query="multiprocessing")
+    found = SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair3:erin", query="multiprocessing")
     assert len(found) == 100
 
 
@@ -613,7 +617,7 @@ def test_a_memory_call_made_inside_another_tool_does_not_run_as_the_outer_asker(
     store.attach([alice, runner], group_id="outer")
     store.attach([mallory, helper], group_id="inner")
     runner.initiate_chat(alice, message="go", max_turns=2, silent=True)
-    for owner in ("alice", "mallory", "helper"):
+    for owner in ("outer:alice", "inner:mallory", "inner:helper"):
         assert store.search("refund", "agent", agent_id=owner) == []
     answers = [m.get("content") for m in helper.chat_messages[mallory] if m.get("role") == "function"]
     assert answers and all(str(a).startswith("ERROR: this memory call is not one") for a in answers)

@@ -30,9 +30,10 @@ def test_ag2_group_chat_example(tmp_path: Path) -> None:
     # every call ran as the agent that asked, though another agent executed it
     assert re.search(r"\[researcher\] memory_remember\(.*March 3.*\)  \(run by writer\)", out)
     assert re.search(r"\[writer\] memory_search\(.*\)  \(run by reviewer\)\n    -> \[memory: 2 of 2 facts\]", out)
-    assert "by researcher" in out and "by reviewer" in out
-    assert "[reviewer] memory_remember" in out and "DENIED: agent 'reviewer'" in out
-    assert (tmp_path / "agent_researcher.db").exists() and len(list(tmp_path.glob("group_groupchat-*.db"))) == 1
+    assert "by launch-press:researcher" in out and "by launch-press:reviewer" in out
+    assert "[reviewer] memory_remember" in out and "DENIED: agent 'launch-press:reviewer'" in out
+    assert len(list(tmp_path.glob("agent_launch-press-researcher~*.db"))) == 1
+    assert [p.name for p in tmp_path.glob("group_*.db")] == ["group_launch-press.db"]
 
 
 @pytest.mark.model
@@ -42,6 +43,7 @@ def test_ag2_pattern_chat_example(tmp_path: Path) -> None:
     run_by = r"  \(run by _Group_Tool_Executor\)"
     assert re.search(r"\[researcher\] memory_remember\(.*March 3.*\)" + run_by, out)
     assert re.search(r"\[writer\] memory_search\(.*\)" + run_by + r"\n    -> \[memory: 1 of 1 facts\]", out)
-    assert "by researcher" in out and "by reviewer" in out
-    assert "DENIED: agent 'reviewer'" in out
-    assert (tmp_path / "agent_researcher.db").exists() and len(list(tmp_path.glob("group_defaultpattern-*.db"))) == 1
+    assert "by launch-press:researcher" in out and "by launch-press:reviewer" in out
+    assert "DENIED: agent 'launch-press:reviewer'" in out
+    assert len(list(tmp_path.glob("agent_launch-press-researcher~*.db"))) == 1
+    assert [p.name for p in tmp_path.glob("group_*.db")] == ["group_launch-press.db"]

@@ -21,7 +21,7 @@ from scripted_agents import agent as scripted_agent
 from scripted_agents import model
 
 from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.integration.ag2 import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, derive_group_id
+from autogen_shared_memory.integration.ag2 import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING
 from autogen_shared_memory.integration.ag2.scripted import scripted_llm_config, tool_call
 from autogen_shared_memory.integration.toolkit import CAPSULE_PREAMBLE, TOOL_NAMES
 
@@ -83,10 +83,10 @@ def test_each_memory_call_runs_for_the_agent_that_asked(store: SharedMemoryStore
     )
     user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
     p = pattern(kind, [alice, bob], user)
-    attachment = store.attach(p)  # the pattern: its agents and its user agent
+    attachment = store.attach(p, group_id="crew")  # the pattern: its agents and its user agent
     group_id = attachment.group_id
-    assert group_id == derive_group_id(p) and group_id.startswith(f"{type(p).__name__.lower()}-")
-    assert store.group_members(group_id) == {"alice", "bob", "user"}
+    assert group_id == "crew"
+    assert store.group_members(group_id) == {"crew:alice", "crew:bob", "crew:user"}
     assert attachment.mode_of("user") == "member"
 
     history = run(mode, p, "Plan the launch post.", rounds=9)
@@ -95,14 +95,14 @@ def test_each_memory_call_runs_for_the_agent_that_asked(store: SharedMemoryStore
     (_, alice_wrote), (_, bob_wrote), (_, found) = results
     assert alice_wrote.startswith("created fact g_") and f"group:{group_id}" in alice_wrote
     assert bob_wrote.startswith("created fact g_")
-    assert found.startswith("[memory: 2 of 2 facts]") and "by alice" in found and "by bob" in found
+    assert found.startswith("[memory: 2 of 2 facts]") and "by crew:alice" in found and "by crew:bob" in found
     # each fact is its asker's: author, stated_by, the audit trail's actor; each call in the asker's records
-    for author, text in (("alice", "March 3"), ("bob", "legal review")):
+    for author, text in (("crew:alice", "March 3"), ("crew:bob", "legal review")):
         (hit,) = store.search(text, "group", agent_id=author, group_id=group_id, top_k=1)
         assert hit.fact.created_by == author and hit.fact.stated_by == (author,)
         assert [e.actor for e in store.history(hit.fact.id, agent_id=author, group_id=group_id)] == [author]
-    assert [c.tool_name for c in store.tool_history("alice")] == ["memory_remember"]
-    assert sorted(c.tool_name for c in store.tool_history("bob")) == ["memory_remember", "memory_search"]
+    assert [c.tool_name for c in store.tool_history("crew:alice")] == ["memory_remember"]
+    assert sorted(c.tool_name for c in store.tool_history("crew:bob")) == ["memory_remember", "memory_search"]
     assert store.tool_history(EXECUTOR) == []
     # what bob's model saw: the three tools, the scaffolding, alice's call's result
     request = model(bob).calls[0]
@@ -122,7 +122,7 @@ def test_a_read_only_agent_gets_its_capsule_and_its_calls_are_refused(store: Sha
     ((executor, refused),) = tool_results(history)
     assert executor == EXECUTOR
     assert refused.startswith("ERROR: agent 'reader' was not given the shared memory tools")
-    assert snapshot(store) == before and store.tool_history("reader") == []
+    assert snapshot(store) == before and store.tool_history("desk:reader") == []
     request = model(reader).calls[0]
     assert not {t["function"]["name"] for t in request.get("tools") or []} & set(TOOL_NAMES)
     systems = [m for m in request["messages"] if m.get("role") == "system"]
@@ -142,18 +142,18 @@ def test_calls_of_an_agent_without_memory_fail_closed(store: SharedMemoryStore, 
     ((executor, refused),) = tool_results(history)
     assert executor == EXECUTOR and refused.startswith("ERROR: agent 'outsider' was not given the shared memory tools")
     assert snapshot(store) == before
-    assert store.tool_history("alice") == [] and store.tool_history(EXECUTOR) == []
+    assert store.tool_history("team:alice") == [] and store.tool_history(EXECUTOR) == []
 
 
 def test_a_speaker_cannot_take_another_name(store: SharedMemoryStore) -> None:
     spoof = {**tool_call("memory_remember", fact="mallory wrote this", scope="agent"), "name": "alice"}
     mallory, alice = agent("mallory", spoof, "Done."), agent("alice", "Ok.")
     p = pattern("default", [mallory, alice])
-    store.attach(p)
+    store.attach(p, group_id="crew")
     ((_, created),) = tool_results(run("sync", p, "Go.", rounds=6))
     assert created.startswith("created fact")  # GroupChat.append named the message after its speaker
-    assert store.search("mallory wrote", "agent", agent_id="alice") == []
-    assert store.search("mallory wrote", "agent", agent_id="mallory")[0].fact.created_by == "mallory"
+    assert store.search("mallory wrote", "agent", agent_id="crew:alice") == []
+    assert store.search("mallory wrote", "agent", agent_id="crew:mallory")[0].fact.created_by == "crew:mallory"
 
 
 def test_an_asker_that_cannot_be_told_gets_error_and_nothing_changes(store: SharedMemoryStore) -> None:
@@ -193,16 +193,16 @@ def test_an_asker_that_cannot_be_told_gets_error_and_nothing_changes(store: Shar
     ]:
         assert execute(message, sender).startswith("ERROR:"), message
     assert snapshot(store) == before
-    assert [c.tool_name for c in store.tool_history("alice")] == ["memory_remember"] * 2
-    assert store.tool_history("bob") == []
+    assert [c.tool_name for c in store.tool_history("team:alice")] == ["memory_remember"] * 2
+    assert store.tool_history("team:bob") == []
 
 
 def test_attach_a_pattern_twice_changes_nothing_and_detach_undoes_it(store: SharedMemoryStore) -> None:
     alice = agent("alice", tool_call("memory_search", query="anything"), "Ok.")
     bob = agent("bob", "Ok.")
     p = pattern("round_robin", [alice, bob])
-    first = store.attach(p)
-    assert store.attach(p).group_id == first.group_id
+    first = store.attach(p, group_id="crew")
+    assert store.attach(p, group_id="crew").group_id == first.group_id
     assert store.attach([alice, bob], group_id=first.group_id).agents.keys() == {"alice", "bob"}
     *_, executor, _, manager, _, _, _, _ = p.prepare_group_chat(max_rounds=5, messages="Go.")
     original = [entry["reply_func"] for entry in executor._reply_func_list]
@@ -213,7 +213,7 @@ def test_attach_a_pattern_twice_changes_nothing_and_detach_undoes_it(store: Shar
     assert [entry["reply_func"] for entry in executor._reply_func_list] == wrapped
     assert sorted(store.detach(p)) == ["alice", "bob"]
     assert [entry["reply_func"] for entry in executor._reply_func_list] == original
-    assert store.group_members(first.group_id) == {"alice", "bob"}  # shared state: it stays
+    assert store.group_members("crew") == {"crew:alice", "crew:bob"}  # shared state: it stays
     assert not set(TOOL_NAMES) & set(alice.function_map) and alice.system_message == "You are alice."
 
 
@@ -224,7 +224,7 @@ def test_concurrent_pattern_chats_keep_their_askers_apart(store: SharedMemorySto
         first = agent(f"{prefix}1", tool_call("memory_remember", fact=f"{prefix} first note", scope="agent"))
         second = agent(f"{prefix}2", tool_call("memory_remember", fact=f"{prefix} second note", scope="agent"))
         p = pattern("default", [first, second])
-        store.attach(p)
+        store.attach(p, group_id="crew")
         return p
 
     async def both() -> None:
@@ -232,18 +232,18 @@ def test_concurrent_pattern_chats_keep_their_askers_apart(store: SharedMemorySto
 
     asyncio.run(both())
     for name in ("a1", "a2", "b1", "b2"):
-        notes = store.search("note", "agent", agent_id=name)
+        notes = store.search("note", "agent", agent_id=f"crew:{name}")
         assert [(h.fact.content, h.fact.created_by) for h in notes] == [
-            (f"{name[0]} {'first' if name[1] == '1' else 'second'} note", name)
+            (f"{name[0]} {'first' if name[1] == '1' else 'second'} note", f"crew:{name}")
         ]
-        assert [c.tool_name for c in store.tool_history(name)] == ["memory_remember"]
+        assert [c.tool_name for c in store.tool_history(f"crew:{name}")] == ["memory_remember"]
 
 
 def test_the_store_does_not_keep_a_finished_chat_alive(store: SharedMemoryStore) -> None:
     def chat() -> weakref.ref[GroupToolExecutor]:
         alice, bob = agent("alice"), agent("bob")
         p = pattern("default", [alice, bob])
-        store.attach(p)
+        store.attach(p, group_id="crew")
         *_, executor, _, manager, _, _, _, _ = p.prepare_group_chat(max_rounds=5, messages="Go.")
         alice.send("Starting.", manager, request_reply=False)  # the executor is wrapped
         return weakref.ref(executor)

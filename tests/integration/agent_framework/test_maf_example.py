@@ -22,6 +22,8 @@ def test_maf_group_chat_example(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert "[writer] memory_search" in out and "by researcher" in out and "by reviewer" in out
-    assert "DENIED:" in out and "[reviewer] Approved. TERMINATE" in out
-    assert (tmp_path / "agent_researcher.db").exists() and len(list(tmp_path.glob("group_groupchatbuilder-*.db"))) == 1
+    assert "[launch-press:writer] memory_search" in out and "by launch-press:researcher" in out
+    assert "by launch-press:reviewer" in out
+    assert "DENIED:" in out and "[launch-press:reviewer] Approved. TERMINATE" in out
+    assert len(list(tmp_path.glob("agent_launch-press-researcher~*.db"))) == 1
+    assert [p.name for p in tmp_path.glob("group_*.db")] == ["group_launch-press.db"]

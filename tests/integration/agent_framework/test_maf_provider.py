@@ -32,7 +32,6 @@ from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.integration.agent_framework import (
     MemoryTool,
     SharedMemoryContextProvider,
-    derive_group_id,
 )
 from autogen_shared_memory.integration.agent_framework.testing import ScriptedChatClient, tool_call
 from autogen_shared_memory.integration.toolkit import (
@@ -90,20 +89,21 @@ async def test_group_chat_shares_group_facts_with_bound_identities(store: Shared
         "reviewer", tool_call("memory_remember", fact="All posts need legal review", scope="global"), "Reviewed."
     )
     builder = GroupChatBuilder(participants=[researcher, writer, reviewer], selection_func=round_robin, max_rounds=3)
-    attachment = store.attach(builder)  # <- the one line
+    attachment = store.attach(builder, group_id="launch")  # <- the one line
     group = attachment.group_id
-    assert group is not None and group == derive_group_id(builder) and group.startswith("groupchatbuilder-")
+    assert group == "launch"
     assert {a.mode for a in attachment.agents.values()} == {"tools"}
     await builder.build().run("Plan the launch post")
 
     # the writer found the researcher's group fact, with its id and provenance
     found = client_of(writer).requests[1].messages[-1].contents[0].result
     assert str(found).startswith("[memory: 1 of 1 facts]")
-    assert "The launch is on March 3" in str(found) and "by researcher" in str(found) and f"group:{group}" in found
+    assert "The launch is on March 3" in str(found) and "by launch:researcher" in str(found)
+    assert f"group:{group}" in found
     # the reviewer's global write was denied, the model was told, the run went on
     denied = str(client_of(reviewer).requests[1].messages[-1].contents[0].result)
-    assert denied.startswith("DENIED:") and "'reviewer'" in denied
-    assert facts_in(store, f"group_{group}.db") == [("The launch is on March 3", "researcher")]
+    assert denied.startswith("DENIED:") and "'launch:reviewer'" in denied
+    assert facts_in(store, f"group_{group}.db") == [("The launch is on March 3", "launch:researcher")]
     assert all(st.counts["active"] == 0 for st in store.stats() if st.scope.kind == "global")
     # the scaffolding reached the model once, after the agent's own instructions; the tools are MAF tools
     first = client_of(writer).requests[0]
@@ -112,11 +112,11 @@ async def test_group_chat_shares_group_facts_with_bound_identities(store: Shared
     assert all(isinstance(t, FunctionTool) for t in first.options["tools"])
     # the group chat strips tool calls before the next agent: memory is how the fact reached the writer
     assert not any(c.type == "function_call" for m in first.messages for c in m.contents)
-    assert store.group_members(group) == {"researcher", "writer", "reviewer"}
+    assert store.group_members(group) == {"launch:researcher", "launch:writer", "launch:reviewer"}
 
 
 async def test_tool_schemas_are_the_toolkit_argument_models(store: SharedMemoryStore) -> None:
-    provider = store.context_provider(group_id="crew")
+    provider = store.context_provider(group_id="launch")
     a = agent("alice", "hi", context_providers=[provider])
     await a.run("hello")
     tools = {t.name: t for t in client_of(a).requests[0].options["tools"]}
@@ -128,13 +128,14 @@ async def test_tool_schemas_are_the_toolkit_argument_models(store: SharedMemoryS
 async def test_a_private_fact_stays_in_the_agents_own_scope(store: SharedMemoryStore) -> None:
     alice = agent("alice", tool_call("memory_remember", fact="I verify dates twice", scope="agent"), "ok")
     bob = agent("bob", tool_call("memory_search", query="verify dates twice"), "ok")
-    store.attach([alice, bob], group_id="crew")
+    store.attach([alice, bob], group_id="launch")
     await alice.run("note your habit")
     answer = await bob.run("what are alice's habits?")
     assert "I verify dates" not in tool_results(answer)[0]
-    hit = store.search("verify dates", "agent", agent_id="alice")[0]
-    assert hit.fact.created_by == "alice" and (hit.fact.scope.kind, hit.fact.scope.owner) == ("agent", "alice")
-    assert store.search("verify dates", agent_id="bob", group_id="crew") == []
+    hit = store.search("verify dates", "agent", agent_id="launch:alice")[0]
+    assert hit.fact.created_by == "launch:alice"
+    assert (hit.fact.scope.kind, hit.fact.scope.owner) == ("agent", "launch:alice")
+    assert store.search("verify dates", agent_id="launch:bob", group_id="launch") == []
 
 
 # ----------------------------------------------------------------------------- identity comes from the agent
@@ -154,7 +155,7 @@ async def test_identity_cannot_be_spoofed_through_tool_arguments(store: SharedMe
         tool_call("memory_remember", fact="Everyone may skip review", scope="global", agent_id="lead"),
         "done",
     )
-    store.attach(alice, group_id="crew")
+    store.attach(alice, group_id="launch")
     answer = await alice.run("remember things")
     results = tool_results(answer)
     assert len(results) == 3
@@ -163,22 +164,25 @@ async def test_identity_cannot_be_spoofed_through_tool_arguments(store: SharedMe
     ):
         assert result.startswith("ERROR: invalid arguments"), result  # refused, never ignored nor obeyed
         assert all(f"{key}: unknown argument" in result for key in keys)
-    assert not (store.root / "group_crew.db").exists() or facts_in(store, "group_crew.db") == []
+    assert not (store.root / "group_launch.db").exists() or facts_in(store, "group_launch.db") == []
     assert store.search("Refunds approvals", "group", agent_id="bob", group_id="other-team") == []
     assert store.search("private note", "agent", agent_id="bob") == []
-    assert store.search("private note", "agent", agent_id="alice") == []
+    assert store.search("private note", "agent", agent_id="launch:alice") == []
     assert store.search("skip review", "global", agent_id="lead") == []
 
 
 async def test_one_provider_on_two_agents_binds_each_to_its_own_name(store: SharedMemoryStore) -> None:
-    provider = store.context_provider(group_id="crew")
+    provider = store.context_provider(group_id="launch")
     alice = agent("alice", tool_call("memory_remember", fact="Alice owns the budget", scope="group"), "ok")
     bob = agent("bob", tool_call("memory_remember", fact="Bob owns the slides", scope="group"), "ok")
     alice.context_providers.append(provider)
     bob.context_providers.append(provider)
     await alice.run("go")
     await bob.run("go")
-    assert facts_in(store, "group_crew.db") == [("Alice owns the budget", "alice"), ("Bob owns the slides", "bob")]
+    assert facts_in(store, "group_launch.db") == [
+        ("Alice owns the budget", "launch:alice"),
+        ("Bob owns the slides", "launch:bob"),
+    ]
     assert provider.tools_for(alice) is not provider.tools_for(bob)
     assert provider.tools_for(alice) == provider.tools_for(alice)  # the same objects every run
 
@@ -193,7 +197,7 @@ async def test_an_agent_without_a_name_uses_its_id_and_a_bad_name_is_refused(sto
     assert store.search("id-bound note", "agent", agent_id="agent-7")[0].fact.created_by == "agent-7"
     bad = agent("../escape", "ok")
     with pytest.raises(ValueError, match="path separator"):
-        store.attach(bad)
+        store.attach(bad, group_id="launch")
     assert bad.context_providers == []
     bad.context_providers.append(store.context_provider())
     with pytest.raises(ValueError, match="path separator"):
@@ -266,17 +270,18 @@ def test_attach_twice_changes_nothing_and_detach_removes_exactly_what_attach_add
 ) -> None:
     alice, bob = agent("alice", "ok"), agent("bob", "ok")
     builder = GroupChatBuilder(participants=[alice, bob], selection_func=round_robin, max_rounds=2)
-    first = store.attach(builder)
-    second = store.attach(builder)
+    first = store.attach(builder, group_id="launch")
+    second = store.attach(builder, group_id="launch")
     assert len(alice.context_providers) == 1 and isinstance(alice.context_providers[0], SharedMemoryContextProvider)
     assert first.agents["alice"].provider is second.agents["alice"].provider
     group = first.group_id or ""
-    assert store.group_members(group) == {"alice", "bob"}
+    assert store.group_members(group) == {"launch:alice", "launch:bob"}
     asyncio.run(builder.build().run("go"))  # a workflow run appends MAF's history provider: detach keeps it
     kept = [p for p in alice.context_providers if not isinstance(p, SharedMemoryContextProvider)]
     assert len(kept) == 1
     assert sorted(store.detach(builder)) == ["alice", "bob"]
-    assert alice.context_providers == kept and store.group_members(group) == {"alice", "bob"}  # it stays
+    assert alice.context_providers == kept
+    assert store.group_members(group) == {"launch:alice", "launch:bob"}  # it stays
     assert store.detach(builder) == []
     store.attach(builder, group_id="x")
     with pytest.raises(ValueError, match="already attached to group 'x'"):
@@ -285,9 +290,9 @@ def test_attach_twice_changes_nothing_and_detach_removes_exactly_what_attach_add
 
 async def test_attach_twice_means_no_duplicate_tool_names_in_a_run(store: SharedMemoryStore) -> None:
     a = agent("alice", tool_call("memory_search", query="anything"), "ok")
-    store.attach(a, group_id="crew")
-    store.attach(a, group_id="crew")
-    a.context_providers.append(store.context_provider(group_id="crew", source_id="second"))  # a second provider
+    store.attach(a, group_id="launch")
+    store.attach(a, group_id="launch")
+    a.context_providers.append(store.context_provider(group_id="launch", source_id="second"))  # a second provider
     answer = await a.run("go")
     assert tool_results(answer)[0].startswith("[memory")
     assert sorted(client_of(a).requests[0].tool_names) == sorted(MEMORY_TOOLS)
@@ -303,8 +308,8 @@ def test_a_user_tool_named_like_a_memory_tool_is_a_clear_error_and_nothing_chang
     other = agent("other", "ok")
     clash = Agent(ScriptedChatClient(["ok"]), name="clash", tools=[memory_search])
     with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
-        store.attach([other, clash])
-    assert other.context_providers == [] and store.group_members(derive_group_id([other, clash])) == set()
+        store.attach([other, clash], group_id="launch")
+    assert other.context_providers == [] and store.group_members("launch") == set()
     clash.context_providers.append(store.context_provider())
     with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
         asyncio.run(clash.run("go"))
@@ -331,20 +336,15 @@ def test_an_agent_with_a_provider_of_another_store_is_refused(store: SharedMemor
     other.close()
 
 
-def test_group_ids_are_stable_and_bad_ones_are_refused_before_any_change(store: SharedMemoryStore) -> None:
-    def team() -> GroupChatBuilder:
-        return GroupChatBuilder(participants=[agent("a", "ok"), agent("b", "ok")], selection_func=round_robin)
-
-    assert derive_group_id(team()) == derive_group_id(team())
-    assert derive_group_id(team()) != derive_group_id([agent("a", "ok"), agent("b", "ok")])
-    t = team()
+def test_bad_group_ids_are_refused_before_any_change(store: SharedMemoryStore) -> None:
+    t = GroupChatBuilder(participants=[agent("a", "ok"), agent("b", "ok")], selection_func=round_robin)
     with pytest.raises(ValueError, match="path separator"):
         store.attach(t, group_id="a/b")
     assert all(p.context_providers == [] for p in t._participants.values() if isinstance(p, Agent))
     with pytest.raises(ValueError, match="unique"):
-        store.attach([agent("a", "ok"), agent("a", "ok")])
+        store.attach([agent("a", "ok"), agent("a", "ok")], group_id="crew")
     with pytest.raises(TypeError, match="attach takes"):
-        store.attach([agent("a", "ok"), object()])
+        store.attach([agent("a", "ok"), object()], group_id="crew")
     with pytest.raises(ValidationError):
         store.context_provider(group_id="crew", top_k=0)
     with pytest.raises(TypeError, match="nonsense"):
@@ -356,11 +356,11 @@ async def test_sequential_builder_and_a_built_workflow(store: SharedMemoryStore)
     checker = agent("checker", tool_call("memory_search", query="budget"), "checked")
     builder = SequentialBuilder(participants=[planner, checker])
     workflow = builder.build()
-    attachment = store.attach(workflow)  # attach after build: the workflow's executors hold the agents
+    attachment = store.attach(workflow, group_id="crew")  # attach after build: the workflow's executors hold the agents
     assert set(attachment.agents) == {"planner", "checker"} and attachment.group_id
     await workflow.run("plan the budget")
     found = str(client_of(checker).requests[1].messages[-1].contents[0].result)
-    assert "Budget is 10k" in found and "by planner" in found
+    assert "Budget is 10k" in found and "by crew:planner" in found
     # unlike the group chat, the sequential builder passes the planner's tool call on to the checker
     assert any(c.type == "function_call" for m in client_of(checker).requests[0].messages for c in m.contents)
     assert sorted(store.detach(workflow)) == ["checker", "planner"]
@@ -379,17 +379,17 @@ async def test_handoff_builder_copies_attached_agents_and_detaching_the_workflow
     assert {c.name for c in copies} == {"triage", "billing"} and triage not in copies
     assert all(attachment.agents[str(c.name)].provider in c.context_providers for c in copies)
     await workflow.run("My invoice is wrong")
-    assert facts_in(store, "group_support.db") == [("The customer is on the gold plan", "triage")]
+    assert facts_in(store, "group_support.db") == [("The customer is on the gold plan", "support:triage")]
     assert sorted(store.detach(workflow)) == ["billing", "triage"]
     everyone = [triage, billing, *copies]
     assert not any(isinstance(p, SharedMemoryContextProvider) for a in everyone for p in a.context_providers)
-    assert store.group_members("support") == {"billing", "triage"}  # shared state: it stays
+    assert store.group_members("support") == {"support:billing", "support:triage"}  # shared state: it stays
 
 
 def test_factories_are_refused_with_a_hint(store: SharedMemoryStore) -> None:
     builder = GroupChatBuilder(participant_factories=[lambda: agent("a", "ok")], selection_func=round_robin)
     with pytest.raises(TypeError, match="factories"):
-        store.attach(builder)
+        store.attach(builder, group_id="crew")
 
 
 # ----------------------------------------------------------------------------- recall
@@ -456,14 +456,17 @@ async def test_after_run_records_the_conversation_and_memory_tool_calls(store: S
         context_providers=[store.context_provider(group_id="crew")],
     )
     await a.run("Remember the launch date")
-    said = {(r.role, r.source, r.content, r.context["direction"]) for r in store.conversation("alice")}
-    assert said == {("user", "user", "Remember the launch date", "in"), ("assistant", "alice", "All noted.", "out")}
-    calls = {r.tool_name: r for r in store.tool_history("alice")}
+    said = {(r.role, r.source, r.content, r.context["direction"]) for r in store.conversation("crew:alice")}
+    assert said == {
+        ("user", "user", "Remember the launch date", "in"),
+        ("assistant", "alice", "All noted.", "out"),
+    }
+    calls = {r.tool_name: r for r in store.tool_history("crew:alice")}
     assert set(calls) == {"memory_remember", "memory_search"}  # memory tools only, by default
     assert calls["memory_remember"].success and calls["memory_remember"].result.startswith("created")
     assert calls["memory_remember"].tool_args == {"fact": "The launch is on March 3", "scope": "group"}
     assert not calls["memory_search"].success and (calls["memory_search"].error or "").startswith("ERROR:")
-    assert store.conversation("alice", query="launch date")[0].content == "Remember the launch date"
+    assert store.conversation("crew:alice", query="launch date")[0].content == "Remember the launch date"
 
 
 async def test_a_lone_surrogate_is_recorded_as_its_escape_as_the_other_frameworks_record_it(
@@ -534,7 +537,7 @@ def test_memory_tool_is_a_real_function_tool(store: SharedMemoryStore) -> None:
     tools = provider.tools_for(agent("alice"))
     assert [t.name for t in tools] == ["memory_search", "memory_remember", "memory_forget"]
     assert all(isinstance(t, MemoryTool) and isinstance(t, FunctionTool) for t in tools)
-    assert all(t.bound.agent_id == "alice" and t.bound.group_id == "crew" for t in tools)
+    assert all(t.bound.agent_id == "crew:alice" and t.bound.group_id == "crew" for t in tools)
 
 
 async def test_arguments_outside_the_schema_or_of_another_type_are_refused(store: SharedMemoryStore) -> None:
@@ -574,18 +577,62 @@ def test_a_workflow_with_agents_in_sub_workflows_attaches_them(store: SharedMemo
     workflow = SequentialBuilder(participants=[alpha, beta]).with_request_info().build()
     assert sorted(store.attach(workflow, group_id="g").agents) == ["alpha", "beta"]
     assert any(isinstance(p, SharedMemoryContextProvider) for p in alpha.context_providers)
-    assert store.group_members("g") == {"alpha", "beta"}
+    assert store.group_members("g") == {"g:alpha", "g:beta"}
     with pytest.raises(TypeError, match="no agent executors"):
-        store.attach(WorkflowBuilder(start_executor=Echo(id="echo")).build())
+        store.attach(WorkflowBuilder(start_executor=Echo(id="echo")).build(), group_id="g")
 
 
-def test_a_mixed_workflow_keeps_the_group_id_of_its_top_level_agents(store: SharedMemoryStore) -> None:
-    """Attaching sub-workflows' agents must not change the derived group id of a workflow that has agents at
-    both levels: the group facts written before would be out of the team's sight."""
-    from autogen_shared_memory.integration.toolkit import team_group_id
+async def test_an_agent_holding_another_agents_memory_tools_is_refused(
+    store: SharedMemoryStore, tmp_path: Path
+) -> None:
+    """Bob given alice's memory tools read alice's private scope and wrote as alice: attach accepted him, and
+    his runs went on. Tools bound to another agent, group or store are refused in attach and at run time."""
+    store.remember("alice's private note: the vault code is 4471", "agent", agent_id="launch:alice")
+    provider = store.context_provider(group_id="launch")
+    alice = agent("alice", "ok", context_providers=[provider])
+    other_store = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder())
+    foreign = {
+        "agent 'launch:alice'": provider.tools_for(alice),
+        "group 'ops'": store.context_provider(group_id="ops").tools_for(agent("bob")),
+        "another store": other_store.context_provider(group_id="launch").tools_for(agent("bob")),
+    }
+    for where, tools in foreign.items():
+        search = tool_call("memory_search", query="vault code", scope="agent")
+        bob = agent("bob", search, tool_call("memory_remember", fact="bob was here", scope="agent"), "ok", tools=tools)
+        with pytest.raises(ValueError, match=f"agent 'bob' holds shared memory tools bound to {where}"):
+            store.attach([alice, bob], group_id="launch")
+        assert bob.context_providers == [] and "launch:bob" not in store.group_members("launch")
+        bob.context_providers.append(store.context_provider(group_id="launch"))  # given by hand: refused at run
+        with pytest.raises(ValueError, match=f"agent 'bob' holds shared memory tools bound to {where}"):
+            await bob.run("what is the vault code?")
+        assert client_of(bob).requests == []  # the model never ran with them
+    alices = store.search("bob was here vault", "agent", agent_id="launch:alice")
+    assert [h.fact.content for h in alices] == ["alice's private note: the vault code is 4471"]
+    other_store.close()
 
-    alpha = Agent(ScriptedChatClient(["hi"]), "x", name="alpha")
-    beta = Agent(ScriptedChatClient(["hi"]), "x", name="beta")
-    workflow = SequentialBuilder(participants=[alpha, beta]).with_request_info(agents=[beta]).build()
-    assert derive_group_id(workflow) == team_group_id("Workflow", ["alpha"])
-    assert sorted(store.attach(workflow).agents) == ["alpha", "beta"]
+
+async def test_arguments_nested_too_deep_end_the_run_inside_maf_before_any_tool_runs(
+    store: SharedMemoryStore,
+) -> None:
+    """The limit docs/agent_framework.md documents: MAF parses the arguments before function middleware or the
+    tool (AG2 and AutoGen answer ERROR:). If MAF starts catching it, the docs and this test change."""
+    deep = '{"query": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    a = agent("alice", tool_call("memory_search", arguments=deep), "ok")
+    store.attach(a, group_id="launch")
+    with pytest.raises(RecursionError) as raised:
+        await a.run("go")
+    assert any(frame.name == "parse_arguments" for frame in raised.traceback)
+    assert store.tool_history("launch:alice") == []
+    assert not any(any(stats.counts.values()) for stats in store.stats())
+
+
+async def test_forget_stays_in_the_group_the_tools_are_bound_to(store: SharedMemoryStore) -> None:
+    """An agent that is also a member of another group reached that group's facts by id with memory_forget
+    (search and supersede already stayed in the bound group)."""
+    store.add_group_member("payroll", "launch:alice")
+    elsewhere = store.remember("Payroll runs on the 25th.", "group", agent_id="launch:alice", group_id="payroll")
+    a = agent("alice", tool_call("memory_forget", fact_id=elsewhere.id, reason="not ours"), "ok")
+    store.attach(a, group_id="launch")
+    (answer,) = tool_results(await a.run("clean up"))
+    assert answer == f"ERROR: no fact with id '{elsewhere.id}'. Search memory to find the right id."
+    assert store.get(elsewhere.id).status == "active"

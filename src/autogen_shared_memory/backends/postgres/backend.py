@@ -72,6 +72,7 @@ from ..base import (
     STORAGE_TABLES,
     Backend,
     OnConflict,
+    RowReader,
     ScopeTx,
     T,
     as_of_clause,
@@ -265,7 +266,7 @@ class PostgresBackend(Backend):
         self._checked_stats = False
         self._maintaining = False  # a VACUUM ANALYZE is running in the background
         self._maintenance_failed = False
-        self._listeners: list[tuple[threading.Event, threading.Thread]] = []
+        self._listeners: list[Callable[[], None]] = []  # stops this backend's wake-up subscriptions
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=_seconds(connect_timeout)) as conn:
                 self._search_path = search_path(self.schema, prepare(conn, self.schema, dsn))
@@ -883,6 +884,35 @@ class PostgresBackend(Backend):
             )
         )
 
+    @contextlib.contextmanager
+    def snapshot(self, scope: ScopeRef) -> Iterator[RowReader]:
+        """A ``REPEATABLE READ, READ ONLY`` transaction on one pooled connection, held until exit: its first
+        query fixes the snapshot every later read sees (writers are never blocked by it)."""
+        try:
+            with self._borrowed(self.pool) as conn, conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                conn.execute("SELECT 1")  # the snapshot is taken by the transaction's first query
+
+                def read(
+                    table: str,
+                    where: Mapping[str, Any] | None = None,
+                    *,
+                    limit: int | None = None,
+                    offset: int = 0,
+                    after_seq: int | None = None,
+                    query_terms: Sequence[str] = (),
+                    oldest_first: bool = True,
+                ) -> list[dict[str, Any]]:
+                    if query_terms:
+                        fts_column(table)
+                    return _select_rows(conn, scope, table, where, limit, offset, after_seq, query_terms, oldest_first)
+
+                yield read
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise BackendUnavailableError(
+                f"PostgreSQL at {redact(self.dsn)} failed during a consistent read of {scope}: {exc}"
+            ) from exc
+
     # ------------------------------------------------------------------ change notification
     @property
     def channel(self) -> str:
@@ -897,10 +927,8 @@ class PostgresBackend(Backend):
         return subscribe(self.dsn, self.channel, callback, self._listeners, on_listening)
 
     def close(self) -> None:
-        for stop, thread in list(self._listeners):
-            stop.set()
-            thread.join(timeout=5)
-        self._listeners.clear()
+        for unsubscribe in list(self._listeners):
+            unsubscribe()
         with self._pool_lock:  # a renewal under way installs no new pool after this
             self._closed = True
         self.pool.close()

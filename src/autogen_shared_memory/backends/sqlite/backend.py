@@ -62,6 +62,8 @@ from ..base import (
     Backend,
     ModelInfo,
     OnConflict,
+    RowReader,
+    ScopeImport,
     ScopeTx,
     T,
     as_of_clause,
@@ -71,6 +73,7 @@ from ..base import (
 from .files import (
     Connection,
     StorageError,
+    building,
     check_sqlite_file,
     closed_on_error,
     connect,
@@ -78,7 +81,7 @@ from .files import (
     is_lock_error,
     quote,
     read_only_reason,
-    remove_stale_builds,
+    remove_stale_scope_builds,
     scope_file_candidates,
     storage_code,
     store_version,
@@ -329,6 +332,33 @@ def _texts(conn: sqlite3.Connection, seqs: npt.NDArray[np.int64]) -> dict[int, s
     return dict(rows.fetchall())
 
 
+class _ThreadConnections:
+    """The connections one thread opened to a store's files (scope files and ``ids.db``), kept in the store's
+    thread-local storage. CPython frees a thread's thread-local values when the thread ends, and this closes
+    its connections then: a thread per call (a thread pool that replaces its workers, ``asyncio.run`` per call
+    with its fresh executor) would otherwise leave two file descriptors per file (the database and its WAL) open
+    with every thread, until the process can open no file at all."""
+
+    def __init__(self, registry: dict[Connection, None]) -> None:
+        self.scopes: dict[ScopeRef, Connection] = {}  # most recently used last
+        self.opened: dict[Connection, None] = {}  # all of them, ``scopes``' included
+        self.registry = registry  # the store's every open connection, which ``close()`` closes
+
+    def close(self) -> None:
+        """Close the thread's connections; called by the thread itself, or when it has ended."""
+        for conn in list(self.opened):
+            self.registry.pop(conn, None)  # one dict operation: atomic, no lock (see __del__)
+            with contextlib.suppress(Exception):  # closing is best effort, and may run as the interpreter exits
+                conn.close()
+        self.opened.clear()
+        self.scopes.clear()
+
+    def __del__(self) -> None:
+        # Runs in the ending thread, or wherever the store's thread-local storage is dropped: never takes a
+        # lock, which the thread that drops it may hold.
+        self.close()
+
+
 def _table(name: str) -> str:
     """A table name a transaction may touch (never built from anything else)."""
     if name not in STORAGE_TABLES and name not in TABLES:
@@ -346,8 +376,9 @@ def _where(where: Mapping[str, Any] | None, prefix: str = "") -> tuple[str, list
 class SQLiteBackend(Backend):
     """Facts in SQLite files under ``root``; safe for many threads and processes at once."""
 
-    # Connections (two file handles each, with the WAL) kept open per thread: a deployment with hundreds of
-    # group files, or a lookup of an invented id that visits every file, must not exhaust file descriptors.
+    # Connections (two file handles each, with the WAL) kept open per thread, closed when the thread ends: a
+    # deployment with hundreds of group files, or a lookup of an invented id that visits every file, must not
+    # exhaust file descriptors.
     MAX_OPEN_SCOPES = 64
 
     def __init__(
@@ -376,30 +407,42 @@ class SQLiteBackend(Backend):
         self.busy_timeout = busy_timeout
         self.max_common_term_ratio = max_common_term_ratio
         self.max_lexical_postings = max_lexical_postings
-        self._local = threading.local()
-        self._all_conns: list[Connection] = []
+        self._local = threading.local()  # .held: this thread's _ThreadConnections; .ids: its ids.db connection
+        self._all_conns: dict[Connection, None] = {}  # every thread's open connections
         self._indexes: dict[ScopeRef, VectorIndex] = {}
         self._lock = threading.Lock()
         self._pid = os.getpid()
         self._closed = False
         self._ids = IdIndex(self)
+        remove_stale_scope_builds(self.root)  # what processes killed while creating a scope file left
 
     # ------------------------------------------------------------------ files and connections
     def path_of(self, scope: ScopeRef) -> Path:
         return self.root / scope.file_name
 
-    def _conns(self) -> dict[ScopeRef, Connection]:
+    def _held(self) -> _ThreadConnections:
+        """The calling thread's connections (RuntimeError once the store is closed)."""
         if self._closed:
             raise RuntimeError("the memory store is closed")
         if os.getpid() != self._pid:  # forked: never share SQLite connections across processes
             self._pid = os.getpid()
             self._local = threading.local()
-            self._all_conns = []
+            self._all_conns = {}
             self._indexes = {}
-        conns: dict[ScopeRef, Connection] | None = getattr(self._local, "conns", None)
-        if conns is None:
-            conns = self._local.conns = {}
-        return conns
+        held: _ThreadConnections | None = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = _ThreadConnections(self._all_conns)
+        return held
+
+    def _conns(self) -> dict[ScopeRef, Connection]:
+        """The calling thread's connections to scope files, by scope, the most recently used last."""
+        return self._held().scopes
+
+    def _track(self, conn: Connection) -> None:
+        """Keep a connection the calling thread opened: closed with the thread, or by ``close()``."""
+        self._held().opened[conn] = None
+        with self._lock:
+            self._all_conns[conn] = None
 
     def _conn(self, scope: ScopeRef, create: bool) -> Connection | None:
         if self._closed:
@@ -408,12 +451,17 @@ class SQLiteBackend(Backend):
         path = self.path_of(scope)
         conn = conns.pop(scope, None)
         if conn is not None:
-            # An immutable snapshot that another writer changed, or a read-only file a write finds writable
-            # again, is reopened; any other connection is kept.
-            if not (conn.stale() or (create and conn.read_only is not None and writable(path))):
+            # A file deleted or replaced since it was opened, an immutable snapshot that another writer
+            # changed, or a read-only file a write finds writable again, is reopened; any other connection is
+            # kept.
+            replaced = conn.replaced()
+            if not (replaced or conn.stale() or (create and conn.read_only is not None and writable(path))):
                 conns[scope] = conn  # most recently used last
                 return conn
             self._forget_conn(conn)
+            if replaced:  # the vectors and postings held for the old file say nothing of the new one
+                with self._lock:
+                    self._indexes.pop(scope, None)
         if not path.exists():
             if not create:
                 return None
@@ -421,16 +469,19 @@ class SQLiteBackend(Backend):
         check_sqlite_file(path)
         conn = self._open(path, scope)
         conns[scope] = conn
-        with self._lock:
-            self._all_conns.append(conn)
+        self._track(conn)
         while len(conns) > self.MAX_OPEN_SCOPES:  # bound this thread's file handles: close the least used
             idle = conns.pop(next(iter(conns)))
             self._forget_conn(idle)  # SQLite keeps its locks on a file while another connection of ours has it open
         return conn
 
     def _forget_conn(self, conn: Connection) -> None:
-        with self._lock, contextlib.suppress(ValueError):
-            self._all_conns.remove(conn)
+        """Close a connection the calling thread opened."""
+        held: _ThreadConnections | None = getattr(self._local, "held", None)
+        if held is not None:
+            held.opened.pop(conn, None)
+        with self._lock:
+            self._all_conns.pop(conn, None)
         with contextlib.suppress(sqlite3.Error):
             conn.close()
 
@@ -445,23 +496,23 @@ class SQLiteBackend(Backend):
                 "this user, or open the store where it can",
                 path,
             ) from exc
-        remove_stale_builds(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        remove_stale_scope_builds(self.root)
         try:
-            conn = connect(tmp, tmp, self.busy_timeout)
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")
-                self._migrate(conn, scope)
-            finally:
-                conn.close()  # checkpoints: the file alone holds everything
-            if scope.kind != "global":
-                self._ids.mark(path.name)  # it holds no fact yet; every writer indexes what it adds
-            try:
-                with contextlib.suppress(FileExistsError):  # another thread or process published it first
-                    os.link(tmp, path)
-            except OSError:  # pragma: no cover - file systems without hard links
-                if not path.exists():
-                    os.replace(tmp, path)
+            with building(path) as tmp:
+                conn = connect(tmp, tmp, self.busy_timeout)
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    self._migrate(conn, scope)
+                finally:
+                    conn.close()  # checkpoints: the file alone holds everything
+                if scope.kind != "global":
+                    self._ids.mark(path.name)  # it holds no fact yet; every writer indexes what it adds
+                try:
+                    with contextlib.suppress(FileExistsError):  # another thread or process published it first
+                        os.link(tmp, path)
+                except OSError:  # pragma: no cover - file systems without hard links
+                    if not path.exists():
+                        os.replace(tmp, path)
         except StorageError as exc:
             if os.access(self.root, os.W_OK):
                 raise StorageError(f"cannot create {path}: {exc}", path) from exc.__cause__
@@ -471,10 +522,6 @@ class SQLiteBackend(Backend):
                 "writable by this user to write to this scope (the store's existing files can still be searched)",
                 path,
             ) from exc.__cause__
-        finally:
-            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                with contextlib.suppress(OSError):
-                    leftover.unlink(missing_ok=True)
 
     def _open(self, path: Path, scope: ScopeRef) -> Connection:
         """``path`` opened read-write, or read-only when this process cannot write it (a read-only file,
@@ -930,6 +977,41 @@ class SQLiteBackend(Backend):
         conn = self._conn(scope, create=False)
         if conn is None:
             return []
+        return self._select(conn, table, where, limit, offset, after_seq, query_terms, oldest_first)
+
+    @contextmanager
+    def snapshot(self, scope: ScopeRef) -> Iterator[RowReader]:
+        """A deferred ``BEGIN`` on a connection of its own (never the thread's, which its writes use), with a
+        first read inside it: WAL keeps that read's snapshot for every read until the ``COMMIT`` on exit."""
+        path = self.path_of(scope)
+        conn = self._open(path, scope) if path.exists() else None
+        try:
+            if conn is not None:
+                self._retry(lambda: conn.execute("BEGIN").execute("SELECT count(*) FROM meta").fetchone())
+
+            def read(table: str, where: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
+                _table(table)
+                if options.get("query_terms"):
+                    fts_column(table)
+                return [] if conn is None else self._select(conn, table, where, **options)
+
+            yield read
+        finally:
+            if conn is not None:
+                conn.close()  # ends the read transaction
+
+    @staticmethod
+    def _select(
+        conn: sqlite3.Connection,
+        table: str,
+        where: Mapping[str, Any] | None,
+        limit: int | None = None,
+        offset: int = 0,
+        after_seq: int | None = None,
+        query_terms: Sequence[str] = (),
+        oldest_first: bool = True,
+    ) -> list[dict[str, Any]]:
+        """The rows :meth:`rows` reads, on ``conn``."""
         sql, params = _where(where, "r.")
         clauses = [sql]
         if table == "meta":
@@ -957,22 +1039,24 @@ class SQLiteBackend(Backend):
         return found
 
     # ------------------------------------------------------------------ transfer
-    def import_scope(self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]]) -> tuple[int, int, int, int]:
+    def import_scope(
+        self, scope: ScopeRef, items: Sequence[tuple[str, dict[str, Any]]], policy: bool = False
+    ) -> ScopeImport:
         self._ids.add(scope, (row["id"] for table, row in items if table == "facts"))
-        return super().import_scope(scope, items)
+        return super().import_scope(scope, items, policy)
 
     def release_thread(self) -> None:
-        conns: dict[ScopeRef, Connection] | None = getattr(self._local, "conns", None)
-        for conn in list((conns or {}).values()):
-            self._forget_conn(conn)
-        if conns:
-            conns.clear()
+        held: _ThreadConnections | None = getattr(self._local, "held", None)
+        vars(self._local).clear()  # the ids.db connection too: the thread opens new ones if it goes on
+        if held is not None:
+            held.close()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for conn in self._all_conns:
-                with contextlib.suppress(sqlite3.Error):  # closing is best effort
-                    conn.close()
+            conns = list(self._all_conns)
             self._all_conns.clear()
             self._indexes.clear()
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):  # closing is best effort
+                conn.close()

@@ -4,9 +4,13 @@ creation leftovers, and the checks that keep a foreign or newer file out."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
+import secrets
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -92,6 +96,7 @@ class Connection(sqlite3.Connection):
     path: Path = Path()
     read_only: str | None = None
     snapshot: tuple[int, int, int, int] | None = None
+    identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file when it was opened
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         try:
@@ -121,6 +126,16 @@ class Connection(sqlite3.Connection):
                 self.path,
             )
 
+    def replaced(self) -> bool:
+        """The file at :attr:`path` is no longer the one this connection has open: it was deleted, or
+        deleted and made again, or replaced by a restored copy. Reads would see the old file and writes would
+        go to a file nobody else can open, so such a connection is reopened (one ``stat`` per lookup)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return True
+        return self.identity is not None and (st.st_dev, st.st_ino) != self.identity
+
     def stale(self) -> bool:
         """An immutable snapshot of a file that another writer has changed since (or is writing now)."""
         if self.snapshot is None:
@@ -145,6 +160,12 @@ def connect(
     target: str | Path, path: Path, timeout: float, read_only: str | None = None, uri: bool = False
 ) -> Connection:
     try:
+        # The identity is read before opening: a file replaced in between is only reopened once more.
+        st = os.stat(path)
+        identity: tuple[int, int] | None = (st.st_dev, st.st_ino)
+    except OSError:
+        identity = None
+    try:
         conn = sqlite3.connect(
             target, timeout=timeout, isolation_level=None, check_same_thread=False, uri=uri, factory=Connection
         )
@@ -154,7 +175,7 @@ def connect(
             raise
         raise error from exc
     assert isinstance(conn, Connection)
-    conn.path, conn.read_only = path, read_only
+    conn.path, conn.read_only, conn.identity = path, read_only, identity
     conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
     return conn
 
@@ -200,18 +221,112 @@ def connect_read_only(path: Path, timeout: float, reason: str) -> Connection:
     return conn
 
 
-def remove_stale_builds(path: Path) -> None:
-    """Delete the half-built files (``.<name>.<pid>.<thread>.tmp`` and its ``-wal``/``-shm``) that a process
-    killed while creating ``path`` left behind; a build of a live process is left alone."""
-    for leftover in path.parent.glob(f".{path.name}.*.tmp*"):
+# A file built under a temporary name, then published under its own: ``.<name>.<pid>.<token>.tmp``, with what
+# SQLite adds beside it while it builds, and the ``-lock`` file of :func:`building`.
+_BUILD = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.(?P<token>\w+)\.tmp(?P<part>-wal|-shm|-journal|-lock)?")
+_BUILD_PARTS = ("-wal", "-shm", "-journal", "", "-lock")  # the order they are removed in: the lock last
+UNLOCKED_BUILD_SECONDS = 60.0  # a build locks its -lock file as soon as it has made it; never this long after
+
+
+@contextmanager
+def building(path: Path) -> Iterator[Path]:
+    """A temporary name to build ``path`` under (``.<name>.<pid>.<token>.tmp``), removed with everything SQLite
+    made beside it on the way out. The build's ``-lock`` file, made first and removed last, is locked
+    (``flock``) while the build runs: the kernel drops the lock when the process dies, however it dies, so
+    :func:`remove_stale_scope_builds` tells a killed build from a running one, whatever process or PID
+    namespace runs it.
+
+    Args:
+        path: the file that will be built.
+
+    Yields:
+        The temporary name.
+
+    Raises:
+        StorageError: the lock file cannot be made (a read-only directory, a full disk).
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+    lock = Path(f"{tmp}-lock")
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise StorageError(f"{lock} cannot be created: {exc}", path) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits only while another process's clean-up looks at it
+        yield tmp
+    finally:
         try:
-            pid = int(leftover.name[len(path.name) + 2 :].split(".")[0])
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            with contextlib.suppress(OSError):  # a read-only directory: left for a process that can
-                leftover.unlink(missing_ok=True)
-        except (ValueError, PermissionError, OSError):
-            continue  # not ours to judge (another user's process, an odd name)
+            for part in _BUILD_PARTS:
+                with contextlib.suppress(OSError):
+                    Path(f"{tmp}{part}").unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+
+def remove_stale_builds(path: Path) -> None:
+    """Delete what processes killed while building ``path`` under a temporary name left beside it (see
+    :func:`remove_stale_scope_builds`)."""
+    _remove_stale(path.parent, lambda name: name == path.name)
+
+
+def remove_stale_scope_builds(root: Path) -> None:
+    """Delete what processes killed while building a scope file left in ``root``: its temporary file and the
+    files beside it (``-wal``, ``-shm``, ``-journal``, ``-lock``). A build still under way is left alone: one
+    whose ``-lock`` file is locked, whose lock file is still to be locked (its process runs and the file is
+    newer than :data:`UNLOCKED_BUILD_SECONDS`), or that has no lock file (an export, or a build of an older
+    version) while its process runs. This process's own builds are never touched: opening a file this process
+    has open would drop its locks on it (see :func:`check_sqlite_file`). Best effort: what cannot be removed
+    (a read-only directory) is left for a process that can."""
+    _remove_stale(
+        root, lambda name: name == "global.db" or (name.startswith(("agent_", "group_")) and name.endswith(".db"))
+    )
+
+
+def _remove_stale(directory: Path, built: Callable[[str], bool]) -> None:
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    builds: dict[str, int] = {}  # the temporary name of each build, and its process
+    for name in names:
+        match = _BUILD.fullmatch(name)
+        if match and built(match["name"]) and int(match["pid"]) != os.getpid():
+            builds[name[: match.start("part")] if match["part"] else name] = int(match["pid"])
+    for tmp, pid in builds.items():
+        try:
+            fd: int | None = os.open(directory / f"{tmp}-lock", os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        except OSError:
+            continue  # not ours to judge
+        try:
+            if fd is None:
+                if _runs(pid):
+                    continue
+            else:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:  # locked: the build runs
+                    continue
+                if _runs(pid) and time.time() - os.fstat(fd).st_mtime < UNLOCKED_BUILD_SECONDS:
+                    continue  # made, not yet locked
+            for part in _BUILD_PARTS:
+                with contextlib.suppress(OSError):  # a read-only directory: left for a process that can
+                    (directory / f"{tmp}{part}").unlink(missing_ok=True)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _runs(pid: int) -> bool:
+    """Whether a process ``pid`` runs (in this PID namespace; another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def store_version(conn: sqlite3.Connection, path: Path) -> int:

@@ -43,10 +43,7 @@ class IdIndex:
             if _identity(self.path) == getattr(local, "ids_identity", None):
                 return conn
             local.ids = None
-            with self.backend._lock:
-                if conn in self.backend._all_conns:
-                    self.backend._all_conns.remove(conn)
-            conn.close()
+            self.backend._forget_conn(conn)
             self.known.clear()
         try:
             self.backend.root.mkdir(parents=True, exist_ok=True)
@@ -65,8 +62,7 @@ class IdIndex:
                     )
                     conn.execute("CREATE TABLE IF NOT EXISTS indexed_files (name TEXT PRIMARY KEY) WITHOUT ROWID")
         local.ids, local.ids_identity = conn, _identity(self.path)
-        with self.backend._lock:
-            self.backend._all_conns.append(conn)
+        self.backend._track(conn)  # closed with this thread
         return conn
 
     def _reader(self) -> Connection | None:

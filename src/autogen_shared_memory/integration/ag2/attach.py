@@ -14,9 +14,9 @@ of agents, or a pattern of ``initiate_group_chat``) gives every agent the memory
   calls run in the ``GroupToolExecutor`` that ``initiate_group_chat`` creates (after attach, with the
   agents' function maps copied in): the first message an attached agent sends to that chat's manager
   wraps the executor's tool reply in the same way;
-* every agent becomes a member of the group (one per ``GroupChat``, derived from its agents' names or
-  given) and an entry of the agent directory; its text messages and memory tool calls are recorded in
-  its records.
+* every agent becomes a member of the group (``group_id``, the team's name, required) and an entry of the
+  agent directory under its memory identity (its name qualified by the group, ``launch:writer``, or the
+  id ``agent_ids`` maps its name to); its text messages and memory tool calls are recorded in its records.
 
 AG2 rebuilds an agent's ``OpenAIWrapper`` whenever a tool signature changes, which drops a custom model
 client registered with ``register_model_client`` (Ollama, test clients) back to an inactive placeholder.
@@ -54,7 +54,7 @@ from ..toolkit import (
     Recall,
     join_group,
     register_agent,
-    team_group_id,
+    team_identity,
 )
 from ..writer import RecordWriter
 from .tools import Caller, ReplyFunc, note_sent, recall_hook, tool_call_wrappers, tool_function, tool_schema
@@ -74,6 +74,7 @@ class AgentAttachment:
     agent_name: str
     group_id: str | None
     mode: Mode
+    agent_id: str = ""  # the agent's memory identity (its name qualified by the group, or mapped)
     tools: BoundTools | None = None  # the tools calls *asked by this agent* run with (mode "tools")
     recall: Recall | None = None  # mode "recall"
     original_system_message: Any = None
@@ -123,16 +124,6 @@ def iter_agents(target: Any) -> Iterator[ConversableAgent]:
         raise TypeError(
             f"attach takes an AG2 GroupChat, GroupChatManager, Pattern or ConversableAgent, got {type(target)}"
         )
-
-
-def derive_group_id(group_chat: GroupChat | GroupChatManager | Pattern) -> str:
-    """A group id that is stable across processes and runs: the chat's (or pattern's) type in lower case,
-    e.g. ``groupchat-`` or ``roundrobinpattern-``, and a digest of the agents' names."""
-    if isinstance(group_chat, Pattern):
-        names = (agent.name for agent in iter_agents(group_chat))
-        return team_group_id(type(group_chat).__name__, names)
-    chat = group_chat.groupchat if isinstance(group_chat, GroupChatManager) else group_chat
-    return team_group_id(type(chat).__name__, (agent.name for agent in _group_agents(chat)))
 
 
 def _llm_tool_names(agent: ConversableAgent) -> list[str]:
@@ -232,10 +223,11 @@ def _change_tools_keeping_client(agent: ConversableAgent, change: Callable[[], N
             setattr(new, attr, getattr(old, attr))
 
 
-def _recorder(writer: RecordWriter, agent_name: str) -> Callable[..., Any]:
-    """A ``process_message_before_send`` hook recording the agent's own text messages in its records. It only
-    queues them: AG2 calls the hook on the event loop in async chats, and a busy file would stall the loop."""
-    agent_id = validate_owner_id(agent_name, "agent_id")
+def _recorder(writer: RecordWriter, agent_name: str, agent_id: str) -> Callable[..., Any]:
+    """A ``process_message_before_send`` hook recording the agent's own text messages in the records of
+    ``agent_id``, its memory identity. It only queues them: AG2 calls the hook on the event loop in async
+    chats, and a busy file would stall the loop."""
+    agent_id = validate_owner_id(agent_id, "agent_id")
 
     def record(sender: Any, message: Any, recipient: Any, silent: Any) -> Any:
         try:
@@ -262,9 +254,9 @@ def _recorder(writer: RecordWriter, agent_name: str) -> Callable[..., Any]:
     return record
 
 
-def _register_in_directory(store: FactStore, agent: ConversableAgent) -> None:
+def _register_in_directory(store: FactStore, agent: ConversableAgent, agent_id: str) -> None:
     tools = [n for n in _llm_tool_names(agent) if n not in TOOL_NAMES]
-    register_agent(store, agent.name, agent.description, _model_name(agent), tools)
+    register_agent(store, agent_id, agent.description, _model_name(agent), tools)
 
 
 class Attacher:
@@ -291,6 +283,7 @@ class Attacher:
         target: Any,
         group_id: str | None = None,
         *,
+        agent_ids: Mapping[str, str] | None = None,
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
         read_only: bool | Collection[str] = False,
@@ -298,18 +291,29 @@ class Attacher:
     ) -> Attachment[AgentAttachment]:
         """Give every agent of ``target`` shared memory (all or nothing; a second attach changes nothing).
 
-        ``read_only``: ``True`` or the names of the agents that get capsule recall instead of the tools.
-        ``record``: record the agents' text messages and memory tool calls in their records.
+        Args:
+            target: a ``GroupChat``, its ``GroupChatManager``, a pattern, an agent or a list of agents.
+            group_id: the team's name (required).
+            agent_ids: explicit memory ids for some agents, by name (default: ``group_id:name``).
+            scaffolding: replaces the default scaffolding of agents with the tools.
+            read_only_scaffolding: replaces the scaffolding of agents that only get recall.
+            read_only: ``True`` or the names of the agents that get capsule recall instead of the tools.
+            record: record the agents' text messages and memory tool calls in their records.
+
+        Returns:
+            The attachment: the group id and what was done to each agent, by name.
+
+        Raises:
+            GroupIdRequired: no ``group_id``.
+            ValueError / TypeError: see :func:`~..toolkit.team_identity`; repeated agent names; an agent
+                attached to another group or with a tool named like a memory tool; bad ``read_only``.
         """
         agents = list(iter_agents(target))
-        if group_id is None and isinstance(target, (GroupChat, GroupChatManager, Pattern)):
-            group_id = derive_group_id(target)
-        if group_id is not None:
-            validate_owner_id(group_id, "group_id")
         names = [agent.name for agent in agents]
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
+        group_id, ids = team_identity(group_id, names, agent_ids)
         if isinstance(read_only, str):
             raise TypeError("read_only is True, False or a collection of agent names, not one str")
         unknown = set() if isinstance(read_only, bool) else set(read_only) - set(names)
@@ -317,12 +321,12 @@ class Attacher:
             raise ValueError(f"read_only names agents that are not attached here: {sorted(unknown)}")
         # Validate everything before changing anything: attach is all or nothing.
         for agent in agents:
-            validate_owner_id(agent.name, "agent name")
             done = self._attached.get(agent)
             if done is not None:
-                if done.group_id != group_id:
+                if done.group_id != group_id or done.agent_id != ids[agent.name]:
                     raise ValueError(
-                        f"agent {agent.name!r} is already attached to group {done.group_id!r}; detach it first"
+                        f"agent {agent.name!r} is already attached to group {done.group_id!r} as "
+                        f"{done.agent_id!r}; detach it first"
                     )
                 continue
             clash = (set(_llm_tool_names(agent)) | set(agent.function_map)) & set(TOOL_NAMES)
@@ -342,6 +346,7 @@ class Attacher:
                     recall_only = read_only if isinstance(read_only, bool) else agent.name in read_only
                     done = self._attach_one(
                         agent,
+                        ids[agent.name],
                         group_id,
                         scaffolding or DEFAULT_SCAFFOLDING,
                         read_only_scaffolding or READ_ONLY_SCAFFOLDING,
@@ -389,7 +394,8 @@ class Attacher:
     def _attach_one(
         self,
         agent: ConversableAgent,
-        group_id: str | None,
+        agent_id: str,
+        group_id: str,
         scaffolding: str,
         read_only_scaffolding: str,
         *,
@@ -398,11 +404,10 @@ class Attacher:
     ) -> AgentAttachment:
         store = self.store
         mode: Mode = "member" if not agent.llm_config else "recall" if recall_only else "tools"
-        done = AgentAttachment(agent.name, group_id, mode)
+        done = AgentAttachment(agent.name, group_id, mode, agent_id)
         try:
-            if group_id is not None:
-                done.joined = join_group(store, group_id, agent.name)
-            _register_in_directory(store, agent)
+            done.joined = join_group(store, group_id, agent_id)
+            _register_in_directory(store, agent, agent_id)
             # Every agent executes memory calls (for the agent that asked): the wrappers say who that is.
             done.reply_functions = _wrap_tool_call_replies(agent, self._caller)
             if done.reply_functions:
@@ -412,7 +417,7 @@ class Attacher:
             agent.register_hook("process_message_before_send", link)
             done.hooks.append(("process_message_before_send", link))
             if mode == "tools":
-                done.tools = BoundTools(store, agent.name, group_id, record_calls=record)
+                done.tools = BoundTools(store, agent_id, group_id, record_calls=record)
                 agent.register_hook("process_message_before_send", note_sent)
                 done.hooks.append(("process_message_before_send", note_sent))
                 for name in TOOL_NAMES:
@@ -420,7 +425,7 @@ class Attacher:
                     _change_tools_keeping_client(agent, add)
                     done.tool_signatures.append(name)
             elif mode == "recall":
-                done.recall = Recall(store, agent.name, group_id)
+                done.recall = Recall(store, agent_id, group_id)
                 hook = recall_hook(done.recall)
                 agent.register_hook("process_all_messages_before_reply", hook)
                 done.hooks.append(("process_all_messages_before_reply", hook))
@@ -432,7 +437,7 @@ class Attacher:
                     agent.update_system_message(updated)
                     done.system_message = updated
             if record:
-                hook = _recorder(self._writer(), agent.name)
+                hook = _recorder(self._writer(), agent.name, agent_id)
                 agent.register_hook("process_message_before_send", hook)
                 done.hooks.append(("process_message_before_send", hook))
         except BaseException:
@@ -444,7 +449,7 @@ class Attacher:
         """Remove what ``done`` says attach added (whatever was added; the rest is left alone); the group
         membership too if attach ``failed`` (it is all or nothing; a detach leaves it, see :func:`join_group`)."""
         if failed and done.joined and done.group_id is not None:
-            self.store.remove_group_member(done.group_id, agent.name)
+            self.store.remove_group_member(done.group_id, done.agent_id)
         for hookable, hook in done.hooks:
             hooks = agent.hook_lists.get(hookable, [])
             if hook in hooks:

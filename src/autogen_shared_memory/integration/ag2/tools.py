@@ -25,19 +25,20 @@ it runs, a context variable holds the memory tools of the agent that *asked*:
   an agent without memory tools, a call executed outside the wrapper) the call answers ``ERROR:`` text
   and changes nothing: it never falls back to the executing agent.
 
-The registered functions are plain functions that return a coroutine bound to that identity: AG2 awaits it
-in async chats and runs it in a thread of its own in sync chats, so both ``initiate_chat`` and
-``a_initiate_chat`` work.
+The registered functions are plain functions bound to that identity: in async chats they return a coroutine,
+which AG2 awaits; in sync chats they return the answer, run on this process's one memory loop
+(:func:`run_sync`): given a coroutine there, AG2 would start a thread and an event loop for every call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import json
 import logging
+import os
+import threading
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from contextvars import ContextVar
@@ -123,7 +124,8 @@ def tool_function(name: str) -> Callable[..., str | Coroutine[Any, Any, str]]:
             return caller.error or NO_CALLER
         if INVALID_ARGUMENTS in arguments:
             return not_an_object(name, str(arguments[INVALID_ARGUMENTS]))
-        return caller.tools.call(name, arguments)  # answers text, never raises
+        answer = caller.tools.call(name, arguments)  # answers text, never raises
+        return answer if _loop_running() else run_sync(lambda: answer)
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = DESCRIPTIONS[name]
@@ -288,18 +290,48 @@ def tool_call_wrappers(
     return generate_tool_calls_reply, a_generate_tool_calls_reply
 
 
-def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine to completion from sync code, whether or not an event loop runs in this thread.
-
-    AG2 calls hooks synchronously, also from inside ``a_initiate_chat``: then the coroutine runs on a
-    loop of its own in a helper thread (a short store read; it cannot run on the busy loop).
-    """
+def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(factory())
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shared-memory-ag2") as pool:
-        return pool.submit(asyncio.run, factory()).result()
+        return False
+    return True
+
+
+_LOOP: tuple[int, asyncio.AbstractEventLoop] | None = None  # (the process it runs in, the loop)
+_LOOP_LOCK = threading.Lock()
+
+
+def _memory_loop() -> asyncio.AbstractEventLoop:
+    """This process's event loop for memory calls made from sync code, running in a daemon thread of its own
+    (a new one after a fork). The store's async methods run in its executor's threads, which live on, and so
+    do their database connections: a loop per call would start a thread, and open the scope files, per call."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None or _LOOP[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="shared-memory-ag2", daemon=True).start()
+            _LOOP = (os.getpid(), loop)
+        return _LOOP[1]
+
+
+def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to completion from sync code, whether or not an event loop runs in this thread.
+
+    AG2 calls hooks synchronously, also from inside ``a_initiate_chat``, and runs tool calls synchronously in
+    sync chats: the coroutine runs on :func:`_memory_loop` while the caller waits (a short store call; it
+    could not run on a busy loop of the caller's).
+
+    Args:
+        factory: makes the coroutine (called in this thread).
+
+    Returns:
+        The coroutine's result.
+
+    Raises:
+        Exception: whatever the coroutine raises.
+    """
+    return asyncio.run_coroutine_threadsafe(factory(), _memory_loop()).result()
 
 
 def _text(content: Any) -> str:

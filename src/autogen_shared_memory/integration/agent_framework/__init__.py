@@ -12,8 +12,9 @@ except ModuleNotFoundError as exc:  # a bare "No module named 'agent_framework'"
         name=exc.name,
     ) from exc
 
+from ...core.types import GroupIdRequired
 from ..toolkit import Attachment
-from .attach import AgentAttachment, Attacher, derive_group_id, iter_agents
+from .attach import AgentAttachment, Attacher, iter_agents
 from .provider import (
     DEFAULT_SOURCE_ID,
     MemoryTool,
@@ -28,11 +29,11 @@ __all__ = [
     "AgentAttachment",
     "Attacher",
     "Attachment",
+    "GroupIdRequired",
     "MemoryTool",
     "SharedMemoryContextProvider",
     "SharedMemoryProviderConfig",
     "agent_identity",
-    "derive_group_id",
     "iter_agents",
     "memory_tools",
 ]

@@ -1,7 +1,8 @@
 """Attach a store to Microsoft Agent Framework agents, lists of agents, orchestration builders and workflows.
 
-``store.attach(x)`` gives every agent of ``x`` a :class:`SharedMemoryContextProvider` bound to one group
-(given, or derived stably from the team) and enrols it as a group member:
+``store.attach(x, group_id="launch")`` gives every agent of ``x`` a :class:`SharedMemoryContextProvider`
+bound to that group and enrols it as a group member, under its memory identity: its name qualified by the
+group (``launch:writer``) or the id ``agent_ids`` maps its name to:
 
 * an ``Agent`` whose chat client runs tools (it has MAF's function-invocation layer) gets the memory tools
   and the scaffolding (mode ``"tools"``);
@@ -14,19 +15,19 @@
 ``MagenticBuilder``: their participants) or a built ``Workflow`` (the agents of its ``AgentExecutor`` s).
 Attach a builder before ``build()`` when it copies its agents (``HandoffBuilder`` does), or attach the
 built workflow. Everything attach adds is remembered so that ``detach`` removes exactly that, and
-attaching twice changes nothing.
+attaching twice changes nothing. An agent that holds memory tools bound to another agent, group or store
+(``provider.tools_for(other_agent)`` in its ``tools``) is refused: those tools would act as the other agent.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow, WorkflowExecutor
 
-from ...core.types import validate_owner_id
 from ..toolkit import (
     READ_ONLY_SCAFFOLDING,
     TOOL_NAMES,
@@ -34,9 +35,16 @@ from ..toolkit import (
     Mode,
     join_group,
     register_agent,
-    team_group_id,
+    team_identity,
 )
-from .provider import MemoryTool, SharedMemoryContextProvider, _tool_name, agent_identity
+from .provider import (
+    MemoryTool,
+    SharedMemoryContextProvider,
+    _tool_name,
+    agent_identity,
+    foreign_binding,
+    foreign_tool_error,
+)
 
 if TYPE_CHECKING:
     from ...facts import FactStore
@@ -49,6 +57,7 @@ class AgentAttachment:
     agent_name: str
     group_id: str | None
     mode: Mode
+    agent_id: str = ""  # the agent's memory identity (its name qualified by the group, or mapped)
     provider: SharedMemoryContextProvider | None = None
     added_provider: bool = False  # False: the agent already had a shared memory provider; attach kept it
 
@@ -113,18 +122,6 @@ def _workflow_agents(workflow: Workflow) -> Iterator[Any]:
         )
 
 
-def derive_group_id(team: Any) -> str:
-    """A group id stable across processes and runs: the team's type (``list`` for a list) plus its agents'
-    names. (Agent ids are random per instance unless given, so they cannot name a group that must survive
-    restarts.)"""
-    kind = "list" if isinstance(team, (list, tuple)) else type(team).__name__
-    agents = list(iter_agents(team))
-    if isinstance(team, Workflow):  # the top level's agents name it, as before sub-workflows were attached
-        top = [e.agent for e in team.executors.values() if isinstance(e, AgentExecutor)]
-        agents = top or agents
-    return team_group_id(kind, (agent_identity(agent) for agent in agents))
-
-
 def _runs_tools(agent: Any) -> bool:
     return isinstance(getattr(agent, "client", None), FunctionInvocationLayer)
 
@@ -138,13 +135,26 @@ def _own_provider(agent: Any) -> SharedMemoryContextProvider | None:
     return next((p for p in _providers(agent) or [] if isinstance(p, SharedMemoryContextProvider)), None)
 
 
-def _clashing_tool(agent: Any) -> str | None:
+def _agent_tools(agent: Any) -> list[Any]:
     options = getattr(agent, "default_options", None)
     tools = options.get("tools") if isinstance(options, dict) else None
-    for tool in tools or []:
+    return list(tools or [])
+
+
+def _clashing_tool(agent: Any) -> str | None:
+    for tool in _agent_tools(agent):
         name = _tool_name(tool)
         if name in TOOL_NAMES and not isinstance(tool, MemoryTool):
             return name
+    return None
+
+
+def _foreign_tools(agent: Any, store: FactStore, agent_id: str, group_id: str) -> str | None:
+    """Where the memory tools the agent holds are bound, if not to this store, identity and group."""
+    for tool in _agent_tools(agent):
+        where = foreign_binding(tool, store, agent_id, group_id) if isinstance(tool, MemoryTool) else None
+        if where is not None:
+            return where
     return None
 
 
@@ -172,23 +182,43 @@ class Attacher:
         target: Any,
         group_id: str | None = None,
         *,
+        agent_ids: Mapping[str, str] | None = None,
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
     ) -> Attachment[AgentAttachment]:
+        """Give every agent of ``target`` shared memory as a member of ``group_id`` (all or nothing; a second
+        attach changes nothing).
+
+        Args:
+            target: an agent, a list of agents, an orchestration builder or a workflow.
+            group_id: the team's name (required).
+            agent_ids: explicit memory ids for some agents, by name (default: ``group_id:name``).
+            scaffolding: replaces the default scaffolding of agents with the tools.
+            read_only_scaffolding: replaces the scaffolding of agents that only get recall.
+
+        Returns:
+            The attachment: the group id and what was done to each agent, by name.
+
+        Raises:
+            GroupIdRequired: no ``group_id``.
+            ValueError / TypeError: see :func:`~..toolkit.team_identity`; repeated agent names; an agent
+                attached elsewhere, with a provider of another store, group or identity, holding memory tools
+                bound elsewhere, or with a tool named like a memory tool.
+        """
         agents = list(dict.fromkeys(iter_agents(target)))  # one agent listed twice is attached once
-        if group_id is None and (_is_builder(target) or isinstance(target, (Workflow, list, tuple))):
-            group_id = derive_group_id(target)
-        if group_id is not None:
-            validate_owner_id(group_id, "group_id")
         # Validate everything before changing anything: attach is all or nothing.
         names = [agent_identity(agent) for agent in agents]
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
+        group_id, ids = team_identity(group_id, names, agent_ids)
         for agent, name in zip(agents, names, strict=True):
             done = self._attached.get(agent)
-            if done is not None and done.group_id != group_id:
-                raise ValueError(f"agent {name!r} is already attached to group {done.group_id!r}; detach it first")
+            if done is not None and (done.group_id != group_id or done.agent_id != ids[name]):
+                raise ValueError(
+                    f"agent {name!r} is already attached to group {done.group_id!r} as {done.agent_id!r}; "
+                    "detach it first"
+                )
             existing = _own_provider(agent)
             if done is None and existing is not None and existing.store is not self.store:
                 raise ValueError(
@@ -200,6 +230,14 @@ class Attacher:
                     f"agent {name!r} already has a shared memory provider for group {existing.group_id!r}; "
                     "remove it or attach with that group"
                 )
+            if done is None and existing is not None and existing.agent_id_of(agent) != ids[name]:
+                raise ValueError(
+                    f"agent {name!r} already has a shared memory provider that names it "
+                    f"{existing.agent_id_of(agent)!r}, not {ids[name]!r}; remove it or attach with its agent_ids"
+                )
+            where = _foreign_tools(agent, self.store, ids[name], group_id) if done is None else None
+            if where is not None:
+                raise foreign_tool_error(name, where)
             clash = _clashing_tool(agent) if done is None and _providers(agent) is not None else None
             if clash is not None:
                 raise ValueError(
@@ -210,13 +248,13 @@ class Attacher:
         for agent, name in zip(agents, names, strict=True):
             done = self._attached.get(agent)
             if done is None:
-                done = self._attach_one(agent, name, group_id, scaffolding, read_only_scaffolding)
+                done = self._attach_one(agent, name, ids[name], group_id, scaffolding, read_only_scaffolding)
                 self._attached[agent] = done
             result.agents[name] = done
         return result
 
     def _attach_one(
-        self, agent: Any, name: str, group_id: str | None, scaffolding: str | None, read_only: str | None
+        self, agent: Any, name: str, agent_id: str, group_id: str, scaffolding: str | None, read_only: str | None
     ) -> AgentAttachment:
         store = self.store
         providers = _providers(agent)
@@ -225,22 +263,22 @@ class Attacher:
         else:
             existing = _own_provider(agent)
             mode = existing.mode if existing is not None else "tools" if _runs_tools(agent) else "recall"
-        if group_id is not None:
-            join_group(store, group_id, name)
-        _register_in_directory(store, agent, name, mode)
+        join_group(store, group_id, agent_id)
+        _register_in_directory(store, agent, agent_id, mode)
         if providers is None or mode == "member":
-            return AgentAttachment(name, group_id, "member")
+            return AgentAttachment(name, group_id, "member", agent_id)
         existing = _own_provider(agent)
         if existing is not None:  # e.g. the user gave the agent store.context_provider(...) already
-            return AgentAttachment(name, group_id, existing.mode, provider=existing, added_provider=False)
+            return AgentAttachment(name, group_id, existing.mode, agent_id, provider=existing, added_provider=False)
         provider = SharedMemoryContextProvider(
             store,
             group_id,
+            agent_ids={name: agent_id},
             mode=mode,
             scaffolding=scaffolding if mode == "tools" else (read_only or READ_ONLY_SCAFFOLDING),
         )
         providers.append(provider)
-        return AgentAttachment(name, group_id, mode, provider=provider, added_provider=True)
+        return AgentAttachment(name, group_id, mode, agent_id, provider=provider, added_provider=True)
 
     def detach(self, target: Any) -> list[str]:
         """Undo attach for every agent of ``target``; returns the names of the agents it changed."""

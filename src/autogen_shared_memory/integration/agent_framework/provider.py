@@ -5,10 +5,13 @@ instructions and messages to the run's :class:`~agent_framework.SessionContext`,
 response. This one gives the agent that runs with it:
 
 * the three memory tools (``memory_search``, ``memory_remember``, ``memory_forget``), bound to the running
-  agent's identity (``agent.name``, else ``agent.id``) and the provider's group. The identity is taken from
-  the agent object by trusted code, never from the model's arguments; every call goes through
-  :class:`~autogen_shared_memory.integration.toolkit.BoundTools`, so a refused or invalid call answers
-  ``DENIED:`` / ``ERROR:`` text to the model (MAF itself would only say "Error: Function failed.");
+  agent's identity and the provider's group. The identity is the agent's name (``agent.name``, else
+  ``agent.id``) qualified by the group (``launch:writer``: unrelated teams whose agents have the same names
+  never share a private scope), or the id ``agent_ids`` maps the name to, or, for a provider without a
+  group, the bare name. It is taken from the agent object by trusted code, never from the model's
+  arguments; every call goes through :class:`~autogen_shared_memory.integration.toolkit.BoundTools`, so a
+  refused or invalid call answers ``DENIED:`` / ``ERROR:`` text to the model (MAF itself would only say
+  "Error: Function failed.");
 * the scaffolding, appended to the agent's instructions;
 * optionally a capsule of the facts relevant to the latest message (``recall=True``, always in the
   read-only ``mode="recall"``, which adds no tools);
@@ -51,6 +54,7 @@ from ..toolkit import (
     json_kind,
     not_an_object,
     register_agent,
+    team_identity,
 )
 
 logger = logging.getLogger("autogen_shared_memory")
@@ -125,6 +129,7 @@ class SharedMemoryProviderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     group_id: str | None = None
+    agent_ids: dict[str, str] | None = None  # explicit memory ids by agent name (default: group_id:name)
     mode: Literal["tools", "recall"] = "tools"  # "recall": read-only, no tools, a capsule every run
     recall: bool | None = None  # inject a capsule for the latest message; default: only in mode "recall"
     top_k: int = Field(5, ge=1, le=20)
@@ -137,7 +142,23 @@ class SharedMemoryProviderConfig(BaseModel):
     @field_validator("group_id")
     @classmethod
     def _owner_id(cls, value: str | None) -> str | None:
-        return None if value is None else validate_owner_id(value, "group_id")
+        return None if value is None else team_identity(value, ())[0]
+
+    @field_validator("agent_ids")
+    @classmethod
+    def _agent_ids(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name, agent_id in (value or {}).items():
+            validate_owner_id(name, "agent name")
+            validate_owner_id(agent_id, f"agent_ids[{name!r}]")
+        return value
+
+    def agent_id(self, name: str) -> str:
+        """The memory identity of the agent called ``name`` (see the module docstring)."""
+        if self.agent_ids and name in self.agent_ids:
+            return self.agent_ids[name]
+        if self.group_id is None:
+            return name
+        return team_identity(self.group_id, [name])[1][name]
 
     @property
     def injects_capsule(self) -> bool:
@@ -169,6 +190,7 @@ class SharedMemoryContextProvider(ContextProvider):
         store: FactStore,
         group_id: str | None = None,
         *,
+        agent_ids: Mapping[str, str] | None = None,
         mode: Literal["tools", "recall"] = "tools",
         recall: bool | None = None,
         top_k: int = 5,
@@ -180,6 +202,7 @@ class SharedMemoryContextProvider(ContextProvider):
     ) -> None:
         self.config = SharedMemoryProviderConfig(
             group_id=group_id,
+            agent_ids=dict(agent_ids) if agent_ids is not None else None,
             mode=mode,
             recall=recall,
             top_k=top_k,
@@ -208,9 +231,13 @@ class SharedMemoryContextProvider(ContextProvider):
             return self.config.scaffolding
         return DEFAULT_SCAFFOLDING if self.config.mode == "tools" else READ_ONLY_SCAFFOLDING
 
+    def agent_id_of(self, agent: Any) -> str:
+        """The memory identity this provider gives ``agent`` (its name qualified by the group, or mapped)."""
+        return self.config.agent_id(agent_identity(agent))
+
     def tools_for(self, agent: Any) -> list[MemoryTool]:
         """The tools this provider gives ``agent`` (the same objects on every run)."""
-        return self._bound(agent_identity(agent)).tools
+        return self._bound(self.agent_id_of(agent)).tools
 
     def _bound(self, agent_id: str) -> _Bound:
         found = self._agents.get(agent_id)
@@ -247,10 +274,9 @@ class SharedMemoryContextProvider(ContextProvider):
                 )
                 self._warned_twice = True
             return
-        agent_id = agent_identity(agent)
+        agent_id = self.agent_id_of(agent)
         bound = self._bound(agent_id)
-        if bound.tools:
-            _check_no_foreign_tool(agent, context, agent_id)
+        _check_no_foreign_tool(agent, context, agent_id, self, adds_tools=bool(bound.tools))
         context.metadata[_CLAIM] = self
         try:
             await self._enrol(agent, agent_id, bound)
@@ -282,7 +308,7 @@ class SharedMemoryContextProvider(ContextProvider):
         if not self.config.record or context.metadata.get(_CLAIM) is not self:
             return
         try:
-            agent_id = agent_identity(agent)
+            agent_id = self.agent_id_of(agent)
             response = context.response.messages if context.response is not None else []
             records = list(
                 run_records(
@@ -309,14 +335,43 @@ def _tool_name(tool: Any) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def _check_no_foreign_tool(agent: Any, context: SessionContext, agent_id: str) -> None:
+def foreign_binding(tool: MemoryTool, store: FactStore, agent_id: str, group_id: str | None) -> str | None:
+    """Where a memory tool an agent holds is bound, if not to ``store``, ``agent_id`` and ``group_id``: such a
+    tool would act as another agent (its private scope, its name on every write) or in another team."""
+    bound = tool.bound
+    if bound.store is not store:
+        return "another store"
+    if bound.group_id != group_id:
+        return f"group {bound.group_id!r}"
+    if bound.agent_id != agent_id:
+        return f"agent {bound.agent_id!r}"
+    return None
+
+
+def foreign_tool_error(agent_name: str, where: str) -> ValueError:
+    """The error that refuses an agent holding memory tools bound elsewhere (see :func:`foreign_binding`)."""
+    return ValueError(
+        f"agent {agent_name!r} holds shared memory tools bound to {where}: they would act as that agent or team. "
+        "Give each agent only its own memory tools (attach, or store.context_provider(...)), not another's"
+    )
+
+
+def _check_no_foreign_tool(
+    agent: Any, context: SessionContext, agent_id: str, provider: SharedMemoryContextProvider, *, adds_tools: bool
+) -> None:
     """A tool of the agent (or of another provider) named like a memory tool would make MAF fail the run with
-    "Duplicate tool name": say which agent and tool instead."""
+    "Duplicate tool name" (when ``adds_tools``): say which agent and tool instead. A memory tool bound to
+    another agent, group or store than ``provider`` gives this agent is refused in every mode: the run would
+    otherwise act as that agent."""
     options = getattr(agent, "default_options", None)
     agent_tools = options.get("tools") if isinstance(options, Mapping) else None
     for tool in [*(agent_tools or []), *context.tools]:
         name = _tool_name(tool)
-        if name in TOOL_NAMES and not isinstance(tool, MemoryTool):
+        if isinstance(tool, MemoryTool):
+            where = foreign_binding(tool, provider.store, agent_id, provider.group_id)
+            if where is not None:
+                raise foreign_tool_error(agent_identity(agent), where)
+        elif name in TOOL_NAMES and adds_tools:
             raise ValueError(
                 f"agent {agent_id!r} already has a tool named {name!r}: rename that tool or do not give this "
                 "agent shared memory"

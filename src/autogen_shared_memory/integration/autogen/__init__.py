@@ -1,7 +1,8 @@
 """AutoGen (agentchat and the core runtime): memory tools, the Memory view, attach, runtime recording."""
 
+from ...core.types import GroupIdRequired
 from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, Attachment
-from .attach import AgentAttachment, derive_group_id
+from .attach import AgentAttachment
 from .memory import SharedMemory, SharedMemoryConfig
 from .runtime import (
     ForgetRequest,
@@ -19,6 +20,7 @@ __all__ = [
     "AgentAttachment",
     "Attachment",
     "ForgetRequest",
+    "GroupIdRequired",
     "MemoryForgetTool",
     "MemoryRecorder",
     "MemoryRememberTool",
@@ -29,6 +31,5 @@ __all__ = [
     "SearchRequest",
     "SharedMemory",
     "SharedMemoryConfig",
-    "derive_group_id",
     "memory_tools",
 ]

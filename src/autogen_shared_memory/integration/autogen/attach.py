@@ -1,14 +1,19 @@
 """Attach a store to agentchat teams and agents: memory tools, prompt scaffolding, group membership.
 
-``store.attach(team)`` walks the team (nested teams and ``SocietyOfMindAgent`` inner teams included) and
+``store.attach(team, group_id=...)`` walks the team (nested teams and ``SocietyOfMindAgent`` inner teams) and
 gives every agent the memory it can use:
 
 * an ``AssistantAgent`` whose model can call functions gets the three memory tools (in a workbench of
   their own) bound to its name and the group, and the scaffolding appended to its system message;
 * an ``AssistantAgent`` whose model cannot call functions gets read-only recall through the ``Memory``
-  protocol (a bounded capsule injected before each model call) and a read-only scaffolding;
+  protocol (a bounded capsule injected before each model call) and a read-only scaffolding, with a
+  ``UserWarning`` saying so (a model client that does not declare ``function_calling`` is the usual cause);
 * any other agent (``UserProxyAgent``, ``CodeExecutorAgent``, custom agents) becomes a group member, so
   the runtime recorder and trusted code can attribute its messages, but gets nothing injected.
+
+The team is named by the caller (``group_id``), and each agent's memory identity is its name qualified by
+that group (``launch:writer``) unless ``agent_ids`` maps it (see :func:`~..toolkit.team_identity`); a
+recording runtime (``store.runtime_handler()``) records an attached team's agents under those identities.
 
 Everything attach adds is recorded so that ``detach`` removes exactly that, and attaching twice changes
 nothing.
@@ -16,8 +21,9 @@ nothing.
 
 from __future__ import annotations
 
+import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +33,6 @@ from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import SystemMessage
 from autogen_core.tools import StaticWorkbench
 
-from ...core.types import validate_owner_id
 from ..toolkit import (
     DEFAULT_SCAFFOLDING,
     READ_ONLY_SCAFFOLDING,
@@ -36,7 +41,7 @@ from ..toolkit import (
     Mode,
     join_group,
     register_agent,
-    team_group_id,
+    team_identity,
 )
 from .memory import SharedMemory, drop_capsules
 from .tools import _MemoryTool, memory_tools
@@ -52,6 +57,7 @@ class AgentAttachment:
     agent_name: str
     group_id: str | None
     mode: Mode
+    agent_id: str = ""  # the agent's memory identity (its name qualified by the group, or mapped)
     workbench: StaticWorkbench | None = None
     memory: SharedMemory | None = None
     added_memory: bool = True  # False: the agent already had this store's view for it; detach leaves it
@@ -74,12 +80,24 @@ def iter_agents(target: Any) -> Iterator[ChatAgent]:
         raise TypeError(f"attach takes an agentchat team or agent, got {type(target).__name__}")
 
 
-def derive_group_id(team: Any) -> str:
-    """A group id that is stable across processes and runs: the team type plus its agents' names.
+def _teams(target: Any) -> Iterator[BaseGroupChat]:
+    """Every agentchat team inside ``target`` (itself, nested teams, ``SocietyOfMindAgent`` inner teams)."""
+    if isinstance(target, BaseGroupChat):
+        yield target
+        for participant in target._participants:
+            yield from _teams(participant)
+    elif isinstance(target, SocietyOfMindAgent):
+        yield from _teams(target._team)
 
-    (Team objects get random ids per instance, so they cannot name a group that must survive restarts.)
-    """
-    return team_group_id(type(team).__name__, (agent.name for agent in iter_agents(team)))
+
+_TEAMS = "_autogen_team_agent_ids"  # store attribute: team id -> {agent name: memory id}, for the recorder
+
+
+def team_agent_ids(store: FactStore, team_id: str) -> Mapping[str, str] | None:
+    """The memory ids of the agents of the attached agentchat team whose runtime id is ``team_id``, by
+    agent name (None for a team this store did not attach): how a recording runtime names them."""
+    teams: dict[str, dict[str, str]] = store.__dict__.get(_TEAMS, {})
+    return teams.get(team_id)
 
 
 def _function_calling(agent: AssistantAgent) -> bool:
@@ -124,7 +142,7 @@ def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMe
     return [SystemMessage(content=f"{first.content}\n\n{text}"), *messages[1:]]
 
 
-def _register_in_directory(store: FactStore, agent: ChatAgent) -> None:
+def _register_in_directory(store: FactStore, agent: ChatAgent, agent_id: str) -> None:
     """The agent directory entry of an attached agent: name, description, model, tools."""
     tools: list[str] = []
     model: str | None = None
@@ -132,7 +150,7 @@ def _register_in_directory(store: FactStore, agent: ChatAgent) -> None:
         tools = [t.name for t in (*agent._tools, *agent._handoff_tools)]
         client = agent._model_client
         model = str(getattr(client, "_raw_config", {}).get("model") or client.model_info.get("family") or "") or None
-    register_agent(store, agent.name, agent.description, model, tools)
+    register_agent(store, agent_id, agent.description, model, tools)
 
 
 class Attacher:
@@ -147,34 +165,53 @@ class Attacher:
         target: Any,
         group_id: str | None = None,
         *,
+        agent_ids: Mapping[str, str] | None = None,
         scaffolding: str | None = None,
         read_only_scaffolding: str | None = None,
     ) -> Attachment[AgentAttachment]:
+        """Give every agent of ``target`` shared memory as a member of ``group_id`` (all or nothing; a second
+        attach changes nothing).
+
+        Args:
+            target: an agentchat team or agent.
+            group_id: the team's name (required).
+            agent_ids: explicit memory ids for some agents, by name (default: ``group_id:name``).
+            scaffolding: replaces the default scaffolding of agents with the tools.
+            read_only_scaffolding: replaces the scaffolding of agents that only get recall.
+
+        Returns:
+            The attachment: the group id and what was done to each agent, by name.
+
+        Raises:
+            GroupIdRequired: no ``group_id``.
+            ValueError / TypeError: see :func:`~..toolkit.team_identity`; repeated agent names; an agent
+                attached to another group, holding memory bound elsewhere or a tool named like a memory tool.
+        """
         agents = list(iter_agents(target))
-        if group_id is None and isinstance(target, BaseGroupChat):
-            group_id = derive_group_id(target)
-        if group_id is not None:
-            validate_owner_id(group_id, "group_id")
         names = [agent.name for agent in agents]
         duplicates = {n for n in names if names.count(n) > 1}
         if duplicates:
             raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
+        group_id, ids = team_identity(group_id, names, agent_ids)
         # Validate everything before changing anything: attach is all or nothing.
         for agent in agents:
-            validate_owner_id(agent.name, "agent name")
             done = self._attached.get(agent)
             if done is not None and done.group_id != group_id:
                 raise ValueError(
                     f"agent {agent.name!r} is already attached to group {done.group_id!r}; detach it first"
                 )
+            if done is not None and done.agent_id != ids[agent.name]:
+                raise ValueError(f"agent {agent.name!r} is already attached as {done.agent_id!r}; detach it first")
             bound = _memory_binding(agent) if done is None else None
-            if bound is not None and (bound[0] is not self.store or bound[1] != group_id or bound[2] != agent.name):
+            if bound is not None and (
+                bound[0] is not self.store or bound[1] != group_id or bound[2] != ids[agent.name]
+            ):
                 if bound[0] is not self.store:
                     where = "another store"
-                elif bound[2] != agent.name:
-                    where = f"agent {bound[2]!r}"
-                else:
+                elif bound[1] != group_id:
                     where = f"group {bound[1]!r}"
+                else:
+                    where = f"agent {bound[2]!r}"
                 raise ValueError(
                     f"agent {agent.name!r} already has shared memory bound to {where} (an agent loaded "
                     "from a dumped, attached one, or attached to another store): detach it there first, or "
@@ -193,21 +230,26 @@ class Attacher:
             if done is None:
                 done = self._attach_one(
                     agent,
+                    ids[agent.name],
                     group_id,
                     scaffolding or DEFAULT_SCAFFOLDING,
                     read_only_scaffolding or READ_ONLY_SCAFFOLDING,
                 )
                 self._attached[agent] = done
             result.agents[agent.name] = done
+        teams: dict[str, dict[str, str]] = self.store.__dict__.setdefault(_TEAMS, {})
+        for team in _teams(target):  # a recording runtime names the team's agents as attach did
+            teams[team._team_id] = {a.name: ids[a.name] for a in iter_agents(team)}
         return result
 
-    def _attach_one(self, agent: ChatAgent, group_id: str | None, scaffolding: str, read_only: str) -> AgentAttachment:
+    def _attach_one(
+        self, agent: ChatAgent, agent_id: str, group_id: str, scaffolding: str, read_only: str
+    ) -> AgentAttachment:
         store = self.store
-        if group_id is not None:
-            join_group(store, group_id, agent.name)
-        _register_in_directory(store, agent)
+        join_group(store, group_id, agent_id)
+        _register_in_directory(store, agent, agent_id)
         if not isinstance(agent, AssistantAgent):
-            return AgentAttachment(agent.name, group_id, "member")
+            return AgentAttachment(agent.name, group_id, "member", agent_id)
         original = list(agent._system_messages)
         if _function_calling(agent):
             existing = next(
@@ -217,30 +259,47 @@ class Attacher:
             if existing is not None:  # e.g. an agent loaded from a dumped, already attached agent
                 workbench = existing
             else:
-                workbench = StaticWorkbench(list(memory_tools(store, agent.name, group_id)))
+                workbench = StaticWorkbench(list(memory_tools(store, agent_id, group_id)))
                 agent._workbench = [*agent._workbench, workbench]
             agent._system_messages = _with_scaffolding(original, scaffolding)
             return AgentAttachment(
                 agent.name,
                 group_id,
                 "tools",
+                agent_id,
                 workbench=workbench,
                 added_workbench=existing is None,
                 original_system_messages=original,
             )
+        warnings.warn(
+            f"shared memory: the model client of agent {agent.name!r} does not declare function calling "
+            "(model_info['function_calling']), so the agent gets read-only recall and no memory tools; declare "
+            "it in the client's model_info if the model can call functions",
+            UserWarning,
+            stacklevel=4,
+        )
         memory = next((m for m in agent._memory or [] if isinstance(m, SharedMemory)), None)
         added = memory is None  # one already there is bound to this store, group and agent (attach checked)
         if memory is None:
-            memory = SharedMemory(store, agent.name, group_id)
+            memory = SharedMemory(store, agent_id, group_id)
             agent._memory = [*(agent._memory or []), memory]
         agent._system_messages = _with_scaffolding(original, read_only)
         return AgentAttachment(
-            agent.name, group_id, "recall", memory=memory, added_memory=added, original_system_messages=original
+            agent.name,
+            group_id,
+            "recall",
+            agent_id,
+            memory=memory,
+            added_memory=added,
+            original_system_messages=original,
         )
 
     def detach(self, target: Any) -> list[str]:
         """Undo attach for every agent of ``target``; returns the names of the agents it changed."""
         changed: list[str] = []
+        teams: dict[str, dict[str, str]] = self.store.__dict__.get(_TEAMS, {})
+        for team in _teams(target):
+            teams.pop(team._team_id, None)
         for agent in iter_agents(target):
             done = self._attached.pop(agent, None)
             if done is None:

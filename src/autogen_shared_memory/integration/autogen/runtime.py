@@ -2,7 +2,10 @@
 
 ``SingleThreadedAgentRuntime(intervention_handlers=[store.runtime_handler()])`` records every message
 each agent sends and every tool call (arguments, result, success, duration, error) into that agent's
-file — for core-API agents and for agentchat teams run on the runtime alike. The handler only converts
+file — for core-API agents and for agentchat teams run on the runtime alike. The agents of a team the store
+attached are recorded under the memory ids attach gave them (``group:name``); a message of a source that is
+not one of its agents (the task's ``user``) gets no agent file. An agentchat team that was not attached is
+recorded by its agents' names, and its task by no one. The handler only converts
 and enqueues: a background thread does the database writes, so the runtime's loop is never blocked,
 and a failure of the recorder is logged and counted, never allowed to drop, delay or alter a message.
 """
@@ -17,7 +20,7 @@ import re
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -37,6 +40,7 @@ from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_
 from ...core.types import MAX_ID_CHARS, validate_owner_id
 from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, invalid_arguments, recorded_by_tool
 from ..writer import RecordWriter
+from .attach import team_agent_ids
 from .tools import memory_tools
 
 if TYPE_CHECKING:
@@ -106,11 +110,12 @@ class MemoryRecorder(DefaultInterventionHandler):
 
     # ---------------------------------------------------------------- the runtime's hooks
     async def on_send(self, message: Any, *, message_context: MessageContext, recipient: AgentId) -> Any:
-        self._safely(self._observe_direct, message, message_context.sender, recipient)
+        self._safely(self._observe_direct, message, message_context.sender, recipient, None)
         return message
 
     async def on_publish(self, message: Any, *, message_context: MessageContext) -> Any:
-        self._safely(self._observe_direct, message, message_context.sender, None)
+        topic = message_context.topic_id
+        self._safely(self._observe_direct, message, message_context.sender, None, topic.source if topic else None)
         return message
 
     async def on_response(self, message: Any, *, sender: AgentId, recipient: AgentId | None) -> Any:
@@ -145,11 +150,31 @@ class MemoryRecorder(DefaultInterventionHandler):
             self._seen.popitem(last=False)
         return True
 
-    def _chat_message(self, message: BaseChatMessage, role: str, context: dict[str, Any]) -> Iterable[Record]:
-        if not self._first_time(message.id):
+    def _team(self, *keys: str | None) -> Mapping[str, str] | None:
+        """The memory ids of an attached agentchat team's agents, by name, if one of ``keys`` (the runtime
+        keys of the messages' sender, recipient or topic: agentchat keys them by the team's id) is its id."""
+        for key in keys:
+            team = team_agent_ids(self.store, key) if key else None
+            if team is not None:
+                return team
+        return None
+
+    @staticmethod
+    def _agent(source: str, team: Mapping[str, str] | None) -> str | None:
+        """The memory id of a team message's ``source``: as attach named it, or None when the team was
+        attached and ``source`` is none of its agents; the name itself for a team that was not attached."""
+        if team is not None:
+            return team.get(source)
+        return validate_owner_id(memory_id(source) or "unknown", "source")
+
+    def _chat_message(
+        self, message: BaseChatMessage, role: str, context: dict[str, Any], team: Mapping[str, str] | None
+    ) -> Iterable[Record]:
+        agent = self._agent(message.source, team)
+        if agent is None or not self._first_time(message.id):
             return
         yield ConversationRecord(
-            agent_id=validate_owner_id(memory_id(message.source) or "unknown", "source"),
+            agent_id=agent,
             content=bounded_text(_text(message), "message", truncate=True),
             role=role,
             source=message.source,
@@ -159,11 +184,14 @@ class MemoryRecorder(DefaultInterventionHandler):
             created_at=_ts(message.created_at),
         )
 
-    def _inner_events(self, events: Iterable[Any]) -> Iterable[Record]:
+    def _inner_events(self, events: Iterable[Any], team: Mapping[str, str] | None) -> Iterable[Record]:
         """An agentchat agent's inner events: its tool calls, and the text a model sent with them."""
         requests: dict[str, tuple[FunctionCall | None, float | None, str]] = {}
         events = list(events)
         for i, event in enumerate(events):
+            agent = self._agent(event.source, team)
+            if agent is None:
+                continue
             if (
                 isinstance(event, ThoughtEvent)
                 and isinstance(events[i + 1] if i + 1 < len(events) else None, ToolCallRequestEvent)
@@ -171,7 +199,7 @@ class MemoryRecorder(DefaultInterventionHandler):
                 and event.content.strip()
             ):  # sent with tool calls; a thought before a plain answer is the model's hidden reasoning
                 yield ConversationRecord(
-                    agent_id=validate_owner_id(memory_id(event.source) or "unknown", "source"),
+                    agent_id=agent,
                     content=bounded_text(event.content, "message", truncate=True),
                     role="assistant",
                     source=event.source,
@@ -186,9 +214,9 @@ class MemoryRecorder(DefaultInterventionHandler):
             elif isinstance(event, ToolCallExecutionEvent):
                 for result in event.content:
                     call, started, source = requests.get(result.call_id, (None, None, event.source))
-                    agent = validate_owner_id(memory_id(source) or "unknown", "agent")
-                    if not recorded_by_tool(self.store, agent, result.name, result.call_id):
-                        yield self._tool_record(agent, result, call, started, _ts(event.created_at))
+                    asker = self._agent(source, team)
+                    if asker is not None and not recorded_by_tool(self.store, asker, result.name, result.call_id):
+                        yield self._tool_record(asker, result, call, started, _ts(event.created_at))
 
     def _tool_record(
         self,
@@ -216,17 +244,23 @@ class MemoryRecorder(DefaultInterventionHandler):
             created_at=ended,
         )
 
-    def _observe_direct(self, message: Any, sender: AgentId | None, recipient: AgentId | None) -> Iterable[Record]:
+    def _observe_direct(
+        self, message: Any, sender: AgentId | None, recipient: AgentId | None, topic_source: str | None
+    ) -> Iterable[Record]:
+        team = None
+        if type(message).__module__.startswith("autogen_agentchat"):
+            team = self._team(sender.key if sender else None, recipient.key if recipient else None, topic_source)
         if isinstance(message, GroupChatAgentResponse):
             response = message.response
-            yield from self._inner_events(response.inner_messages or [])
-            yield from self._chat_message(response.chat_message, "assistant", {"team_agent": message.name})
+            yield from self._inner_events(response.inner_messages or [], team)
+            yield from self._chat_message(response.chat_message, "assistant", {"team_agent": message.name}, team)
         elif isinstance(message, GroupChatStart):
-            for task in message.messages or []:
-                yield from self._chat_message(task, "user", {"event": "task"})
+            for task in message.messages or []:  # recorded only when an agent of an attached team set it
+                if team is not None:
+                    yield from self._chat_message(task, "user", {"event": "task"}, team)
         elif isinstance(message, GroupChatMessage):
             if isinstance(message.message, BaseChatMessage):
-                yield from self._chat_message(message.message, "assistant", {"event": "relay"})
+                yield from self._chat_message(message.message, "assistant", {"event": "relay"}, team)
         elif type(message).__module__.startswith("autogen_agentchat"):
             return  # the group chat's own control messages (request to speak, reset, termination...)
         elif sender is not None:
