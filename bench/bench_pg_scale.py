@@ -1,4 +1,4 @@
-"""PostgreSQL at scale (issue 18): one group scope grown to 1M facts on PostgreSQL, measured at each size.
+"""PostgreSQL at scale: one group scope grown to 1M facts on PostgreSQL, measured at each size.
 
 Run from the repository root::
 

@@ -14,7 +14,7 @@ shared machine falls on both alike. At each size it also checks that the two bac
     python bench/bench_postgres.py --sizes 10000,100000 --label after --markdown after.md --json after.json
     PYTHONPATH=<older src> python bench/bench_postgres.py --backends postgres --label before --markdown before.md
 
-The tables in docs/benchmarks.md ("PostgreSQL at SQLite-class speed (issue 18)") are put together by hand from
+The tables in docs/benchmarks.md ("PostgreSQL and SQLite side by side") are put together by hand from
 these outputs (before and after in one table).
 """
 

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 5): one group scope grown to 1M facts, exact scan vs the optional HNSW index.
+"""Scale benchmark: one group scope grown to 1M facts, exact scan vs the optional HNSW index.
 
 Run from the repository root::
 
@@ -72,7 +72,7 @@ from autogen_shared_memory.search.index import Ann
 from autogen_shared_memory.search.text import query_terms
 from autogen_shared_memory.store import SharedMemoryStore
 
-SECTION = "## Scale to 1M facts (issue 5)"
+SECTION = "## Scale to 1M facts"
 REAL_GROUP = "g-real"
 T0 = time.perf_counter()
 

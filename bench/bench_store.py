@@ -1,15 +1,16 @@
-"""Core store benchmark (issues 2 and 15): model reference, remember throughput, search latency, RSS, cold start.
+"""Store speed: model reference, remember throughput, search latency, RSS, cold start.
 
 Run from the repository root::
 
     python bench/bench_store.py                                  # 1k/10k/100k, markdown on stdout
     python bench/bench_store.py --out docs/benchmarks.md --json bench/results/store.json
     python bench/bench_store.py --sizes 1000,5000 --queries 50   # quick check
-    python bench/bench_store.py --embedder st                    # the torch embedder (issue 2's numbers)
+    python bench/bench_store.py --embedder st                    # the torch embedder
 
 ``--embedder onnx`` (the default, the store's default embedder) measures ``OnnxEmbedder(cache_size=0)`` and
-writes the section "## Core store on ONNX Runtime (issue 15)"; ``--embedder st`` measures
-``SentenceTransformerEmbedder(cache_size=0)`` (torch) and writes "## Core store (issue 2)". Both run the same
+writes the section "## Store speed: search, remember, memory"; ``--embedder st`` measures
+``SentenceTransformerEmbedder(cache_size=0)`` (torch) and writes "## Store speed with sentence-transformers". Both run
+the same
 model, all-MiniLM-L6-v2, under the same model id.
 
 Everything is measured in ONE process and ONE run, so the ratios (batched remember / model batch encode rate,
@@ -73,9 +74,9 @@ from autogen_shared_memory.embedding import Embedder, SentenceTransformerEmbedde
 from autogen_shared_memory.onnx_embedding import OnnxEmbedder
 from autogen_shared_memory.store import SharedMemoryStore
 
-SECTIONS = {"st": "## Core store (issue 2)", "onnx": "## Core store on ONNX Runtime (issue 15)"}
-# Issue 15's goals at the largest size: the store's own work per search (search p50 minus the query-embedding
-# p50 timed in alternating blocks) in ms, per scope. remember_many / model batch rate: 0.8 (issue 2), 0.9 (15).
+SECTIONS = {"st": "## Store speed with sentence-transformers", "onnx": "## Store speed: search, remember, memory"}
+# The speed goals at the largest size: the store's own work per search (search p50 minus the query-embedding
+# p50 timed in alternating blocks) in ms, per scope. remember_many / model batch rate: 0.8 (torch), 0.9 (ONNX).
 OWN_WORK_GOAL_MS = {"group": 4.0, "all": 6.0}
 REMEMBER_GOAL = {"st": 0.8, "onnx": 0.9}
 WARMUP_FACT = "warm-up fact: the store file and schema exist before timing."
@@ -627,7 +628,7 @@ def render(res: Results) -> str:
             f"{bat['n'] - bat['created']:,} reinforced as near-duplicates)",
         ],
         [
-            f"**batched remember / model batch encode rate** (target >= {goal}, issue {15 if onnx else 2})",
+            f"**batched remember / model batch encode rate** (target >= {goal})",
             f"**{ratio:.2f}** — {'meets' if ratio >= goal else 'MISSES'} the target",
         ],
     ]
@@ -673,9 +674,9 @@ def render(res: Results) -> str:
     ]
     if onnx:
         target = (
-            f"**Goal (issue 15): the store's own work per search at {biggest:,} facts (search p50 minus the "
+            f"**Goal: the store's own work per search at {biggest:,} facts (search p50 minus the "
             f'query-embedding p50 of the same minutes) <= 4 ms for one scope, <= 6 ms for `scope="all"`** — '
-            f"{', '.join(own)}. For comparison with issue 2's target of 2x the query embedding (set for the "
+            f"{', '.join(own)}. For comparison with the older target of 2x the query embedding (set for the "
             f"slower torch embedder): {', '.join(f'`{r.scope}` {r.ratio_p50_to_embed_p50:.2f}x' for r in big)}."
         )
     else:
@@ -889,7 +890,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="markdown file to create or update (only the section of the measured embedder: "
-        "'## Core store on ONNX Runtime (issue 15)' for onnx, '## Core store (issue 2)' for st); "
+        "'## Store speed: search, remember, memory' for onnx, '## Store speed with sentence-transformers' for st); "
         "default: print the markdown to stdout",
     )
     p.add_argument(

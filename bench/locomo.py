@@ -1,4 +1,4 @@
-"""LoCoMo recall benchmark (issue 5): how well does the store find the dialogue turns a question needs?
+"""LoCoMo recall benchmark: how well does the store find the dialogue turns a question needs?
 
 Run from the repository root (HF_HUB_OFFLINE=1 is set by the script; nothing is downloaded)::
 

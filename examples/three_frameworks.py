@@ -20,7 +20,7 @@ author and scope of every fact recalled) and the denied writes, checks that ever
 frameworks' facts with the right provenance and that no private note was seen by anyone but its owner, and
 exits 1 on any mismatch.
 
-Offline by default: each framework's scripted model client (AutoGen's ``ReplayChatCompletionClient``, MAF's
+Offline by default: each framework's scripted model client (AutoGen's ``scripted_client``, MAF's
 ``ScriptedChatClient``, AG2's ``ScriptedModelClient``) makes real tool calls, run by the framework's own
 tool loop. With ``--model`` (and ``--base-url``) the three teams use a real OpenAI-compatible endpoint
 instead (needs ``pip install "autogen-ext[openai]" agent-framework-openai "autogen[openai]"``; the key is

@@ -8,28 +8,40 @@ Reciprocal Rank Fusion and returned as small byte-bounded capsules.
 from typing import TYPE_CHECKING, Any
 
 from .backends.base import Backend, ModelInfo
-from .backends.sqlite import SQLiteBackend, StorageError
+from .backends.sqlite import SQLiteBackend
 from .core.capsule import capsule
 from .core.records import ConversationRecord, ToolCallRecord
 from .core.types import (
     AuditEvent,
     Change,
-    EmbeddingModelError,
-    EmbeddingModelMismatchError,
     Fact,
-    FactNotFoundError,
-    GroupIdRequired,
     Hit,
-    MemoryAccessDenied,
-    NotAStoreError,
     Position,
-    PositionError,
     Receipt,
     ScopeRef,
     ScopeStats,
-    SharedMemoryError,
 )
 from .embedding import Embedder, SentenceTransformerEmbedder
+from .errors import (
+    BackendUnavailableError,
+    CheckpointError,
+    EmbeddingModelError,
+    EmbeddingModelMismatchError,
+    FactNotFoundError,
+    GroupIdRequired,
+    ImportFormatError,
+    ImportModelError,
+    ImportPolicyError,
+    InvalidInputError,
+    InvalidInputTypeError,
+    MemoryAccessDenied,
+    NotAStoreError,
+    PositionError,
+    SharedMemoryError,
+    StorageError,
+    TaskNotFoundError,
+    UnknownAgentError,
+)
 from .facts import FactStore
 from .onnx_embedding import OnnxEmbedder
 from .store import SharedMemoryStore, SharedMemoryStoreConfig
@@ -69,7 +81,9 @@ __version__ = "0.1.0"
 __all__ = [
     "AuditEvent",
     "Backend",
+    "BackendUnavailableError",
     "Change",
+    "CheckpointError",
     "ConversationRecord",
     "Embedder",
     "EmbeddingModelError",
@@ -79,6 +93,11 @@ __all__ = [
     "FactStore",
     "GroupIdRequired",
     "Hit",
+    "ImportFormatError",
+    "ImportModelError",
+    "ImportPolicyError",
+    "InvalidInputError",
+    "InvalidInputTypeError",
     "MemoryAccessDenied",
     "MemoryForgetTool",
     "MemoryRecorder",
@@ -100,7 +119,9 @@ __all__ = [
     "SharedMemoryStore",
     "SharedMemoryStoreConfig",
     "StorageError",
+    "TaskNotFoundError",
     "ToolCallRecord",
+    "UnknownAgentError",
     "__version__",
     "capsule",
 ]

@@ -66,6 +66,7 @@ from .core.types import (
     validate_tags,
 )
 from .embedding import Embedder
+from .errors import InvalidInputError, InvalidInputTypeError
 from .onnx_embedding import OnnxEmbedder
 from .search import engine
 from .search.index import VectorIndexKind
@@ -117,7 +118,7 @@ def _timestamp(value: float | datetime | None, what: str) -> float | None:
     if isinstance(value, datetime):
         return value.timestamp()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a datetime or a UNIX timestamp")
+        raise InvalidInputTypeError(f"{what} must be a datetime or a UNIX timestamp")
     return finite_number(value, what)
 
 
@@ -135,7 +136,7 @@ def _as_stored(value: object, what: str) -> str:
     """A record filter's value as records store it (NUL and lone surrogates escaped, :func:`storable_text`):
     the same answer from every backend (PostgreSQL refused a NUL in a query)."""
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be a str, got {type(value).__name__}")
     return storable_text(value)
 
 
@@ -146,9 +147,9 @@ def _in_a_day(events: list[dict[str, Any]], now: float) -> int:
 
 def _positive_int(value: object, what: str, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be an int, got {type(value).__name__}")
     if not 1 <= value <= maximum:
-        raise ValueError(f"{what} must be between 1 and {maximum}, got {value}")
+        raise InvalidInputError(f"{what} must be between 1 and {maximum}, got {value}")
     return value
 
 
@@ -223,20 +224,22 @@ class FactStore:
         review_global_writes: bool = False,
     ) -> None:
         if not near_duplicate_threshold > 0.0 or math.isnan(near_duplicate_threshold):
-            raise ValueError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
+            raise InvalidInputError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
         if not similar_threshold > 0.0 or math.isnan(similar_threshold):
-            raise ValueError("similar_threshold must be > 0 (use a value > 1 to disable)")
+            raise InvalidInputError("similar_threshold must be > 0 (use a value > 1 to disable)")
         if rrf_k < 0 or math.isnan(rrf_k):
-            raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
+            raise InvalidInputError(f"rrf_k must be >= 0, got {rrf_k}")
         for name, value in (("lexical_weight", lexical_weight), ("semantic_weight", semantic_weight)):
             if not value >= 0 or math.isinf(value):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+                raise InvalidInputError(f"{name} must be a finite number >= 0, got {value}")
         weights = {"agent": 1.0, "group": 1.0, "global": 1.0, **(scope_weights or {})}
         for name, weight in weights.items():
             if name not in SCOPE_KINDS or not weight >= 0:
-                raise ValueError(f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}")
+                raise InvalidInputError(
+                    f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}"
+                )
         if vector_index not in ("exact", "hnsw"):  # checked here too: a PostgreSQL store ignores it
-            raise ValueError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
+            raise InvalidInputError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
         self.root = (Path(root).expanduser() if root is not None else default_root()).absolute()
         explicit_dsn = dsn  # the one a dumped config keeps: never one read from the environment (a password)
         if dsn is None and backend is None and root is None:
@@ -257,11 +260,11 @@ class FactStore:
         self.scope_weights: dict[str, float] = weights
         self.search_depth = _positive_int(search_depth, "search_depth", 10_000)
         if not -1.0 <= min_similarity <= 1.0:
-            raise ValueError(f"min_similarity must be a cosine in [-1, 1], got {min_similarity}")
+            raise InvalidInputError(f"min_similarity must be a cosine in [-1, 1], got {min_similarity}")
         self.min_similarity = float(min_similarity)
         if context_weights is not None:
             if len(context_weights) != 2 or not all(0 <= w <= 1 for w in context_weights):
-                raise ValueError(f"context_weights must be (prev, next) in [0, 1], got {context_weights!r}")
+                raise InvalidInputError(f"context_weights must be (prev, next) in [0, 1], got {context_weights!r}")
             context_weights = (float(context_weights[0]), float(context_weights[1]))
         self.context_weights = context_weights
         self.max_fact_bytes = _positive_int(max_fact_bytes, "max_fact_bytes", 16 * 1024 * 1024)
@@ -308,15 +311,15 @@ class FactStore:
         """The concrete scope a caller means by ``scope`` (its own agent scope, its group, or global)."""
         if scope == "agent":
             if agent_id is None:
-                raise ValueError("scope='agent' needs agent_id (whose private scope?)")
+                raise InvalidInputError("scope='agent' needs agent_id (whose private scope?)")
             return ScopeRef("agent", agent_id)
         if scope == "group":
             if group_id is None:
-                raise ValueError("scope='group' needs group_id")
+                raise InvalidInputError("scope='group' needs group_id")
             return ScopeRef("group", group_id)
         if scope == "global":
             return ScopeRef("global")
-        raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {scope!r}")
+        raise InvalidInputError(f"scope must be one of {SCOPE_KINDS}, got {scope!r}")
 
     def _draft(
         self, item: str | Mapping[str, Any], defaults: dict[str, Any], actor: str | None, now: float
@@ -327,9 +330,9 @@ class FactStore:
         if isinstance(item, Mapping):
             unknown = set(item) - _FACT_FIELDS
             if unknown:
-                raise ValueError(f"unknown fact fields {sorted(unknown)}; allowed: {sorted(_FACT_FIELDS)}")
+                raise InvalidInputError(f"unknown fact fields {sorted(unknown)}; allowed: {sorted(_FACT_FIELDS)}")
             if "fact" in item and "content" in item:
-                raise ValueError("give a fact's text as 'content' or as 'fact', not both")
+                raise InvalidInputError("give a fact's text as 'content' or as 'fact', not both")
             spec.update(item)
             if "fact" in spec:
                 spec["content"] = spec.pop("fact")
@@ -338,18 +341,18 @@ class FactStore:
         content = validate_content(spec.get("content"), self.max_fact_bytes)
         kind = spec.get("scope")
         if kind not in SCOPE_KINDS:
-            raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {kind!r}")
+            raise InvalidInputError(f"scope must be one of {SCOPE_KINDS}, got {kind!r}")
         metadata = validate_metadata(spec.get("metadata"))
         category = spec.get("category")
         if category is not None:
             validate_label(category, "category")
         raw = spec.get("supersedes") or ()
         if isinstance(raw, str) or not isinstance(raw, (list, tuple)) or len(raw) > MAX_SUPERSEDES:
-            raise ValueError(f"supersedes must be a list of at most {MAX_SUPERSEDES} fact ids")
+            raise InvalidInputError(f"supersedes must be a list of at most {MAX_SUPERSEDES} fact ids")
         supersedes = tuple(dict.fromkeys(raw))
         for old in supersedes:
             if kind_of_fact_id(old) != kind:
-                raise ValueError(f"a {kind} fact can only supersede facts of the same scope, not {shown(old)}")
+                raise InvalidInputError(f"a {kind} fact can only supersede facts of the same scope, not {shown(old)}")
         session_id = validate_session_id(spec.get("session_id")) or self.session_id
         return kind, Draft(
             id=new_fact_id(kind),
@@ -372,7 +375,7 @@ class FactStore:
             return None
         validate_owner_id(agent_id, "agent_id")
         if agent_id == self.operator_id:
-            raise ValueError(
+            raise InvalidInputError(
                 f"agent_id {agent_id!r} is this store's operator_id: agents may not act as the operator "
                 "(call without agent_id for trusted code, or give the store another operator_id)"
             )
@@ -452,7 +455,7 @@ class FactStore:
         for ref, draft in zip(refs, drafts, strict=True):
             for old in draft.supersedes:
                 if old in wanted.get(ref, []):
-                    raise ValueError(f"{shown(old)} is superseded twice in one batch")
+                    raise InvalidInputError(f"{shown(old)} is superseded twice in one batch")
                 wanted.setdefault(ref, []).append(old)
         for ref, ids in wanted.items():
             found = {f.id: f for f in self.backend.get(ref, ids)}
@@ -460,7 +463,7 @@ class FactStore:
                 if old not in found:
                     raise FactNotFoundError(f"cannot supersede {shown(old)}: no such fact in {ref}")
                 if found[old].status != "active":
-                    raise ValueError(f"cannot supersede {shown(old)}: it is already {found[old].status}")
+                    raise InvalidInputError(f"cannot supersede {shown(old)}: it is already {found[old].status}")
 
     # ------------------------------------------------------------------ writing
     def remember(
@@ -517,10 +520,10 @@ class FactStore:
         before anything is embedded or written.
         """
         if isinstance(facts, (str, bytes)) or not isinstance(facts, Sequence):
-            raise TypeError("facts must be a sequence of strings or mappings")
+            raise InvalidInputTypeError("facts must be a sequence of strings or mappings")
         unknown = set(defaults) - _FACT_FIELDS
         if unknown:
-            raise TypeError(f"unexpected keyword arguments {sorted(unknown)}")
+            raise InvalidInputTypeError(f"unexpected keyword arguments {sorted(unknown)}")
         self._agent(agent_id)
         now = time.time()
         base = {"scope": scope, **defaults}
@@ -624,7 +627,7 @@ class FactStore:
     def _purge_before(older_than: float | timedelta) -> float:
         days = older_than.total_seconds() / 86400 if isinstance(older_than, timedelta) else older_than
         if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days <= 1e9:  # (NaN too)
-            raise ValueError(f"older_than must be a number of days from 0 to 1e9, got {shown(older_than)}")
+            raise InvalidInputError(f"older_than must be a number of days from 0 to 1e9, got {shown(older_than)}")
         return time.time() - float(days) * 86400
 
     def purge(self, older_than: float | timedelta, *, scopes: Sequence[ScopeRef] | None = None) -> int:
@@ -793,16 +796,16 @@ class FactStore:
         turns on neighbour context for this search (see the store's ``context_weights``).
         """
         if not isinstance(query, str):
-            raise TypeError(f"query must be a str, got {type(query).__name__}")
+            raise InvalidInputTypeError(f"query must be a str, got {type(query).__name__}")
         if len(query) > MAX_QUERY_CHARS:
-            raise ValueError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
+            raise InvalidInputError(f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
         require_utf8(query, "query")
         top_k = _positive_int(top_k, "top_k", 1000)
         refs = self._search_scopes(scope, agent_id, group_id, other_agent, scopes)
         if isinstance(created_by, str):
             created_by = [created_by]
         if created_by is not None and (not isinstance(created_by, (list, tuple)) or len(created_by) > MAX_TAGS):
-            raise ValueError(f"created_by must be an agent id or a list of at most {MAX_TAGS} of them")
+            raise InvalidInputError(f"created_by must be an agent id or a list of at most {MAX_TAGS} of them")
         filters = Filters(
             tags=validate_tags(tags),
             created_by=tuple(validate_owner_id(a, "created_by") for a in created_by or ()),
@@ -860,7 +863,7 @@ class FactStore:
         self._agent(agent_id)
         if scopes is not None:
             if not all(isinstance(ref, ScopeRef) for ref in scopes):
-                raise TypeError("scopes must be ScopeRefs")
+                raise InvalidInputTypeError("scopes must be ScopeRefs")
             refs = list(dict.fromkeys(scopes))
         elif scope == "all":
             refs = [ScopeRef("agent", agent_id)] if agent_id is not None else []
@@ -870,7 +873,7 @@ class FactStore:
         elif scope == "agent":
             target = other_agent if other_agent is not None else agent_id
             if target is None:
-                raise ValueError("scope='agent' needs agent_id (or other_agent for a cross-agent read)")
+                raise InvalidInputError("scope='agent' needs agent_id (or other_agent for a cross-agent read)")
             refs = [ScopeRef("agent", target)]
         else:
             refs = [self.scope_ref(scope, agent_id=agent_id, group_id=group_id)]
@@ -892,7 +895,7 @@ class FactStore:
         groups: dict[tuple[ScopeRef, str], list[dict[str, Any]]] = {}
         for record in records:
             if not isinstance(record, (ConversationRecord, ToolCallRecord)):
-                raise TypeError(f"not a record: {type(record).__name__}")
+                raise InvalidInputTypeError(f"not a record: {type(record).__name__}")
             ref = ScopeRef("agent", record.agent_id)
             row = {k: storable_text(v) if isinstance(v, str) else v for k, v in record.to_row().items()}
             groups.setdefault((ref, record.table), []).append(row)
@@ -939,7 +942,7 @@ class FactStore:
     ) -> ToolCallRecord:
         """Record one tool call of ``agent_id``."""
         if not isinstance(tool_name, str) or not tool_name.strip():
-            raise ValueError("tool_name must be a non-empty string")
+            raise InvalidInputError("tool_name must be a non-empty string")
         record = ToolCallRecord(
             agent_id=validate_owner_id(agent_id, "agent_id"),
             tool_name=tool_name,
@@ -1000,7 +1003,7 @@ class FactStore:
         allowed = {"conversations", "tool_calls", "tasks", "saved_conversations"}
         unknown = set(kinds) - allowed
         if unknown:
-            raise ValueError(f"unknown record kinds {sorted(unknown)}; purgeable: {sorted(allowed)}")
+            raise InvalidInputError(f"unknown record kinds {sorted(unknown)}; purgeable: {sorted(allowed)}")
         counts = dict.fromkeys([*kinds, *(["case_log"] if include_case_log else [])], 0)
         for ref in self.backend.scopes():
             for kind in kinds:

@@ -17,10 +17,12 @@ Waking up is separate from reading, so a missed wake-up only delays a change, ne
   server shares one ``LISTEN`` connection (:mod:`.backends.postgres.notify`) and reads the scope a
   notification names. Each time it (re)starts listening it reads every scope: a change committed while it
   was reconnecting is read then, and one committed after is notified.
-* SQLite: no notifications between processes. The subscription looks at the scope files' metadata (size,
-  modification time and inode of each file and its WAL) every ``poll_interval`` and reads the scopes whose
-  files changed, and new files as they appear. A file modified within two seconds of the last look counts
-  as changed (a later write in the same clock tick could leave its metadata unchanged).
+* A backend with a :meth:`~.backends.base.Backend.change_watcher` (SQLite: no notifications between
+  processes): the subscription asks it every ``poll_interval`` which scopes may have changed and reads
+  those. SQLite's looks at the scope files' metadata (size, modification time and inode of each file and its
+  WAL) and reports the scopes whose files changed, and new files as they appear; a file modified within two
+  seconds of the last look counts as changed (a later write in the same clock tick could leave its metadata
+  unchanged).
 * Any other backend: every scope is read every ``poll_interval``.
 
 A position also keeps a mark of the change it saw in each scope (:func:`mark`): a scope whose trail no
@@ -39,15 +41,11 @@ import heapq
 import json
 import logging
 import math
-import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .backends.base import Backend
-from .backends.sqlite import SQLiteBackend
 from .core.types import Change, Position, ScopeRef
 
 logger = logging.getLogger("autogen_shared_memory")
@@ -56,7 +54,6 @@ Since = Position | str | Literal["now"] | None
 DEFAULT_POLL_INTERVAL = 0.2  # seconds between looks at a store that cannot notify (SQLite files)
 BATCH = 1000  # audit rows read per query
 _REBASE_EVERY = 256  # a subscription materialises every n-th position, so the chain behind it can be freed
-_RACY_SECONDS = 2.0  # a file modified this close to the last look counts as changed (coarse file times)
 
 
 @runtime_checkable
@@ -209,77 +206,6 @@ def read(backend: Backend, since: Position, limit: int | None = None) -> list[Ch
     return changes
 
 
-# ---------------------------------------------------------------------------------- SQLite: file metadata
-_Signature = tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]
-
-
-def _stat(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _newest(signature: _Signature) -> float:
-    return max((s[2] for s in signature if s is not None), default=0) / 1e9
-
-
-def _is_scope_file(name: str) -> bool:
-    return name == "global.db" or (name.startswith(("agent_", "group_")) and name.endswith(".db"))
-
-
-class ScopeFiles:
-    """Which scopes of a SQLite store may have changed since the last look, from file metadata alone (no file is
-    opened unless it is new): each scope file's and its WAL's inode, size and modification time."""
-
-    def __init__(self, backend: SQLiteBackend) -> None:
-        self.backend = backend
-        self.root: Path = backend.root
-        self._seen: dict[str, tuple[_Signature, float]] = {}
-        self._scopes: dict[str, ScopeRef | None] = {}  # file name -> its scope (None: not a scope file)
-        self._unknown: dict[str, _Signature] = {}  # the files found not to be scope files, as they were then
-
-    def changed(self) -> set[ScopeRef]:
-        looked = time.time()  # before any stat: a conservative time of this look
-        try:
-            names = sorted(e.name for e in os.scandir(self.root) if _is_scope_file(e.name))
-        except FileNotFoundError:
-            names = []
-        signatures = {
-            name: (_stat(os.path.join(self.root, name)), _stat(os.path.join(self.root, name) + "-wal"))
-            for name in names
-        }
-        # New files, and files that were not scope files when listed but have changed since (one copied in,
-        # read half-written, or locked at that moment): listed again, never ignored for good.
-        unknown = [
-            n
-            for n in names
-            if n not in self._scopes or (self._scopes[n] is None and self._unknown.get(n) != signatures[n])
-        ]
-        if unknown:
-            listed = {ref.file_name: ref for ref in self.backend.scopes()}
-            for name in unknown:
-                self._scopes[name] = listed.get(name)
-                if self._scopes[name] is None:
-                    self._unknown[name] = signatures[name]
-        found: set[ScopeRef] = set()
-        seen: dict[str, tuple[_Signature, float]] = {}
-        for name in names:
-            signature = signatures[name]
-            before = self._seen.get(name)
-            seen[name] = (signature, looked)
-            scope = self._scopes.get(name)
-            if scope is None:
-                continue
-            # Changed, new, or modified so close to the last look that a write since may have left the same
-            # metadata (file times are coarse): read it.
-            if before is None or before[0] != signature or _newest(before[0]) >= before[1] - _RACY_SECONDS:
-                found.add(scope)
-        self._seen = seen
-        return found
-
-
 # -------------------------------------------------------------------------------------- subscriptions
 def _backoff(failures: int) -> float:
     """Seconds to wait before trying again after ``failures`` failures in a row: 0.2 s, doubling, up to 5 s."""
@@ -321,15 +247,16 @@ class Subscription:
         self._stopped = threading.Event()
         self._delivered = 0
         self._on_stop = on_stop
-        self._files = ScopeFiles(backend) if isinstance(backend, SQLiteBackend) else None
-        notifies = self._files is None and isinstance(backend, Notifies)
+        self._watcher = backend.change_watcher()
+        notifies = self._watcher is None and isinstance(backend, Notifies)
         if poll_interval is not None and (
             isinstance(poll_interval, bool) or not poll_interval > 0 or math.isinf(poll_interval)
         ):
             raise ValueError(f"poll_interval must be a positive number of seconds, got {poll_interval!r}")
-        # SQLite looks at its files every interval; a notifying backend sweeps every scope only when asked to.
+        # A watcher (SQLite's files) is asked every interval; a notifying backend sweeps every scope only when
+        # asked to; any other backend sweeps every scope every interval.
         self.poll_interval = poll_interval if poll_interval is not None or notifies else DEFAULT_POLL_INTERVAL
-        self._sweep_on_poll = self._files is None
+        self._sweep_on_poll = self._watcher is None
         self._unlisten: Callable[[], None] | None = None
         if notifies:
             assert isinstance(backend, Notifies)
@@ -375,8 +302,8 @@ class Subscription:
                 self._sweep, self._pending = False, set()
                 self._wake.clear()
             try:
-                if self._files is not None:
-                    pending |= self._files.changed()
+                if self._watcher is not None:
+                    pending |= self._watcher.changed()
                 if sweep:
                     pending |= set(self.backend.scopes())
                 failures = 0

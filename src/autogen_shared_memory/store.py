@@ -16,6 +16,7 @@ from typing_extensions import Self
 from .component import Component, ComponentBase, ComponentLoader, ComponentModel
 from .core.types import DEFAULT_MAX_FACT_BYTES, ScopeRef
 from .embedding import Embedder
+from .errors import InvalidInputTypeError
 from .facts import DEFAULT_ROOT, ENV_DSN, ENV_ROOT, FactStore, _off_loop, default_root
 from .search.index import VectorIndexKind
 from .transfer import ImportReport, export_jsonl, import_jsonl
@@ -98,7 +99,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
 
     def _to_config(self) -> SharedMemoryStoreConfig:
         if self._config.embedder is None:
-            raise TypeError(
+            raise InvalidInputTypeError(
                 f"cannot dump a store whose embedder ({type(self.embedder).__name__}) is not an AutoGen Component"
             )
         return self._config.model_copy(deep=True)
@@ -114,7 +115,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
             if config.embedder is not None:
                 loaded = ComponentLoader.load_component(config.embedder)
                 if not isinstance(loaded, Embedder):
-                    raise TypeError(f"{config.embedder.provider} is not an Embedder")
+                    raise InvalidInputTypeError(f"{config.embedder.provider} is not an Embedder")
                 embedder = loaded
             store = cls(
                 config.root,
@@ -304,7 +305,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
     def register(self, runtime: Any, *, session_id: str | None = None) -> MemoryRecorder:
         """Add the recording handler to an existing runtime (one that was built without it)."""
         if not hasattr(runtime, "_intervention_handlers"):
-            raise TypeError(f"{type(runtime).__name__} does not take intervention handlers")
+            raise InvalidInputTypeError(f"{type(runtime).__name__} does not take intervention handlers")
         handler = self.runtime_handler(session_id=session_id)
         runtime._intervention_handlers = [*(runtime._intervention_handlers or []), handler]
         return handler

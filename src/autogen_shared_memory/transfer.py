@@ -40,9 +40,7 @@ from .core.types import (
     MAX_METADATA_BYTES,
     SCOPE_KINDS,
     STATUSES,
-    EmbeddingModelMismatchError,
     ScopeRef,
-    SharedMemoryError,
     finite_number,
     kind_of_fact_id,
     require_utf8,
@@ -54,6 +52,10 @@ from .core.types import (
     validate_reason,
     validate_session_id,
 )
+from .errors import ImportFormatError as ImportFormatError
+from .errors import ImportModelError as ImportModelError
+from .errors import ImportPolicyError as ImportPolicyError
+from .errors import InvalidInputError
 from .views.state import MAX_STATE_BYTES
 
 if TYPE_CHECKING:
@@ -110,20 +112,6 @@ _SPECS: dict[str, TableSpec] = {**_STORAGE, **TABLES}
 _FACT_JSON: dict[str, type] = {"tags": list, "metadata": dict, "supersedes": list, "stated_by": list}
 
 
-class ImportFormatError(SharedMemoryError, ValueError):
-    """A line of an import file is not a valid export line, or one this store refuses (the message names the
-    line)."""
-
-
-class ImportModelError(ImportFormatError, EmbeddingModelMismatchError):
-    """The export's vectors come from another embedding model than the store's."""
-
-
-class ImportPolicyError(ImportFormatError):
-    """The export sets group membership or privacy (access policy) this store lacks, and the import was not
-    asked to apply policy (``policy=True``, CLI ``--with-policy``)."""
-
-
 @dataclass
 class ImportReport:
     """What an import did: lines read, rows inserted, facts closed and updated, facts left out because this
@@ -160,7 +148,7 @@ def export_scopes(
     written. A named scope the store lacks is a ValueError; a scope whose vectors come from another model
     than the store's is refused (EmbeddingModelMismatchError), because the export's header names the model."""
     if agent_id is not None and scopes is not None:
-        raise ValueError("export one agent or some scopes, not both")
+        raise InvalidInputError("export one agent or some scopes, not both")
     if agent_id is not None:
         ref = ScopeRef("agent", agent_id)
         targets = [ref] if store.backend.exists(ref) else []
@@ -168,7 +156,7 @@ def export_scopes(
         targets = list(dict.fromkeys(scopes))
         for ref in targets:
             if not store.backend.exists(ref):
-                raise ValueError(f"no scope {ref} in this store")
+                raise InvalidInputError(f"no scope {ref} in this store")
     else:
         targets = store.backend.scopes()
     for ref in targets:

@@ -8,8 +8,9 @@ import json
 import multiprocessing as mp
 import threading
 import time
+import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.core.types import Change, Position, PositionError, ScopeRef, new_fact_id
+from autogen_shared_memory.feed import Subscription
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
@@ -30,6 +32,25 @@ def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.02)
     return condition()
+
+
+def write_sentinels(store: SharedMemoryStore, scopes: Iterable[ScopeRef]) -> set[str]:
+    """One new fact in each of ``scopes``; returns their ids."""
+    ids = set()
+    for scope in scopes:
+        where = {"agent": {"agent_id": scope.owner}, "group": {"group_id": scope.owner}}.get(scope.kind, {})
+        ids.add(store.remember(f"sentinel {uuid.uuid4().hex}", scope.kind, **where).id)  # type: ignore[arg-type]
+    return ids
+
+
+def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeRef]) -> set[str]:
+    """Write a sentinel fact in each of ``scopes`` and wait until the feed delivered every one: it has then
+    read each of those scopes again after everything before, so a change it would deliver twice, or one it
+    should not deliver at all, is in ``seen`` by now. A fixed sleep instead proves nothing on a loaded
+    machine, where the feed may not look again before the sleep ends. Returns the sentinels' ids."""
+    ids = write_sentinels(store, scopes)
+    assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
+    return ids
 
 
 def key(change: Change) -> tuple[ScopeRef, int]:
@@ -112,7 +133,8 @@ def test_subscribe_delivers_every_later_change_exactly_once_in_order(store: Shar
     some_history(store)
     expected = store.changes(since=start)
     assert wait_for(lambda: len(seen) >= len(expected))
-    time.sleep(0.5)  # nothing more, nothing twice
+    settle(store, seen, (GLOBAL, CREW, ALICE))  # nothing more, nothing twice
+    expected = store.changes(since=start)
     assert sorted(key(c) for c in seen) == sorted(key(c) for c in expected)
     assert len({key(c) for c in seen}) == len(seen)
     for scope in (GLOBAL, CREW, ALICE):
@@ -122,10 +144,14 @@ def test_subscribe_delivers_every_later_change_exactly_once_in_order(store: Shar
     assert stop.position == seen[-1].position  # where it got to
     assert store.changes(since=stop.position) == []
     stop()
-    store.remember("written after stopping", "global")
-    time.sleep(0.5)
-    assert len(seen) == len(expected)
     assert not stop.running
+    witness: list[Change] = []
+    with store.subscribe(witness.append):  # a live subscription hears the write ...
+        late = store.remember("written after stopping", "global").id
+        assert wait_for(lambda: [c.fact_id for c in witness] == [late])
+    # ... and the stopped one's thread has ended, so it can deliver nothing more: what it has is final.
+    assert wait_for(lambda: not stop._thread.is_alive())
+    assert len(seen) == len(expected)
 
 
 def test_subscribe_from_a_position_catches_up_then_follows(make_store: StoreFactory) -> None:
@@ -141,16 +167,17 @@ def test_subscribe_from_a_position_catches_up_then_follows(make_store: StoreFact
         assert wait_for(lambda: len(seen) >= 2)
         store.remember("four", "agent", agent_id="alice")
         assert wait_for(lambda: len(seen) >= 3)
-        time.sleep(0.3)
-        assert [store.get(c.fact_id).content for c in seen] in (
+        sentinels = settle(store, seen, (GLOBAL, CREW, ALICE))
+        assert [store.get(c.fact_id).content for c in seen if c.fact_id not in sentinels] in (
             ["two", "three", "four"],
             ["three", "two", "four"],  # scopes are not ordered against each other
         )
-        assert sub.position == seen[-1].position
+        assert len(seen) == 6 and sub.position == seen[-1].position
     everything: list[Change] = []
     with store.subscribe(everything.append, since=None):  # from the beginning
-        assert wait_for(lambda: len(everything) >= 4)
-    assert len(everything) == 4
+        assert wait_for(lambda: len(everything) >= 7)
+        settle(store, everything, (GLOBAL, CREW, ALICE))
+    assert sorted(key(c) for c in everything) == sorted(key(c) for c in store.changes())
 
 
 def test_a_failing_callback_is_logged_and_the_feed_goes_on(
@@ -189,11 +216,12 @@ def test_concurrent_writers_to_one_scope_make_a_gap_free_feed(store: SharedMemor
         t.join()
     trail = [row["seq"] for row in store.backend.rows(CREW, "audit")]
     assert len(receipts) == len(trail) == 60
-    arrived = wait_for(lambda: len(seen) >= 60, 10)
-    time.sleep(0.3)
-    sub()
+    arrived = wait_for(lambda: len(seen) >= 60)
     missing = sorted(set(trail) - {c.seq for c in seen})
     assert arrived and not missing, f"never delivered: seqs {missing}"
+    receipts += settle(store, seen, [CREW])
+    sub()
+    trail = [row["seq"] for row in store.backend.rows(CREW, "audit")]
     assert [c.seq for c in seen] == trail  # every audit row of the scope, once, in seq order
     assert sorted(c.fact_id for c in seen) == sorted(receipts)
 
@@ -254,13 +282,15 @@ def test_now_is_after_every_earlier_change_of_every_scope(store: SharedMemorySto
             store.remember("newer alice fact", "agent", agent_id="alice").id,
         ]
         assert wait_for(lambda: len(seen) >= 3)
-        time.sleep(0.3)
+        newer += settle(store, seen, (GLOBAL, CREW, ALICE))
     assert sorted(c.fact_id for c in seen) == sorted(newer)
     assert store.changes(since=start) == store.changes(since=str(start))
     assert sorted(c.fact_id for c in store.changes(since=start)) == sorted(newer)
 
 
-def test_a_subscription_delivers_a_scope_of_more_changes_than_one_read_holds(store: SharedMemoryStore) -> None:
+def test_a_subscription_delivers_a_scope_of_more_changes_than_one_read_holds(
+    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 2,500 audit rows in one transaction, as a remember_many of 2,500 facts writes them (written through the
     # backend contract directly: the memory backend's duplicate check makes 2,500 real facts take a minute).
     now = time.time()
@@ -271,10 +301,22 @@ def test_a_subscription_delivers_a_scope_of_more_changes_than_one_read_holds(sto
     seqs = store.backend.transact(GLOBAL, lambda tx: tx.add_rows("audit", events))
     assert len(set(seqs)) == 2500
     seen: list[Change] = []
+    reads = {"started": 0, "ended": 0}  # the feed's reads of the scope (each one to its end, in batches)
+    catch_up = Subscription._catch_up
+
+    def counted(sub: Subscription, scope: ScopeRef) -> None:
+        reads["started"] += 1
+        try:
+            catch_up(sub, scope)
+        finally:
+            reads["ended"] += 1
+
+    monkeypatch.setattr(Subscription, "_catch_up", counted)
     # No second look within the test (a look every minute): the first must read the scope to its end.
     with store.subscribe(seen.append, since=None, poll_interval=60):
         assert wait_for(lambda: len(seen) >= 2500, 30), f"delivered {len(seen)} of 2500"
-        time.sleep(0.3)
+        # Every read begun has ended: a change it would deliver twice is in seen by now.
+        assert wait_for(lambda: reads["ended"] == reads["started"])
     assert [c.fact_id for c in seen] == [e["fact_id"] for e in events]
     assert [c.seq for c in seen] == sorted(seqs)
     assert len(store.changes()) == 2500
@@ -309,8 +351,8 @@ def test_a_position_of_a_replaced_scope_reads_the_new_one_from_its_beginning(
         assert wait_for(lambda: len(seen) >= 4)
         later = new.remember("a later fact", "global").id
         assert wait_for(lambda: len(seen) >= 5)
-        time.sleep(0.3)
-        assert [c.fact_id for c in seen] == [*new_ids, later]
+        (sentinel,) = settle(new, seen, [GLOBAL])
+        assert [c.fact_id for c in seen] == [*new_ids, later, sentinel]
         assert new.changes(since=sub.position) == []
     assert not set(old_ids) & {c.fact_id for c in seen}
     # The old store's own positions still resume where they were (no false alarm).
@@ -384,8 +426,8 @@ def test_a_scope_that_cannot_be_read_does_not_stall_the_others(
         assert f"could not read {ALICE}" in caplog.text
         broken.clear()  # the scope can be read again: its changes arrive
         assert wait_for(lambda: alice in {c.fact_id for c in seen}, 15)
-        time.sleep(0.3)
-    assert sorted(c.fact_id for c in seen) == sorted([alice, *others, more])
+        sentinels = settle(store, seen, (GLOBAL, CREW, ALICE))
+    assert sorted(c.fact_id for c in seen) == sorted([alice, *others, more, *sentinels])
 
 
 # --------------------------------------------------------------------------- across processes and restarts
@@ -454,10 +496,12 @@ def test_a_consumer_killed_mid_feed_resumes_from_its_last_position_without_losse
     try:
         for w in writers:
             w.join(timeout=180)
+        assert len(store.changes()) >= 90  # the group membership writes of the fixture are not fact changes
+        # A sentinel in every scope, once the writers are done: when the consumer has handled them all, it
+        # has read every scope again after everything else (see settle).
+        sentinels = write_sentinels(store, store.backend.scopes())
+        assert wait_for(lambda: sentinels <= {fact_id for _, _, fact_id, _ in complete_lines(log)}, 60)
         expected = sorted((str(c.scope), c.seq) for c in store.changes())
-        assert len(expected) >= 90  # the group membership writes of the fixture are not fact changes
-        assert wait_for(lambda: len(complete_lines(log)) >= len(expected), 60)
-        time.sleep(0.5)
     finally:
         second.kill()
         second.join(timeout=30)

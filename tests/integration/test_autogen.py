@@ -172,8 +172,9 @@ async def test_agent_without_function_calling_gets_read_only_recall(store: Share
     store.remember("The customer prefers email", "group", group_id="desk")
     replay = client("Noted.", info=NO_TOOLS)
     agent = AssistantAgent("support", model_client=replay)
-    with pytest.warns(UserWarning, match="'support' does not declare function calling .* read-only recall"):
+    with pytest.warns(UserWarning, match="'support' does not declare function calling .* read-only recall") as said:
         attachment = store.attach(agent, group_id="desk")
+    assert [w.filename for w in said] == [__file__]  # it points at the attach call
     assert attachment.mode_of("support") == "recall"
     assert len(agent._workbench[0]._tools) == 0  # type: ignore[attr-defined]
     await agent.run(task="How should I contact the customer? email or phone?")

@@ -19,7 +19,6 @@ from typing import Any
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.core.types import Change, ScopeRef
-from autogen_shared_memory.feed import ScopeFiles
 from autogen_shared_memory.testing import HashEmbedder
 
 
@@ -80,7 +79,8 @@ def test_every_write_of_another_process_arrives_exactly_once_in_order(tmp_path: 
 
 def test_scope_files_report_new_and_changed_files_and_recent_ones_until_they_settle(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    files = ScopeFiles(store.backend)  # type: ignore[arg-type]
+    files = store.backend.change_watcher()
+    assert files is not None
     assert files.changed() == set()
     store.remember("one", "global")
     crew = ScopeRef("group", "crew")
@@ -268,7 +268,8 @@ def test_a_file_that_was_no_scope_file_when_first_seen_is_looked_at_again(tmp_pa
     source.close()
     store = SharedMemoryStore(tmp_path / "store", embedder=HashEmbedder())
     store.remember("a global fact", "global")
-    files = ScopeFiles(store.backend)  # type: ignore[arg-type]
+    files = store.backend.change_watcher()
+    assert files is not None
     files.changed()
     target = tmp_path / "store" / "group_crew.db"
     target.write_bytes(b"")  # the copy has begun

@@ -54,6 +54,23 @@ class ModelInfo:
     dimension: int
 
 
+HealthStatus = Literal["ok", "skip", "warn", "fail"]
+
+
+@dataclass
+class HealthCheck:
+    """One result of :meth:`Backend.health` (and of the CLI's ``doctor``): what was checked, how it went, and,
+    for a problem, what to do about it."""
+
+    name: str
+    """What was checked (``backend``, ``store directory``, ``wal``, ``schema``, ``model match``, ...)."""
+    status: HealthStatus
+    """``ok``; ``skip`` (not checked, and why is the detail); ``warn`` (works, but see the fix); ``fail``."""
+    detail: str
+    fix: str = ""
+    """What to do about a ``warn`` or ``fail`` (empty otherwise)."""
+
+
 @dataclass(frozen=True)
 class StatusChange:
     """Set a fact's status (forget), recording who, when and why in its tombstone and audit trail."""
@@ -174,6 +191,19 @@ class ScopeTx(WriteTx, Protocol):
         """Replace the vectors of these facts (re-embedding; ids no longer present are ignored); searches
         after the commit use the new ones. Nothing else of the fact changes (not ``version``, not
         ``updated_at``)."""
+
+
+class ChangeWatcher(Protocol):
+    """What :meth:`Backend.change_watcher` returns: which scopes may have changed since the last look."""
+
+    def changed(self) -> set[ScopeRef]:
+        """The scopes that may have changed since the previous call (every scope that exists, on the first).
+
+        It may report a scope that did not change (a read of it then finds nothing new), never leave out one
+        that did: a change committed before the call starts is in this call's answer or an earlier one. It
+        raises what listing the store raises (the feed retries the round).
+        """
+        ...
 
 
 class Backend(ABC):
@@ -312,6 +342,53 @@ class Backend(ABC):
     def release_thread(self) -> None:
         """Release what the backend keeps for the calling thread, which is about to end (a backend that
         keeps a connection per thread closes it; others need do nothing)."""
+
+    def health(self, model: ModelInfo | None = None) -> list[HealthCheck]:
+        """Read-only checks of the storage, for ``doctor``: it changes no data, and reads what it must.
+
+        The first check is the storage itself (reachable, or its directory usable); a backend adds what it can
+        tell about its scopes (their files, schema versions, integrity). The default lists every scope and
+        reads its stats: one ``backend`` check (``ok``, with the number of scopes) and a failed ``model
+        match`` for each scope whose vectors come from another model than ``model``.
+
+        Args:
+            model: the configured embedding model, to compare each scope's with (None: not compared).
+
+        Returns:
+            The checks, in the order to show them.
+
+        Raises:
+            SharedMemoryError, OSError: the storage cannot be reached at all (the caller reports it as a failed
+                check with what to do in its own terms, such as which option named the store).
+        """
+        stats = [self.stats(ref) for ref in self.scopes()]
+        checks = [HealthCheck("backend", "ok", f"{len(stats)} scopes")]
+        for s in stats:
+            if model is not None and s.embedding_model not in (None, model.model_id):
+                checks.append(
+                    HealthCheck(
+                        "model match",
+                        "fail",
+                        f"{s.scope}: vectors from {s.embedding_model}",
+                        "pass --model DIR with that model, or run `autogen-shared-memory reembed`",
+                    )
+                )
+        return checks
+
+    def change_watcher(self) -> ChangeWatcher | None:
+        """A cheap way for the change feed (:mod:`~autogen_shared_memory.feed`) to tell which scopes may have
+        changed, which it polls every ``poll_interval`` instead of reading every scope.
+
+        Each call returns a new watcher with its own memory of the last look; the feed calls it once per
+        subscription and uses the watcher from that subscription's thread only (it need not be thread-safe).
+        A backend that wakes subscribers itself (PostgreSQL's ``subscribe``, LISTEN/NOTIFY) needs none.
+        SQLite's compares each scope file's and its WAL's inode, size and modification time with the last
+        look (:class:`~autogen_shared_memory.backends.sqlite.watch.ScopeFiles`), opening no file but new ones.
+
+        Returns:
+            The watcher, or None (the default): the feed then reads every scope every ``poll_interval``.
+        """
+        return None
 
     # ---------------------------------------------------------------- derived: facts
     def write(

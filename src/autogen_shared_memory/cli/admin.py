@@ -15,9 +15,9 @@ from ..store import SharedMemoryStore
 from ..transfer import ImportFormatError, export_scopes, max_line_chars, read_lines
 from .app import (
     _STALE,
-    CliError,
     JsonOpt,
     Rows,
+    _CliError,
     _n,
     _out,
     _owner,
@@ -63,14 +63,14 @@ def export_cmd(
     try:
         targets = export_scopes(store, agent_id=agent, scopes=named)
     except ValueError as exc:
-        raise CliError(str(exc)) from exc
+        raise _CliError(str(exc)) from exc
     if named is None and agent is None and not settings.dsn:  # the whole store: say what it leaves out
         for stray in _unlisted_scope_files(settings.root, targets):
             warn(f"{stray} is not a memory store file; it is not exported (run `autogen-shared-memory doctor`)")
     to_stdout = file == "-"
     path = Path(file)
     if not to_stdout and path.exists() and not force:
-        raise CliError(f"{path} exists (pass --force to overwrite it)")
+        raise _CliError(f"{path} exists (pass --force to overwrite it)")
     with _progress("exporting", None, enabled=not as_json and not to_stdout) as advance:
         rows = store.export(sys.stdout if to_stdout else path, agent_id=agent, scopes=named, progress=advance)
     summary = {"file": file, "rows": rows, "scopes": [str(r) for r in targets]}
@@ -123,7 +123,7 @@ def import_cmd(
 ) -> None:
     """Import an export; every line is checked before anything is written, existing rows are kept."""
     if not file.is_file():  # a device (/dev/zero never ends), a pipe (blocks), a socket: not an export file
-        raise CliError(f"{file} is not a regular file (a device, a pipe or a socket): import reads an export file")
+        raise _CliError(f"{file} is not a regular file (a device, a pipe or a socket): import reads an export file")
     store = _settings(ctx).open_store()
     try:
         conflicts = _import_model_conflicts(store, file)
@@ -136,7 +136,7 @@ def import_cmd(
     except ImportFormatError:  # a line too long: the import says so, with its number
         conflicts, total = [], 0
     if conflicts:
-        raise CliError(f"nothing imported: {conflicts[0]} (reembed one side first)")
+        raise _CliError(f"nothing imported: {conflicts[0]} (reembed one side first)")
     with _progress("importing", total, enabled=not as_json) as advance:
         report = store.import_(file, skip_bad=skip_bad, policy=with_policy, progress=advance)
     for bad in report.skipped_bad:

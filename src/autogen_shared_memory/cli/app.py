@@ -41,6 +41,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from ..backends import open_backend
 from ..backends.base import Backend
 from ..core.capsule import escape
 from ..core.types import (
@@ -57,6 +58,7 @@ from ..core.types import (
     validate_schema_name,
 )
 from ..embedding import Embedder, SentenceTransformerEmbedder
+from ..errors import NotAStoreError
 from ..onnx_embedding import OnnxEmbedder
 from ..store import ENV_DSN, ENV_ROOT, SharedMemoryStore, default_root
 from ..views.agents import TASK_STATUSES, agent_known
@@ -73,8 +75,11 @@ EXIT_FAILED = 1  # the operation failed (usage errors exit with 2, as Click does
 _STALE = ("forgotten", "superseded", "expired")
 
 
-class CliError(Exception):
-    """An operation failed for a reason the user can act on: one line on stderr, exit code 1."""
+class _CliError(Exception):
+    """An operation failed for a reason the user can act on: one line on stderr, exit code 1.
+
+    Private to the CLI package, and not a :class:`~autogen_shared_memory.SharedMemoryError`: only the CLI's
+    commands raise it and its error handler always catches it, so no library caller ever sees one."""
 
 
 # ------------------------------------------------------------------------------------------- settings
@@ -83,30 +88,22 @@ def make_backend(dsn: str, schema: str | None = None, *, create: bool = True) ->
     ``create``, a schema that does not exist is an error (a mistyped ``--pg-schema`` never makes a new,
     empty tenant), as a missing ``--root`` directory is."""
     try:
-        module = importlib.import_module("autogen_shared_memory.backends.postgres")
+        backend = open_backend(dsn, create=create, **({} if schema is None else {"schema": schema}))
     except ModuleNotFoundError as exc:
         if exc.name in ("autogen_shared_memory.backends.postgres", "autogen_shared_memory.backends"):
-            raise CliError(
+            raise _CliError(
                 "the PostgreSQL backend is not available in this version of autogen-shared-memory; "
                 "use --root DIR (SQLite files) instead of --dsn"
             ) from exc
-        raise CliError(
+        raise _CliError(
             f"the PostgreSQL backend needs {exc.name!r}: pip install 'autogen-shared-memory[postgres]'"
         ) from exc
-    name = schema or module.DEFAULT_SCHEMA
-    if not create and module.schema_exists(dsn, name) is False:
-        raise CliError(
-            f"no memory store in PostgreSQL schema {name!r} of that database (to make one, pass --create "
-            "before the command)"
-        )
-    try:
-        backend = module.PostgresBackend(dsn) if schema is None else module.PostgresBackend(dsn, schema=schema)
+    except NotAStoreError as exc:
+        raise _CliError(f"{exc} (to make one, pass --create before the command)") from exc
     except (SharedMemoryError, ValueError):
         raise  # its messages name the server without the password
     except Exception as exc:  # a driver error: report it, never the DSN (it may hold a password)
-        raise CliError(f"cannot open the PostgreSQL store: {type(exc).__name__}: {exc}") from exc
-    if not isinstance(backend, Backend):
-        raise CliError("autogen_shared_memory.backends.postgres.PostgresBackend is not a Backend")
+        raise _CliError(f"cannot open the PostgreSQL store: {type(exc).__name__}: {exc}") from exc
     return backend
 
 
@@ -141,7 +138,7 @@ class Settings:
         test = os.environ.get(ENV_TEST_EMBEDDER)
         if test:
             if test != "hash":
-                raise CliError(f"{ENV_TEST_EMBEDDER} takes 'hash' (for tests only), got {test!r}")
+                raise _CliError(f"{ENV_TEST_EMBEDDER} takes 'hash' (for tests only), got {test!r}")
             from ..testing import HashEmbedder
 
             return HashEmbedder()
@@ -150,12 +147,12 @@ class Settings:
     def check_root(self) -> None:
         """The store directory must exist (``--create`` makes it): a typo never creates a stray store."""
         if self.root.exists() and not self.root.is_dir():
-            raise CliError(
+            raise _CliError(
                 f"{self.root} is a file, not a memory store directory (--root takes the directory holding global.db)"
             )
         if not self.root.exists():
             if not self.create:
-                raise CliError(f"no memory store at {self.root} (to make one, pass --create before the command)")
+                raise _CliError(f"no memory store at {self.root} (to make one, pass --create before the command)")
             self.make_root()
 
     def make_root(self) -> bool:
@@ -465,7 +462,7 @@ def _message(exc: BaseException) -> str:
 
 # Failures the user can act on (the library's own errors, its validation, files, SQLite); anything else is
 # a bug and keeps its traceback.
-_HANDLED = (CliError, SharedMemoryError, MemoryAccessDenied, ValueError, OSError, sqlite3.Error)
+_HANDLED = (_CliError, SharedMemoryError, MemoryAccessDenied, ValueError, OSError, sqlite3.Error)
 
 
 def _plain_flags(params: list[Any]) -> list[Any]:
@@ -688,7 +685,7 @@ def _require_agent(store: SharedMemoryStore, agent_id: str) -> None:
         return
     if any(store.policy.is_member(ref.owner, agent_id) for ref in store.backend.scopes("group")):
         return
-    raise CliError(
+    raise _CliError(
         f"unknown agent {agent_id!r}: not in the agent directory, no memory of its own and a member of no group"
     )
 
@@ -712,7 +709,7 @@ def _require_group(store: SharedMemoryStore, group_id: str, hint: str = "") -> N
         return
     groups = group_ids(store)
     listed = ", ".join(groups[:10]) + (f" and {len(groups) - 10} more" if len(groups) > 10 else "")
-    raise CliError(
+    raise _CliError(
         f"no group {group_id!r} in this store ({f'its groups: {listed}' if groups else 'it has no groups'})" + hint
     )
 

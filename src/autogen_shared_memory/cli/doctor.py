@@ -1,34 +1,30 @@
-"""``doctor``: read-only health checks of the installation and of every scope file, each with what to do
-about a failure. It never changes a file, so it inspects files with SQLite directly, not through a store."""
+"""``doctor``: read-only health checks of the installation and of the storage (the backend's
+:meth:`~..backends.base.Backend.health`: for SQLite, every scope file), each with what to do about a failure."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shlex
 import sqlite3
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.text import Text
 
-from ..backends.base import ModelInfo, compare_model
-from ..backends.sqlite import SCHEMA_VERSION
-from ..backends.sqlite.files import scope_file_candidates
-from ..core.types import SCOPE_KINDS, EmbeddingModelMismatchError, ScopeRef, SharedMemoryError
+from ..backends import open_backend
+from ..backends.base import HealthCheck, ModelInfo
+from ..core.types import SharedMemoryError
 from ..embedding import SentenceTransformerEmbedder
 from ..onnx_embedding import OnnxEmbedder
 from ..store import ENV_ROOT
 from ..weights import MODEL_DIR_ENV, PACKAGE, REVISION, WEIGHTS_FILE, ModelWeights, weights_sha256
 from .app import (
     EXIT_FAILED,
-    CliError,
     JsonOpt,
     Rows,
     Settings,
+    _CliError,
     _message,
     _n,
     _out,
@@ -37,15 +33,7 @@ from .app import (
     emit_json,
 )
 
-Status = Literal["ok", "skip", "warn", "fail"]
-
-
-@dataclass
-class Check:
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
+Check = HealthCheck
 
 
 def check_fts5() -> Check:
@@ -72,7 +60,7 @@ def check_model(settings: Settings, load: bool) -> tuple[list[Check], ModelInfo 
     try:
         embedder = settings.embedder()
         info = ModelInfo(embedder.model_id, int(embedder.dimension))
-    except (SharedMemoryError, CliError, OSError) as exc:
+    except (SharedMemoryError, _CliError, OSError) as exc:
         given = settings.model_dir
         fix = f"check that --model {given} is a sentence-transformers folder" if given is not None else _MODEL_FIX
         return [Check("embedding model", "fail", _message(exc), fix)], None
@@ -125,196 +113,38 @@ _MODEL_FIX = (
 )
 
 
-def _inspect_file(path: Path, model: ModelInfo | None) -> list[Check]:
-    """Read-only checks of one scope file (doctor never changes a file)."""
-    name = path.name
-    problems: list[Check] = []
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        if p.exists() and not os.access(p, os.R_OK | os.W_OK):
-            problems.append(
-                Check(
-                    "permissions",
-                    "fail",
-                    f"{p.name} is not readable and writable by this user",
-                    f"chmod u+rw {p} (or run as the user that owns the store)",
-                )
-            )
-    # No open()/read of the file itself: closing any descriptor of a file drops this process's SQLite locks
-    # on it. SQLite reports a foreign file as "file is not a database".
-    try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
-        try:
-            version, objects = conn.execute(
-                "SELECT (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
-            ).fetchone()
-            journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
-            meta: dict[str, str] = {}
-            if version:
-                meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            integrity = conn.execute("PRAGMA quick_check").fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        if "not a database" in str(exc):
-            return [
-                *problems,
-                Check(
-                    "scope files",
-                    "fail",
-                    f"{name} is not a SQLite database",
-                    f"move {path} out of the store directory (writes to that scope fail until then)",
-                ),
-            ]
-        return [*problems, Check("scope files", "fail", f"{name}: {exc}", f"restore {name} from an export or backup")]
-    if version == 0 and objects:
-        return [
-            *problems,
-            Check(
-                "scope files",
-                "fail",
-                f"{name} is a SQLite database but not a memory store",
-                f"move {path} out of the store directory",
-            ),
-        ]
-    if journal != "wal":
-        problems.append(
-            Check(
-                "wal",
-                "fail",
-                f"{name}: journal_mode={journal}",
-                f"sqlite3 {path} 'PRAGMA journal_mode=WAL;' (or open it once for writing with the library)",
-            )
-        )
-    if version > SCHEMA_VERSION:
-        problems.append(
-            Check(
-                "schema",
-                "fail",
-                f"{name}: schema {version}, newer than this package's {SCHEMA_VERSION}",
-                "upgrade autogen-shared-memory",
-            )
-        )
-    elif version < SCHEMA_VERSION:
-        problems.append(
-            Check(
-                "schema",
-                "warn",
-                f"{name}: schema {version} < {SCHEMA_VERSION}",
-                "nothing to do: it is migrated forward the next time the library opens it",
-            )
-        )
-    if integrity != "ok":
-        problems.append(Check("integrity", "fail", f"{name}: {integrity}", f"restore {name} from an export or backup"))
-    kind, owner = meta.get("scope_kind"), meta.get("scope_owner", "")
-    if version and kind in SCOPE_KINDS:
-        try:
-            ref = ScopeRef(kind, owner)
-        except ValueError as exc:  # an owner no scope can have (a file from elsewhere, or edited)
-            problems.append(
-                Check(
-                    "scope files",
-                    "fail",
-                    f"{name} names no scope of a store: {exc}",
-                    "move it out of the store directory",
-                )
-            )
-            return problems
-        if ref.file_name != name:
-            problems.append(
-                Check(
-                    "scope files",
-                    "fail",
-                    f"{name} holds scope {ref}, whose file is {ref.file_name}",
-                    f"rename it to {ref.file_name} or move it out of the store directory",
-                )
-            )
-    if model is not None:
-        try:
-            compare_model(ScopeRef("global"), meta, model)  # the backends' rule (the scope only names its error)
-        except EmbeddingModelMismatchError:
-            problems.append(
-                Check(
-                    "model match",
-                    "fail",
-                    f"{name}: vectors from {meta.get('embedding_model')} ({meta.get('embedding_dim')}-d), configured "
-                    f"{model.model_id} ({model.dimension}-d)",
-                    "pass --model DIR with the model that wrote it, or run `autogen-shared-memory reembed`",
-                )
-            )
-    return problems
-
-
 def run_checks(settings: Settings, load_model: bool) -> list[Check]:
-    checks: list[Check] = []
+    """The storage's checks (:meth:`~..backends.base.Backend.health`: the first says whether it can be used at
+    all), then SQLite FTS5 and the embedding model, then the rest of the storage's checks."""
     model_checks, model = check_model(settings, load_model)
+    installation = [check_fts5(), *model_checks]
     if settings.dsn:
         try:
-            store = settings.open_store()
-            stats = store.stats()
-        except (CliError, SharedMemoryError, OSError) as exc:
-            checks.append(Check("backend", "fail", _message(exc), "check --dsn / $AUTOGEN_SHARED_MEMORY_DSN"))
-        else:
-            checks.append(Check("backend", "ok", f"{len(stats)} scopes"))
-            for s in stats:
-                if model is not None and s.embedding_model not in (None, model.model_id):
-                    checks.append(
-                        Check(
-                            "model match",
-                            "fail",
-                            f"{s.scope}: vectors from {s.embedding_model}",
-                            "pass --model DIR with that model, or run `autogen-shared-memory reembed`",
-                        )
-                    )
-        return [*checks, check_fts5(), *model_checks]
+            storage = settings.open_store().backend.health(model)
+        except (_CliError, SharedMemoryError, OSError) as exc:
+            storage = [Check("backend", "fail", _message(exc), "check --dsn / $AUTOGEN_SHARED_MEMORY_DSN")]
+        return [storage[0], *installation, *storage[1:]]
     root = settings.root
     created = settings.create and not root.exists() and settings.make_root()
     if not root.exists():
         create = f"autogen-shared-memory --root {shlex.quote(str(root))} --create doctor"
-        checks.append(
-            Check(
-                "store directory",
-                "fail",
-                f"{root} (from {settings.root_from}) does not exist",
-                f"create it: `{create}` (--create goes before the command), "
-                f"or point --root / ${ENV_ROOT} at an existing store",
-            )
+        missing = Check(
+            "store directory",
+            "fail",
+            f"{root} (from {settings.root_from}) does not exist",
+            f"create it: `{create}` (--create goes before the command), "
+            f"or point --root / ${ENV_ROOT} at an existing store",
         )
-    elif not root.is_dir():
-        checks.append(
-            Check("store directory", "fail", f"{root} is a file", "--root takes the directory holding global.db")
-        )
-    elif not os.access(root, os.R_OK | os.W_OK | os.X_OK):
-        checks.append(
-            Check(
-                "store directory",
-                "fail",
-                f"{root} is not readable and writable by this user",
-                f"chmod u+rwx {root} (or run as the user that owns the store)",
-            )
-        )
-    else:
-        made = "created by --create, " if created else ""
-        checks.append(
-            Check("store directory", "ok", f"{root} ({made}{_n(len(scope_file_candidates(root)), 'scope file')})")
-        )
-    checks += [check_fts5(), *model_checks]
-    files = scope_file_candidates(root)
-    problems = [p for path in files for p in _inspect_file(path, model)]
-    for name, what in (
-        ("scope files", "every scope file is a memory store"),
-        ("permissions", "scope files readable and writable"),
-        ("wal", "WAL journal on in every scope file"),
-        ("schema", f"every scope file at schema {SCHEMA_VERSION}"),
-        ("integrity", "quick_check ok"),
-        ("model match", "scope models match the configured model"),
-    ):
-        found = [p for p in problems if p.name == name]
-        if not files:
-            continue
-        if name == "model match" and model is None:  # nothing to compare with: not a pass
-            found = [Check(name, "skip", "not checked: the configured embedding model could not be read")]
-        checks += found or [Check(name, "ok", f"{what} ({len(files)} files)")]
-    return checks
+        return [missing, *installation]
+    backend = open_backend(root)
+    try:
+        storage = backend.health(model)
+    finally:
+        backend.close()
+    if created:  # the directory check's detail is "<root> (<n> scope files)"
+        first = storage[0]
+        storage[0] = dataclasses.replace(first, detail=first.detail.replace(" (", " (created by --create, ", 1))
+    return [storage[0], *installation, *storage[1:]]
 
 
 @command("doctor")

@@ -35,6 +35,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
+from ..errors import InvalidInputError
 from .types import MAX_METADATA_BYTES, MAX_TAGS, Draft, Fact, FactNotFoundError, Receipt, ScopeRef, Status
 
 # ------------------------------------------------------------------------------------ normalisation
@@ -556,7 +557,7 @@ def _correct(tx: WriteTx, scope: ScopeRef, draft: Draft, j: int) -> Receipt:
         if old is None:
             raise FactNotFoundError(f"cannot supersede {old_id!r}: no such fact in {scope}")
         if old.status != "active":
-            raise ValueError(f"cannot supersede {old_id!r}: it is already {old.status}")
+            raise InvalidInputError(f"cannot supersede {old_id!r}: it is already {old.status}")
     _insert(tx, draft, j)
     for old_id in draft.supersedes:
         tx.update(
@@ -635,7 +636,7 @@ def approve(
     if held.status == "active":
         return fact_id
     if held.status != "pending":
-        raise ValueError(f"only a fact held for review can be approved; {fact_id!r} is {held.status}")
+        raise InvalidInputError(f"only a fact held for review can be approved; {fact_id!r} is {held.status}")
     said = Draft(
         id=held.id,
         content=held.content,

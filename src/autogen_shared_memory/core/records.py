@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..errors import InvalidInputError, InvalidInputTypeError
+
 MAX_RECORD_BYTES = 256 * 1024
 MAX_TOOL_ARGS_BYTES = 64 * 1024  # a tool call's arguments as recorded; past it, their text cut (as a string)
 
@@ -70,7 +72,7 @@ def _json(value: Any, what: str) -> str:
     try:
         return json.dumps(storable(value), default=lambda v: storable_text(str(v)), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+        raise InvalidInputTypeError(f"{what} must be JSON-serialisable: {exc}") from exc
 
 
 def strict_json(value: Any, what: str, limit: int = MAX_RECORD_BYTES) -> str:
@@ -79,12 +81,12 @@ def strict_json(value: Any, what: str, limit: int = MAX_RECORD_BYTES) -> str:
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+        raise InvalidInputTypeError(f"{what} must be JSON-serialisable: {exc}") from exc
     if not _clean(value):
-        raise ValueError(f"{what} holds a NUL character or text that is not valid Unicode; not allowed")
+        raise InvalidInputError(f"{what} holds a NUL character or text that is not valid Unicode; not allowed")
     size = len(text.encode("utf-8"))
     if size > limit:
-        raise ValueError(f"{what} is {size} bytes; the limit is {limit}")
+        raise InvalidInputError(f"{what} is {size} bytes; the limit is {limit}")
     return text
 
 
@@ -93,7 +95,7 @@ def lookup_key(value: object, what: str) -> str | None:
     (a NUL, a lone surrogate), which matches nothing on any of them (PostgreSQL refused it with a raw
     driver error where SQLite answered "not found")."""
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be a str, got {type(value).__name__}")
     return value if storable_text(value) == value else None
 
 
@@ -105,7 +107,7 @@ def bounded_text(value: Any, what: str, limit: int = MAX_RECORD_BYTES, truncate:
     if len(data) <= limit:
         return text
     if not truncate:
-        raise ValueError(f"{what} is {len(data)} bytes; the limit is {limit}")
+        raise InvalidInputError(f"{what} is {len(data)} bytes; the limit is {limit}")
     marker = f"… [truncated from {len(data)} bytes]"
     if limit < len(marker.encode()):  # no room to say so
         return data[: max(0, limit)].decode("utf-8", errors="ignore")
@@ -122,10 +124,10 @@ def record_label(value: object, what: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str or None, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be a str or None, got {type(value).__name__}")
     text = storable_text(value)
     if len(text.encode("utf-8")) > MAX_LABEL_BYTES:
-        raise ValueError(f"{what} is {len(text.encode('utf-8'))} bytes; the limit is {MAX_LABEL_BYTES}")
+        raise InvalidInputError(f"{what} is {len(text.encode('utf-8'))} bytes; the limit is {MAX_LABEL_BYTES}")
     return text
 
 
@@ -189,7 +191,9 @@ class ToolCallRecord:
         if duration is not None and (
             isinstance(duration, bool) or not isinstance(duration, (int, float)) or not _finite(duration)
         ):  # an infinite one was stored, exported as bare Infinity, and refused by every import
-            raise ValueError(f"duration_ms must be a finite number of milliseconds or None, got {duration!r:.20}")
+            raise InvalidInputError(
+                f"duration_ms must be a finite number of milliseconds or None, got {duration!r:.20}"
+            )
         row = {f.name: getattr(self, f.name) for f in fields(self)}  # not asdict: it copies the arguments deeply
         for name in ("session_id", "task_id", "call_id"):
             row[name] = record_label(row[name], name)
@@ -234,14 +238,14 @@ class TableSpec:
 
     def check_mutable(self) -> None:
         if self.append_only:
-            raise ValueError(f"{self.name} is append-only")
+            raise InvalidInputError(f"{self.name} is append-only")
 
     def check_delete(self, force: bool, before: float | None, time_column: str) -> None:
         """The rules every backend applies before deleting records."""
         if self.append_only and not force:
-            raise ValueError(f"{self.name} is append-only; deleting from it needs an explicit force=True")
+            raise InvalidInputError(f"{self.name} is append-only; deleting from it needs an explicit force=True")
         if before is not None and time_column not in self.columns:
-            raise ValueError(f"{self.name} has no column {time_column!r}")
+            raise InvalidInputError(f"{self.name} has no column {time_column!r}")
 
 
 TABLES: dict[str, TableSpec] = {
@@ -388,7 +392,7 @@ TABLES: dict[str, TableSpec] = {
 def table_spec(name: str) -> TableSpec:
     spec = TABLES.get(name)
     if spec is None:
-        raise ValueError(f"unknown record table {name!r}; known: {sorted(TABLES)}")
+        raise InvalidInputError(f"unknown record table {name!r}; known: {sorted(TABLES)}")
     return spec
 
 
@@ -397,5 +401,5 @@ def fts_column(table: str) -> str:
     are matched by :meth:`~autogen_shared_memory.backends.base.Backend.lexical`, from each process's postings)."""
     spec = TABLES.get(table)
     if spec is None or spec.fts is None:
-        raise ValueError(f"{table} has no full-text index")
+        raise InvalidInputError(f"{table} has no full-text index")
     return spec.fts

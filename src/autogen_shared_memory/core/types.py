@@ -22,6 +22,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
+# the errors this module raises, and the ones code imports from here, live in ..errors
+from ..errors import EmbeddingModelError as EmbeddingModelError
+from ..errors import EmbeddingModelMismatchError as EmbeddingModelMismatchError
+from ..errors import FactNotFoundError as FactNotFoundError
+from ..errors import GroupIdRequired as GroupIdRequired
+from ..errors import InvalidInputError, InvalidInputTypeError, PositionError
+from ..errors import MemoryAccessDenied as MemoryAccessDenied
+from ..errors import NotAStoreError as NotAStoreError
+from ..errors import SharedMemoryError as SharedMemoryError
+
 ScopeKind = Literal["agent", "group", "global"]
 ScopeName = Literal["agent", "group", "global", "all"]
 Status = Literal["active", "pending", "forgotten", "superseded", "expired"]
@@ -33,38 +43,6 @@ _PREFIX_KIND: dict[str, ScopeKind] = {v: k for k, v in _ID_PREFIX.items()}
 
 MAX_ID_CHARS = 128
 DEFAULT_MAX_FACT_BYTES = 8 * 1024
-
-
-class SharedMemoryError(Exception):
-    """Base class of the package's own errors."""
-
-
-class GroupIdRequired(SharedMemoryError, TypeError):
-    """``store.attach`` was not told which team (group) the agents are: a team's memory lives under the name
-    its application gives it, never under one derived from its roster."""
-
-
-class FactNotFoundError(KeyError, SharedMemoryError):
-    """No fact with that id exists in the scopes that were searched."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else "fact not found"
-
-
-class NotAStoreError(SharedMemoryError):
-    """A file at a scope path exists but is not a SQLite database (it is left untouched)."""
-
-
-class EmbeddingModelMismatchError(SharedMemoryError):
-    """The scope's vectors were made by another embedding model; mixing them would make recall garbage."""
-
-
-class EmbeddingModelError(SharedMemoryError):
-    """The embedding model could not be loaded or failed to embed; nothing was written."""
-
-
-class MemoryAccessDenied(PermissionError):
-    """The access policy refused an operation; the message says who tried what, and which rule refused."""
 
 
 # --------------------------------------------------------------------------------------------- scopes
@@ -80,19 +58,21 @@ def validate_owner_id(value: object, what: str = "id") -> str:
     id (unicode, upper case, dots, spaces) is accepted and *encoded* by :func:`owner_file_token`.
     """
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be a str, got {type(value).__name__}")
     if not value or not value.strip():
-        raise ValueError(f"{what} must not be empty or blank")
+        raise InvalidInputError(f"{what} must not be empty or blank")
     if len(value) > MAX_ID_CHARS:
-        raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_ID_CHARS}")
+        raise InvalidInputError(f"{what} is {len(value)} characters; the limit is {MAX_ID_CHARS}")
     if _CONTROL.search(value) or any(_layout_char(ch) for ch in value):
-        raise ValueError(f"{what} {shown(value)} contains a control character (NUL, newline, a format or line-break "
-                         "character); not allowed")  # fmt: skip
+        raise InvalidInputError(
+            f"{what} {shown(value)} contains a control character (NUL, newline, a format or line-break character); "
+            "not allowed"
+        )
     require_utf8(value, what)
     if "/" in value or "\\" in value:
-        raise ValueError(f"{what} {shown(value)} contains a path separator ('/' or '\\'); not allowed")
+        raise InvalidInputError(f"{what} {shown(value)} contains a path separator ('/' or '\\'); not allowed")
     if value in (".", ".."):
-        raise ValueError(f"{what} {shown(value)} is a relative path component; not allowed")
+        raise InvalidInputError(f"{what} {shown(value)} is a relative path component; not allowed")
     return value
 
 
@@ -120,10 +100,10 @@ class ScopeRef:
 
     def __post_init__(self) -> None:
         if self.kind not in SCOPE_KINDS:
-            raise ValueError(f"scope must be one of {SCOPE_KINDS}, got {self.kind!r}")
+            raise InvalidInputError(f"scope must be one of {SCOPE_KINDS}, got {self.kind!r}")
         if self.kind == "global":
             if self.owner:
-                raise ValueError("the global scope has no owner")
+                raise InvalidInputError("the global scope has no owner")
         else:
             validate_owner_id(self.owner, f"{self.kind} id")
 
@@ -169,9 +149,9 @@ def new_fact_id(kind: ScopeKind) -> str:
 def kind_of_fact_id(fact_id: str) -> ScopeKind:
     """The scope kind encoded in a fact id; ValueError for a string that is not a fact id."""
     if not isinstance(fact_id, str):
-        raise TypeError(f"fact id must be a str, got {type(fact_id).__name__}")
+        raise InvalidInputTypeError(f"fact id must be a str, got {type(fact_id).__name__}")
     if not re.fullmatch(r"[agw]_[0-9a-f]{20}", fact_id):
-        raise ValueError(f"{shown(fact_id)} is not a fact id (expected e.g. 'g_0193a1b2c3d4e5f60718')")
+        raise InvalidInputError(f"{shown(fact_id)} is not a fact id (expected e.g. 'g_0193a1b2c3d4e5f60718')")
     return _PREFIX_KIND[fact_id[0]]
 
 
@@ -180,15 +160,15 @@ def validate_content(content: object, max_bytes: int, *, stored: bool = False) -
     """Fact text a write accepts. ``stored``: text an earlier version stored (an import), held to that
     version's blank rule (whitespace, control and format characters), not the later one (marks and fillers)."""
     if not isinstance(content, str):
-        raise TypeError(f"fact content must be a str, got {type(content).__name__}")
+        raise InvalidInputTypeError(f"fact content must be a str, got {type(content).__name__}")
     blank = (lambda ch: ch.isspace() or _layout_char(ch)) if stored else _invisible
     if not content.strip() or all(blank(ch) for ch in content):
-        raise ValueError("fact content must not be empty, whitespace or invisible characters only")
+        raise InvalidInputError("fact content must not be empty, whitespace or invisible characters only")
     size = len(require_utf8(content, "fact content").encode("utf-8"))
     if size > max_bytes:
-        raise ValueError(f"fact content is {size} bytes; the limit is {max_bytes} (max_fact_bytes)")
+        raise InvalidInputError(f"fact content is {size} bytes; the limit is {max_bytes} (max_fact_bytes)")
     if "\x00" in content:
-        raise ValueError("fact content contains a NUL character")
+        raise InvalidInputError("fact content contains a NUL character")
     return content
 
 
@@ -197,7 +177,9 @@ def require_utf8(value: str, what: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(f"{what} is not valid Unicode text (a lone surrogate at position {exc.start})") from None
+        raise InvalidInputError(
+            f"{what} is not valid Unicode text (a lone surrogate at position {exc.start})"
+        ) from None
     return value
 
 
@@ -205,13 +187,13 @@ def finite_number(value: object, what: str) -> float:
     """``value`` as a finite float: a TypeError for a non-number (bools included), a ValueError naming
     ``what`` for NaN, infinities and integers too large for a float (``10**400``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be a number, got {type(value).__name__}")
     try:
         number = float(value)
     except OverflowError:
-        raise ValueError(f"{what} is too large: {str(value)[:20]}...") from None
+        raise InvalidInputError(f"{what} is too large: {str(value)[:20]}...") from None
     if not math.isfinite(number):
-        raise ValueError(f"{what} must be a finite number, got {shown(value)}")
+        raise InvalidInputError(f"{what} must be a finite number, got {shown(value)}")
     return number
 
 
@@ -219,9 +201,9 @@ def validate_confidence(value: object, what: str = "confidence") -> float:
     try:
         number = finite_number(value, what)
     except ValueError:
-        raise ValueError(f"{what} must be in [0, 1], got {str(value)[:20]}") from None
+        raise InvalidInputError(f"{what} must be in [0, 1], got {str(value)[:20]}") from None
     if not 0.0 <= number <= 1.0:
-        raise ValueError(f"{what} must be in [0, 1], got {shown(value)}")
+        raise InvalidInputError(f"{what} must be in [0, 1], got {shown(value)}")
     return number
 
 
@@ -233,7 +215,9 @@ def expiry_from_ttl(ttl_days: object, now: float) -> float | None:
         return None
     days = finite_number(ttl_days, "ttl_days")
     if not 0 < days <= MAX_TTL_DAYS:
-        raise ValueError(f"ttl_days must be a positive number of days, at most {MAX_TTL_DAYS:g}, got {shown(ttl_days)}")
+        raise InvalidInputError(
+            f"ttl_days must be a positive number of days, at most {MAX_TTL_DAYS:g}, got {shown(ttl_days)}"
+        )
     return now + days * 86400.0
 
 
@@ -261,14 +245,16 @@ def _invisible(ch: str) -> bool:
 def validate_label(value: object, what: str) -> str:
     """A tag or category: a non-blank string of at most 64 characters, valid Unicode, on one line."""
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be a string, got {type(value).__name__}")
     if not value.strip() or len(value) > MAX_LABEL_CHARS:
-        raise ValueError(
+        raise InvalidInputError(
             f"{what} must be a non-blank string of at most {MAX_LABEL_CHARS} characters, got {shown(value)}"
         )
     require_utf8(value, what)
     if any(_layout_char(ch) for ch in value):
-        raise ValueError(f"{what} {shown(value)} contains a control, format or line-break character; not allowed")
+        raise InvalidInputError(
+            f"{what} {shown(value)} contains a control, format or line-break character; not allowed"
+        )
     return value
 
 
@@ -276,9 +262,9 @@ def validate_tags(tags: object) -> tuple[str, ...]:
     if tags is None:
         return ()
     if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):
-        raise TypeError("tags must be a list of strings")
+        raise InvalidInputTypeError("tags must be a list of strings")
     if len(tags) > MAX_TAGS:
-        raise ValueError(f"{len(tags)} tags; the limit is {MAX_TAGS}")
+        raise InvalidInputError(f"{len(tags)} tags; the limit is {MAX_TAGS}")
     return tuple(dict.fromkeys(validate_label(tag, "each tag") for tag in tags))
 
 
@@ -286,12 +272,12 @@ def validate_session_id(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"session_id must be a string, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"session_id must be a string, got {type(value).__name__}")
     if not value or len(value) > MAX_SESSION_ID_CHARS:
-        raise ValueError(f"session_id must be 1 to {MAX_SESSION_ID_CHARS} characters, got {len(value)}")
+        raise InvalidInputError(f"session_id must be 1 to {MAX_SESSION_ID_CHARS} characters, got {len(value)}")
     require_utf8(value, "session_id")
     if any(_layout_char(ch) for ch in value):
-        raise ValueError("session_id contains a control, format or line-break character; not allowed")
+        raise InvalidInputError("session_id contains a control, format or line-break character; not allowed")
     return value
 
 
@@ -300,10 +286,10 @@ def validate_reason(value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or len(value) > 1000:
-        raise ValueError("reason must be a string of at most 1000 characters")
+        raise InvalidInputError("reason must be a string of at most 1000 characters")
     require_utf8(value, "reason")
     if "\x00" in value:
-        raise ValueError("reason contains a NUL character; not allowed")
+        raise InvalidInputError("reason contains a NUL character; not allowed")
     return value
 
 
@@ -313,32 +299,32 @@ def validate_metadata(value: object) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise TypeError(f"metadata must be a mapping, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"metadata must be a mapping, got {type(value).__name__}")
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:  # iterative: a deeply nested value cannot exhaust the Python stack
         item, depth = stack.pop()
         if depth > MAX_METADATA_DEPTH:
-            raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+            raise InvalidInputError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
         if isinstance(item, Mapping):
             for key, inner in item.items():
                 if not isinstance(key, str):
-                    raise TypeError(f"metadata keys must be strings, got {type(key).__name__}")
+                    raise InvalidInputTypeError(f"metadata keys must be strings, got {type(key).__name__}")
                 stack += [(key, depth), (inner, depth + 1)]
         elif isinstance(item, (list, tuple)):
             stack += [(inner, depth + 1) for inner in item]
         elif isinstance(item, str):
             if "\x00" in item:
-                raise ValueError("metadata contains a NUL character; not allowed")
+                raise InvalidInputError("metadata contains a NUL character; not allowed")
             require_utf8(item, "metadata")
         elif isinstance(item, float) and not math.isfinite(item):
-            raise ValueError(f"metadata holds {item!r}; only finite numbers are allowed")
+            raise InvalidInputError(f"metadata holds {item!r}; only finite numbers are allowed")
         elif isinstance(item, int) and not isinstance(item, bool) and not -(2**63) <= item < 2**63:
-            raise ValueError("metadata holds an integer beyond 64 bits")
+            raise InvalidInputError("metadata holds an integer beyond 64 bits")
         elif item is not None and not isinstance(item, (bool, int, float)):
-            raise TypeError(f"metadata must hold JSON values only, got {type(item).__name__}")
+            raise InvalidInputTypeError(f"metadata must hold JSON values only, got {type(item).__name__}")
     size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
     if size > MAX_METADATA_BYTES:
-        raise ValueError(f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
+        raise InvalidInputError(f"metadata is {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}")
     return dict(value)
 
 
@@ -519,10 +505,6 @@ MAX_SEQ = 2**63 - 1  # the largest audit seq a backend stores (a signed 64-bit i
 _MARK = re.compile(r"[0-9a-f]{1,64}")
 
 
-class PositionError(SharedMemoryError, ValueError):
-    """A change-feed position (or its token) that is not one: the message names what is wrong."""
-
-
 class Position:
     """A resumable place in the change feed: for each scope, the ``seq`` of the last change of its audit trail
     that was seen, and a mark of that change (a scope it does not name is read from its beginning).
@@ -557,7 +539,7 @@ class Position:
         clean: dict[ScopeRef, int] = {}
         for scope, seq in (seqs or {}).items():
             if not isinstance(scope, ScopeRef):
-                raise TypeError(f"a position maps ScopeRef to int, got {type(scope).__name__}")
+                raise InvalidInputTypeError(f"a position maps ScopeRef to int, got {type(scope).__name__}")
             if isinstance(seq, bool) or not isinstance(seq, int) or not 0 <= seq <= MAX_SEQ:
                 raise PositionError(f"a position's seq must be an int in [0, 2**63 - 1], got {shown(seq)} for {scope}")
             if seq:
@@ -652,7 +634,7 @@ class Position:
             TypeError: ``token`` is not a str.
         """
         if not isinstance(token, str):
-            raise TypeError(f"a position token is a str, got {type(token).__name__}")
+            raise InvalidInputTypeError(f"a position token is a str, got {type(token).__name__}")
         if not token.startswith(_POSITION_PREFIX):
             raise PositionError(
                 f"{shown(token, 40)} is not a change-feed position (it starts with {_POSITION_PREFIX!r})"
@@ -716,13 +698,13 @@ def validate_schema_name(schema: object) -> str:
     if isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema) and not schema.startswith("pg_"):
         return schema
     if isinstance(schema, str) and schema.startswith("pg_"):
-        raise ValueError(f"schema {schema!r}: names starting with pg_ are PostgreSQL's own")
+        raise InvalidInputError(f"schema {schema!r}: names starting with pg_ are PostgreSQL's own")
     hint = ""
     if isinstance(schema, str) and _SCHEMA_NAME.fullmatch(schema.lower()):
         hint = f" (PostgreSQL would read it as {schema.lower()!r}: write that)"
     elif isinstance(schema, str) and len(schema) > 63:
         hint = f" (it has {len(schema)} characters; PostgreSQL keeps 63)"
-    raise ValueError(
+    raise InvalidInputError(
         f"schema must be lower-case letters, digits and _, starting with a letter, at most 63 characters; "
         f"got {shown(schema)}{hint}"
     )

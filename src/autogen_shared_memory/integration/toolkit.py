@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -434,6 +435,28 @@ class Attachment(Generic[A]):
 
     def mode_of(self, agent_name: str) -> Mode:
         return self.agents[agent_name].mode
+
+
+def warn_recall_only(agent_name: str, why: str, fix: str) -> None:
+    """Warn that attach gives ``agent_name`` read-only recall because its model client cannot run tools.
+
+    The fallback is silent otherwise, and a client that does not say it runs tools is often a configuration
+    slip: the agent would quietly never remember anything. An agent the caller asked to be read-only is not
+    warned about. Called from an attacher's per-agent step, so the warning points at the ``store.attach``
+    call (``store.attach`` -> ``Attacher.attach`` -> ``Attacher._attach_one`` -> here).
+
+    Args:
+        agent_name: the agent's name, as the framework knows it.
+        why: what the client lacks, completing "the model client of agent 'x' ..." (e.g. "does not declare
+            function calling (model_info['function_calling'])").
+        fix: what to do if the model can call functions.
+    """
+    warnings.warn(
+        f"shared memory: the model client of agent {agent_name!r} {why}, so the agent gets read-only recall "
+        f"and no memory tools; {fix}",
+        UserWarning,
+        stacklevel=5,
+    )
 
 
 ATTACH_EXAMPLE = 'store.attach(team, group_id="support-acme")'

@@ -24,12 +24,12 @@ from ..core.types import (
     Receipt,
     ScopeKind,
     ScopeRef,
-    SharedMemoryError,
     finite_number,
     require_utf8,
     validate_confidence,
     validate_owner_id,
 )
+from ..errors import InvalidInputError, InvalidInputTypeError, TaskNotFoundError, UnknownAgentError
 from ..search.fusion import rrf
 from ..search.text import query_terms
 from .caselog import CaseHit, CaseLog
@@ -51,18 +51,6 @@ TASK_STATUSES: tuple[str, ...] = (
 FINAL_STATUSES = ("completed", "failed", "cancelled")
 AGENT_STATUSES = ("active", "idle", "unavailable")
 GLOBAL = ScopeRef("global")
-
-
-class UnknownAgentError(SharedMemoryError, KeyError):
-    """No agent with that id is known (not in the directory and no memory of its own)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown agent"
-
-
-class TaskNotFoundError(SharedMemoryError, KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown task"
 
 
 @dataclass(frozen=True)
@@ -155,7 +143,7 @@ def upsert_agent(
     ``active`` unless ``status`` says otherwise)."""
     validate_owner_id(agent_id, "agent_id")
     if status is not None and status not in AGENT_STATUSES:
-        raise ValueError(f"agent status must be one of {AGENT_STATUSES}, got {status!r}")
+        raise InvalidInputError(f"agent status must be one of {AGENT_STATUSES}, got {status!r}")
     for what, text in (("display_name", display_name), ("description", description), ("model", model)):
         _directory_text(text, what)
     if last_active_at is not None:
@@ -163,7 +151,7 @@ def upsert_agent(
     for what, names in (("capabilities", capabilities), ("tools", tools)):
         if names is not None:
             if isinstance(names, str) or not isinstance(names, Sequence):
-                raise TypeError(f"{what} must be a list of strings")
+                raise InvalidInputTypeError(f"{what} must be a list of strings")
             for name in names:
                 _directory_text(name, f"each of {what}")
     given = {
@@ -205,7 +193,7 @@ def positive_limit(limit: object) -> int:
     """A result count a caller asks for: an int from 1 to 100,000 (-1 gave every row on SQLite and an error
     on PostgreSQL)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
-        raise ValueError(f"limit must be an integer from 1 to 100000, got {limit!r:.40}")
+        raise InvalidInputError(f"limit must be an integer from 1 to 100000, got {limit!r:.40}")
     return limit
 
 
@@ -214,12 +202,12 @@ def _directory_text(value: object, what: str) -> None:
     if value is None:
         return
     if not isinstance(value, str):
-        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+        raise InvalidInputTypeError(f"{what} must be a string, got {type(value).__name__}")
     require_utf8(value, what)
     if "\x00" in value:
-        raise ValueError(f"{what} contains a NUL character; not allowed")
+        raise InvalidInputError(f"{what} contains a NUL character; not allowed")
     if len(value) > MAX_DIRECTORY_CHARS:  # every agent's list_agents() returns it
-        raise ValueError(f"{what} is {len(value)} characters; the limit is {MAX_DIRECTORY_CHARS}")
+        raise InvalidInputError(f"{what} is {len(value)} characters; the limit is {MAX_DIRECTORY_CHARS}")
 
 
 def agent_known(store: FactStore, agent_id: str) -> bool:
@@ -370,7 +358,7 @@ class AgentMemory:
     def update_user_profile(self, key: str, value: Any, confidence: float = 1.0) -> ProfileEntry:
         """Set a profile key (any agent may); the entry records which agent learned it."""
         if not isinstance(key, str) or not key.strip() or len(key) > 128:
-            raise ValueError("profile key must be a non-blank string of at most 128 characters")
+            raise InvalidInputError("profile key must be a non-blank string of at most 128 characters")
         _directory_text(key, "profile key")
         encoded = strict_json(value, "profile value", 64 * 1024)
         entry = ProfileEntry(key, json.loads(encoded), self.agent_id, validate_confidence(confidence), time.time())
@@ -404,7 +392,7 @@ class AgentMemory:
 
     def list_agents(self, status: str | None = None) -> list[AgentInfo]:
         if status is not None and status not in AGENT_STATUSES:
-            raise ValueError(f"agent status must be one of {AGENT_STATUSES}, got {status!r}")
+            raise InvalidInputError(f"agent status must be one of {AGENT_STATUSES}, got {status!r}")
         rows = self.store.backend.read_records(
             GLOBAL,
             "agent_directory",
@@ -434,11 +422,11 @@ class AgentMemory:
     def create_task(self, title: str, assignee: str | None = None, context: Mapping[str, Any] | None = None) -> Task:
         self._check_task_access()
         if not isinstance(title, str) or not title.strip() or len(title) > 1000:
-            raise ValueError("task title must be a non-blank string of at most 1000 characters")
+            raise InvalidInputError("task title must be a non-blank string of at most 1000 characters")
         _directory_text(title, "task title")  # no NUL or lone surrogate: stored as given on every backend
         assignee = validate_owner_id(assignee or self.agent_id, "assignee")
         if self.group_id is None and assignee != self.agent_id:
-            raise ValueError("without a group, an agent can only create tasks for itself")
+            raise InvalidInputError("without a group, an agent can only create tasks for itself")
         if self.group_id is not None and not self.store.policy.is_member(self.group_id, assignee):
             raise UnknownAgentError(f"cannot assign to {assignee!r}: not a member of group {self.group_id!r}")
         now = time.time()
@@ -472,7 +460,7 @@ class AgentMemory:
         where: dict[str, Any] = {}
         if status is not None:
             if status not in TASK_STATUSES:
-                raise ValueError(f"status must be one of {list(TASK_STATUSES)}, got {status!r:.40}")
+                raise InvalidInputError(f"status must be one of {list(TASK_STATUSES)}, got {status!r:.40}")
             where["status"] = status
         if assigned_to is not None:
             key = lookup_key(assigned_to, "assigned_to")
@@ -497,21 +485,21 @@ class AgentMemory:
 
         def change(row: dict[str, Any]) -> dict[str, Any]:
             if row["status"] in FINAL_STATUSES:
-                raise ValueError(f"task {task_id} is already {row['status']}")
+                raise InvalidInputError(f"task {task_id} is already {row['status']}")
             return {"agent_id": agent_id, "status": "assigned", "updated_at": time.time()}
 
         return self._change_task(task_id, change)
 
     def update_task_status(self, task_id: str, status: TaskStatus) -> Task:
         if status not in TASK_STATUSES or status == "completed":
-            raise ValueError(
+            raise InvalidInputError(
                 f"status must be one of {[s for s in TASK_STATUSES if s != 'completed']} "
                 "(use complete_task to complete a task)"
             )
 
         def change(row: dict[str, Any]) -> dict[str, Any]:
             if row["status"] in FINAL_STATUSES:
-                raise ValueError(f"task {task_id} is already {row['status']}")
+                raise InvalidInputError(f"task {task_id} is already {row['status']}")
             done = time.time() if status in FINAL_STATUSES else None
             return {"status": status, "updated_at": time.time(), "completed_at": done}
 
@@ -526,7 +514,7 @@ class AgentMemory:
                 f"agent {self.agent_id!r} may not complete task {task_id}: it is assigned to {task.agent_id!r}"
             )
         if task.status in FINAL_STATUSES:
-            raise ValueError(f"task {task_id} is already {task.status}")
+            raise InvalidInputError(f"task {task_id} is already {task.status}")
         encoded = strict_json(result, "task result", 64 * 1024)
         text = result if isinstance(result, str) else encoded
         scope: ScopeKind = "group" if self.group_id else "agent"
@@ -550,7 +538,7 @@ class AgentMemory:
                     f"agent {self.agent_id!r} may not complete task {task_id}: it is assigned to {row['agent_id']!r}"
                 )
             if row["status"] in FINAL_STATUSES:
-                raise ValueError(f"task {task_id} is already {row['status']}")
+                raise InvalidInputError(f"task {task_id} is already {row['status']}")
             now = time.time()
             return {
                 "status": "completed",
@@ -574,7 +562,7 @@ class AgentMemory:
     @property
     def case_log(self) -> CaseLog:
         if self.group_id is None:
-            raise ValueError("the case log belongs to a group: use store.for_agent(agent_id, group_id)")
+            raise InvalidInputError("the case log belongs to a group: use store.for_agent(agent_id, group_id)")
         return CaseLog(self.store, self.group_id, self.agent_id)
 
     def search(self, query: str, top_k: int = 5, *, include_agents: Sequence[str] = ()) -> list[Hit | CaseHit]:

@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.records import lookup_key, storable_text
-from ..core.types import Filters, ScopeRef, SharedMemoryError, validate_owner_id
+from ..core.types import Filters, ScopeRef, validate_owner_id
+from ..errors import CheckpointError, InvalidInputError
 from ..search import engine
 
 if TYPE_CHECKING:
@@ -26,13 +27,6 @@ if TYPE_CHECKING:
 
 MAX_SUMMARY_CHARS = 512
 MAX_BATCH = 20
-
-
-class CheckpointError(SharedMemoryError, KeyError):
-    """A checkpoint names an entry that is not in this case log."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else "unknown checkpoint"
 
 
 @dataclass(frozen=True)
@@ -103,20 +97,22 @@ class CaseLog:
         self._check("write")
         items = [entries] if isinstance(entries, str) else list(entries)
         if not 1 <= len(items) <= MAX_BATCH:
-            raise ValueError(f"append takes 1 to {MAX_BATCH} entries at once, got {len(items)}")
+            raise InvalidInputError(f"append takes 1 to {MAX_BATCH} entries at once, got {len(items)}")
         drafts: list[tuple[str, tuple[str, ...]]] = []
         for item in items:
             spec = {"summary": item} if isinstance(item, str) else dict(item)
             unknown = set(spec) - {"summary", "supersedes"}
             if unknown:
-                raise ValueError(f"unknown case log entry fields {sorted(unknown)}")
+                raise InvalidInputError(f"unknown case log entry fields {sorted(unknown)}")
             summary = spec.get("summary")
             if not isinstance(summary, str) or not summary.strip():
-                raise ValueError("a case log summary must be a non-empty string")
+                raise InvalidInputError("a case log summary must be a non-empty string")
             if storable_text(summary) != summary:  # the log is append-only: a NUL would stay for good
-                raise ValueError("a case log summary must not contain NUL or lone surrogate characters")
+                raise InvalidInputError("a case log summary must not contain NUL or lone surrogate characters")
             if len(summary) > MAX_SUMMARY_CHARS:
-                raise ValueError(f"a case log summary is at most {MAX_SUMMARY_CHARS} characters, got {len(summary)}")
+                raise InvalidInputError(
+                    f"a case log summary is at most {MAX_SUMMARY_CHARS} characters, got {len(summary)}"
+                )
             supersedes = tuple(spec.get("supersedes") or ())
             drafts.append((summary, supersedes))
         referenced = {old for _, sup in drafts for old in sup}
@@ -166,7 +162,7 @@ class CaseLog:
         """
         self._check("read")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1_000_000:
-            raise ValueError(f"limit must be an integer from 1 to 1000000, got {limit!r:.40}")
+            raise InvalidInputError(f"limit must be an integer from 1 to 1000000, got {limit!r:.40}")
         after_seq = self.get(after).version if after is not None else None
         rows = self.store.backend.read_records(
             self.scope, "case_log", limit=limit, after_seq=after_seq, oldest_first=True

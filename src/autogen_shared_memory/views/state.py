@@ -18,6 +18,7 @@ from typing import Any
 from ..backends.base import Backend
 from ..core.records import storable_text, strict_json
 from ..core.types import ScopeRef
+from ..errors import InvalidInputError
 
 CONVERSATION_SCHEMA_VERSION = 1
 MAX_STATE_BYTES = 4 * 1024 * 1024
@@ -31,7 +32,9 @@ def _key(value: object, what: str) -> str:
     """A key, stored or looked up: the same answer from every backend (PostgreSQL refused NUL and lone
     surrogates with raw driver errors)."""
     if not isinstance(value, str) or not value or len(value) > 256 or storable_text(value) != value:
-        raise ValueError(f"{what} must be a non-empty string of at most 256 characters, without NUL or lone surrogates")
+        raise InvalidInputError(
+            f"{what} must be a non-empty string of at most 256 characters, without NUL or lone surrogates"
+        )
     return value
 
 
@@ -92,9 +95,9 @@ class ConversationStateStore(ABC):
     @staticmethod
     def _page(limit: int, offset: int) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-            raise ValueError(f"limit must be between 1 and 10000, got {limit!r}")
+            raise InvalidInputError(f"limit must be between 1 and 10000, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+            raise InvalidInputError(f"offset must be a non-negative int, got {offset!r}")
 
 
 class InMemoryConversationStateStore(ConversationStateStore):

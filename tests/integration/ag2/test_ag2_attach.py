@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from typing import Any, Literal
 
 import pytest
@@ -458,6 +459,16 @@ def test_store_attach_forwards_the_ag2_options(store: SharedMemoryStore) -> None
     assert sorted(store.detach([user, support])) == ["support", "user"]
 
 
+def test_an_explicit_read_only_request_does_not_warn(store: SharedMemoryStore) -> None:
+    """AG2 agents get recall instead of the tools only when the caller asks (``read_only``), never because of
+    their model client, so attach has no fallback to warn about (AutoGen and MAF warn about theirs)."""
+    support, lead = agent("support"), agent("lead")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        attachment = store.attach([support, lead], group_id="desk", read_only={"support"})  # type: ignore[call-arg]
+    assert (attachment.mode_of("support"), attachment.mode_of("lead")) == ("recall", "tools")
+
+
 def test_arguments_reach_the_store_as_the_model_wrote_them(store: SharedMemoryStore) -> None:
     """AG2 "repairs" a call's JSON before reading it (``_format_json_str``): after a string that ends in a
     backslash it takes quoted text for unquoted, deleting a newline inside a fact or refusing valid JSON.
@@ -500,9 +511,13 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
     import sqlite3
     import time
 
+    from autogen_shared_memory import SQLiteBackend
     from autogen_shared_memory.testing import HashEmbedder
 
-    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
+    # A write that waits on the lock returns after busy_timeout at the earliest (then fails): a send that
+    # returns in less than half of it never waited, however slow the machine.
+    busy_timeout = 10.0
+    store = SharedMemoryStore(backend=SQLiteBackend(tmp_path, busy_timeout=busy_timeout), embedder=HashEmbedder())
     alice, bob = agent("alice", "unused"), agent("bob", "unused")
     store.attach([alice, bob], group_id="pair")
     store.log_message("pair:alice", "creates the file")
@@ -515,7 +530,7 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
         return time.perf_counter() - started
 
     try:
-        assert asyncio.run(send()) < 1.0
+        assert asyncio.run(send()) < busy_timeout / 2
     finally:
         holder.execute("ROLLBACK")
         holder.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -416,7 +417,8 @@ async def test_recall_mode_injects_a_byte_bounded_capsule_for_the_latest_message
     store.remember("The cafeteria opens at nine", "group", group_id="crew")
     client = NoToolsClient()
     reader = Agent(client, "You are the reader.", name="bob")
-    attachment = store.attach(reader, group_id="crew")
+    with pytest.warns(UserWarning, match="read-only recall"):
+        attachment = store.attach(reader, group_id="crew")
     assert attachment.mode_of("bob") == "recall"  # its client cannot run tools
     store.detach(reader)
     reader.context_providers.append(store.context_provider(group_id="crew", mode="recall", max_capsule_bytes=256))
@@ -430,6 +432,24 @@ async def test_recall_mode_injects_a_byte_bounded_capsule_for_the_latest_message
     # nothing relevant, nothing injected
     await reader.run("zzz qqq")
     assert not any(m.text.startswith(CAPSULE_PREAMBLE) for m in client.requests[1])
+
+
+def test_attach_warns_when_it_falls_back_to_recall_because_the_client_cannot_run_tools(
+    store: SharedMemoryStore,
+) -> None:
+    """The fallback would otherwise be silent (the agent never remembers anything); the warning points at the
+    attach call. Tools, an agent attached already and a recall provider the user chose say nothing."""
+    reader = Agent(NoToolsClient(), "You are the reader.", name="bob")
+    with pytest.warns(UserWarning, match=r"'bob' cannot run tools .*read-only recall and no memory tools") as said:
+        assert store.attach(reader, group_id="crew").mode_of("bob") == "recall"
+    assert [w.filename for w in said] == [__file__]
+    chosen = [store.context_provider(group_id="crew", mode="recall")]
+    auditor = Agent(NoToolsClient(), "You are the auditor.", name="carol", context_providers=chosen)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.attach(reader, group_id="crew").mode_of("bob") == "recall"  # attached already
+        assert store.attach(agent("alice"), group_id="crew").mode_of("alice") == "tools"
+        assert store.attach(auditor, group_id="crew").mode_of("carol") == "recall"
 
 
 async def test_tools_mode_with_recall_adds_the_capsule_too(store: SharedMemoryStore) -> None:

@@ -5,11 +5,7 @@ from __future__ import annotations
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ...core.types import SharedMemoryError
-
-
-class BackendUnavailableError(SharedMemoryError, ConnectionError):
-    """The database server cannot be reached or used; the message names it (without its password)."""
+from ...errors import BackendUnavailableError as BackendUnavailableError
 
 
 def redact(dsn: str) -> str:

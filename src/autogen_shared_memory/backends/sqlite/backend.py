@@ -60,6 +60,7 @@ from ..base import (
     DRAFT_COLUMNS,
     STORAGE_TABLES,
     Backend,
+    HealthCheck,
     ModelInfo,
     OnConflict,
     RowReader,
@@ -83,12 +84,15 @@ from .files import (
     read_only_reason,
     remove_stale_scope_builds,
     scope_file_candidates,
+    scope_file_name,
     storage_code,
     store_version,
     writable,
 )
+from .health import check_store
 from .ids import IdIndex
 from .schema import FACT_COLUMNS, MIGRATIONS, SCHEMA_VERSION
+from .watch import ScopeFiles
 
 
 def fts5_expression(terms: Iterable[str]) -> str:
@@ -418,7 +422,7 @@ class SQLiteBackend(Backend):
 
     # ------------------------------------------------------------------ files and connections
     def path_of(self, scope: ScopeRef) -> Path:
-        return self.root / scope.file_name
+        return self.root / scope_file_name(scope)
 
     def _held(self) -> _ThreadConnections:
         """The calling thread's connections (RuntimeError once the store is closed)."""
@@ -956,7 +960,7 @@ class SQLiteBackend(Backend):
             ref = ScopeRef(meta["scope_kind"], meta.get("scope_owner", ""))
         except ValueError:  # an owner no scope of this store can have: not one of its files
             return None
-        return ref if ref.file_name == path.name else None
+        return ref if scope_file_name(ref) == path.name else None
 
     # ------------------------------------------------------------------ rows
     def rows(
@@ -1044,6 +1048,16 @@ class SQLiteBackend(Backend):
     ) -> ScopeImport:
         self._ids.add(scope, (row["id"] for table, row in items if table == "facts"))
         return super().import_scope(scope, items, policy)
+
+    def health(self, model: ModelInfo | None = None) -> list[HealthCheck]:
+        """The store directory and every file named like a scope file, each opened read-only
+        (:func:`~.health.check_store`: whether it is a store of its scope, permissions, WAL, schema version,
+        ``quick_check``, model)."""
+        return check_store(self.root, model)
+
+    def change_watcher(self) -> ScopeFiles:
+        """Compares the scope files' metadata with the last look (:class:`~.watch.ScopeFiles`)."""
+        return ScopeFiles(self.root, self.scopes)
 
     def release_thread(self) -> None:
         held: _ThreadConnections | None = getattr(self._local, "held", None)

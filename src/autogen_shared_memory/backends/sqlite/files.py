@@ -15,22 +15,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...core.types import NotAStoreError, SharedMemoryError
+from ...core.types import NotAStoreError, ScopeRef, owner_file_token
+from ...errors import StorageError as StorageError
 
 
 def is_lock_error(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
-
-
-class StorageError(SharedMemoryError):
-    """A scope file could not be read or written: a read-only file or directory, a full disk, a file that
-    cannot be opened, an I/O error. The message names the file and what to do; ``path`` is the file and
-    the SQLite error, when there is one, is the ``__cause__``. Lock timeouts are not storage errors."""
-
-    def __init__(self, message: str, path: Path) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 # SQLite primary result codes (extended codes start with them: SQLITE_READONLY_DIRECTORY, SQLITE_IOERR_WRITE)
@@ -370,14 +361,31 @@ def check_sqlite_file(path: Path) -> None:
         raise NotAStoreError(f"{path} is a directory, not a SQLite memory store")
 
 
+def scope_file_name(scope: ScopeRef) -> str:
+    """The name of a scope's file in the store's directory: the one place that decides it.
+
+    Args:
+        scope: the scope.
+
+    Returns:
+        ``global.db``, ``group_<token>.db`` or ``agent_<token>.db`` (the token is the owner id itself when it
+        is a safe, lowercase file name, else a slug and a hash: :func:`~...core.types.owner_file_token`).
+    """
+    if scope.kind == "global":
+        return "global.db"
+    return f"{scope.kind}_{owner_file_token(scope.owner)}.db"
+
+
+def is_scope_file_name(name: str) -> bool:
+    """Whether a file of the store's directory is named like a scope file (``global.db``, ``agent_*.db``,
+    ``group_*.db``); what it holds decides whether it is one."""
+    return name == "global.db" or (name.startswith(("agent_", "group_")) and name.endswith(".db"))
+
+
 def scope_file_candidates(root: Path) -> list[Path]:
-    """The files of ``root`` named like scope files (``global.db``, ``agent_*.db``, ``group_*.db``), sorted,
-    whether or not they are scope files of a store: :meth:`SQLiteBackend.scopes` lists those whose meta says
-    so, and ``doctor`` / ``scopes`` report the others."""
+    """The files of ``root`` named like scope files (:func:`is_scope_file_name`), sorted, whether or not they
+    are scope files of a store: :meth:`SQLiteBackend.scopes` lists those whose meta says so, and ``doctor`` /
+    ``scopes`` report the others."""
     if not root.is_dir():
         return []
-    return [
-        p
-        for p in sorted(root.glob("*.db"))
-        if (p.name == "global.db" or p.name.startswith(("agent_", "group_"))) and p.is_file()
-    ]
+    return [p for p in sorted(root.glob("*.db")) if is_scope_file_name(p.name) and p.is_file()]

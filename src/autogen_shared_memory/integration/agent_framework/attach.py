@@ -7,7 +7,8 @@ group (``launch:writer``) or the id ``agent_ids`` maps its name to:
 * an ``Agent`` whose chat client runs tools (it has MAF's function-invocation layer) gets the memory tools
   and the scaffolding (mode ``"tools"``);
 * an ``Agent`` whose client cannot run tools gets a read-only provider (mode ``"recall"``: a capsule for
-  the latest message and the read-only scaffolding);
+  the latest message and the read-only scaffolding), with a ``UserWarning`` saying so (an agent that
+  already has a shared memory provider keeps it and its mode, without a warning);
 * any other agent (one without ``context_providers``) only becomes a group member.
 
 ``x`` may be an agent, a list of agents, an orchestration builder from ``agent_framework_orchestrations``
@@ -36,6 +37,7 @@ from ..toolkit import (
     join_group,
     register_agent,
     team_identity,
+    warn_recall_only,
 )
 from .provider import (
     MemoryTool,
@@ -270,6 +272,13 @@ class Attacher:
         existing = _own_provider(agent)
         if existing is not None:  # e.g. the user gave the agent store.context_provider(...) already
             return AgentAttachment(name, group_id, existing.mode, agent_id, provider=existing, added_provider=False)
+        if mode == "recall":  # decided by the client above (an explicit recall provider was kept as it is)
+            warn_recall_only(
+                name,
+                "cannot run tools (it has no agent_framework.FunctionInvocationLayer)",
+                "give the agent a chat client with MAF's function-invocation layer (every MAF client has it) if "
+                "the model can call functions",
+            )
         provider = SharedMemoryContextProvider(
             store,
             group_id,

@@ -21,7 +21,6 @@ nothing.
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from ..toolkit import (
     join_group,
     register_agent,
     team_identity,
+    warn_recall_only,
 )
 from .memory import SharedMemory, drop_capsules
 from .tools import _MemoryTool, memory_tools
@@ -271,12 +271,10 @@ class Attacher:
                 added_workbench=existing is None,
                 original_system_messages=original,
             )
-        warnings.warn(
-            f"shared memory: the model client of agent {agent.name!r} does not declare function calling "
-            "(model_info['function_calling']), so the agent gets read-only recall and no memory tools; declare "
-            "it in the client's model_info if the model can call functions",
-            UserWarning,
-            stacklevel=4,
+        warn_recall_only(
+            agent.name,
+            "does not declare function calling (model_info['function_calling'])",
+            "declare it in the client's model_info if the model can call functions",
         )
         memory = next((m for m in agent._memory or [] if isinstance(m, SharedMemory)), None)
         added = memory is None  # one already there is bound to this store, group and agent (attach checked)

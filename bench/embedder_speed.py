@@ -20,9 +20,9 @@ S seconds, at most ``--wait-budget`` in all) before each worker until other proc
 records the cores they used during each worker; a worker that saw >= 0.3 such cores is run again
 (``--retries``), keeping the quietest attempt.
 
-    HF_HUB_OFFLINE=1 python bench/onnx_embedder.py            # 5 rounds, markdown on stdout
-    HF_HUB_OFFLINE=1 python bench/onnx_embedder.py --rounds 3 --queries 100
-    HF_HUB_OFFLINE=1 python bench/onnx_embedder.py --baseline 08e1076 --no-cold --wait-quiet 60 --retries 2
+    HF_HUB_OFFLINE=1 python bench/embedder_speed.py            # 5 rounds, markdown on stdout
+    HF_HUB_OFFLINE=1 python bench/embedder_speed.py --rounds 3 --queries 100
+    HF_HUB_OFFLINE=1 python bench/embedder_speed.py --baseline 08e1076 --no-cold --wait-quiet 60 --retries 2
 """
 
 from __future__ import annotations
