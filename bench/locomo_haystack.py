@@ -100,7 +100,7 @@ from locomo import (
     run_interleaved,
 )
 
-from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.backends.sqlite import SQLiteBackend, scope_file_name
 from autogen_shared_memory.core.types import ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder
 from autogen_shared_memory.search import postings
@@ -136,7 +136,7 @@ class Haystack:
     def __init__(self, root: Path, corpus: Corpus, embedder: PooledNoiseEmbedder, batch: int) -> None:
         self.root, self.corpus, self.embedder, self.batch = root, corpus, embedder, batch
         self.size = 0
-        self.path = root / ScopeRef("group", GROUP).file_name
+        self.path = root / scope_file_name(ScopeRef("group", GROUP))
 
     def grow(self, size: int) -> dict[str, Any]:
         facts = self.corpus.facts[self.size : size]
@@ -259,7 +259,7 @@ def run_conversation(
 ) -> tuple[dict[str, list[Ranking]], dict[str, Notes], dict[str, Any]]:
     root = index_root(tmp)
     ref = ScopeRef("group", conv.group_id)
-    copy_s = haystack.copy_to(root / ref.file_name, conv.group_id) if haystack and size else 0.0
+    copy_s = haystack.copy_to(root / scope_file_name(ref), conv.group_id) if haystack and size else 0.0
     index = build_index(MAIN_TEXT, [conv], embedder, tmp)
     if common_ratio is not None:
         index.backend.max_common_term_ratio = common_ratio

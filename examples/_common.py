@@ -15,6 +15,7 @@ from pathlib import Path
 from autogen_core.models import ChatCompletionClient, CreateResult
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import scope_file_name
 from autogen_shared_memory.integration.autogen.testing import TOOL_MODEL, scripted_client
 from autogen_shared_memory.integration.autogen.testing import tool_call as tool_call  # the examples' turns
 
@@ -75,7 +76,7 @@ def report(store: SharedMemoryStore) -> None:
     """Print every fact per scope file (who remembered what) and the files written."""
     print("\n== what the agents remembered ==")
     for stats in store.stats():
-        path = store.root / stats.scope.file_name
+        path = store.root / scope_file_name(stats.scope)
         with sqlite3.connect(path) as conn:
             rows = conn.execute("SELECT id, created_by, status, reinforcement, content FROM facts ORDER BY seq")
             facts = rows.fetchall()

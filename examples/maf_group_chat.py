@@ -29,6 +29,7 @@ from agent_framework import Agent, Message
 from agent_framework_orchestrations import GroupChatBuilder, GroupChatState
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import scope_file_name
 from autogen_shared_memory.integration.agent_framework.testing import ScriptedChatClient, tool_call
 
 ROLES = {
@@ -98,7 +99,7 @@ def report(store: SharedMemoryStore, names: list[str]) -> None:  # names: the ag
         print(f"[{call.agent_id}] {call.tool_name}({json.dumps(call.tool_args)})\n    -> {result}")
     print("\n== what the agents remembered ==")
     for stats in store.stats():
-        path = store.root / stats.scope.file_name
+        path = store.root / scope_file_name(stats.scope)
         with sqlite3.connect(path) as conn:
             facts = conn.execute("SELECT id, created_by, status, content FROM facts ORDER BY seq").fetchall()
         print(f"{path.name}  ({stats.scope}, {sum(stats.counts.values())} facts)")

@@ -28,8 +28,11 @@ def test_every_transaction_operation_is_documented() -> None:
 
 def test_backends_override_derived_methods_only_to_add_to_them() -> None:
     # What each backend may override beyond the abstract methods, and why: an id index (find, write, purge,
-    # import on SQLite), a cheaper existence check. Anything else is derived once in base.py.
-    allowed = {"find", "exists", "write", "purge", "import_scope", "close", "release_thread"}
+    # import on SQLite), a cheaper existence check, and the storage hooks that say what only the backend knows
+    # of its storage (change watching, health checks, where a scope is kept). Anything else is derived once in
+    # base.py.
+    hooks = {"change_watcher", "health", "is_storage_path", "scope_location", "stray_locations"}
+    allowed = {"find", "exists", "write", "purge", "import_scope", "close", "release_thread", *hooks}
     derived = {n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_")} - set(
         Backend.__abstractmethods__
     )

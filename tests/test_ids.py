@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autogen_shared_memory import ScopeRef, SharedMemoryStore
-from autogen_shared_memory.core.types import kind_of_fact_id, new_fact_id, owner_file_token, validate_owner_id
+from autogen_shared_memory.backends.sqlite import owner_file_token, scope_file_name
+from autogen_shared_memory.core.types import kind_of_fact_id, new_fact_id, validate_owner_id
 
 
 @pytest.mark.parametrize(
@@ -48,17 +49,17 @@ def test_non_string_id_is_a_type_error() -> None:
 
 
 def test_safe_ids_are_verbatim_and_others_encoded() -> None:
-    assert ScopeRef("agent", "researcher").file_name == "agent_researcher.db"
-    assert ScopeRef("group", "team-1").file_name == "group_team-1.db"
-    assert ScopeRef("global").file_name == "global.db"
-    encoded = ScopeRef("agent", "Alice").file_name
+    assert scope_file_name(ScopeRef("agent", "researcher")) == "agent_researcher.db"
+    assert scope_file_name(ScopeRef("group", "team-1")) == "group_team-1.db"
+    assert scope_file_name(ScopeRef("global")) == "global.db"
+    encoded = scope_file_name(ScopeRef("agent", "Alice"))
     assert encoded.startswith("agent_alice~") and encoded != "agent_alice.db"
-    assert "~" in ScopeRef("agent", "café ☕").file_name
-    assert "~" in ScopeRef("agent", "a..b").file_name
+    assert "~" in scope_file_name(ScopeRef("agent", "café ☕"))
+    assert "~" in scope_file_name(ScopeRef("agent", "a..b"))
 
 
 def test_case_variants_get_different_files_even_case_insensitively() -> None:
-    names = {ScopeRef("agent", i).file_name.lower() for i in ("alice", "Alice", "ALICE", "aLiCe")}
+    names = {scope_file_name(ScopeRef("agent", i)).lower() for i in ("alice", "Alice", "ALICE", "aLiCe")}
     assert len(names) == 4
 
 

@@ -67,7 +67,7 @@ class _Message:
 
 
 # ------------------------------------------------------------------------------------------ refusals
-class MemoryAccessDenied(PermissionError):
+class MemoryAccessDenied(SharedMemoryError, PermissionError):
     """The access policy refused an operation; the message says who tried what, and which rule refused."""
 
 

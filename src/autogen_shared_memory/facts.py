@@ -26,8 +26,8 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from typing_extensions import Self
 
 from . import feed
+from .backends import open_backend
 from .backends.base import Backend, ModelInfo, ScopeTx, StatusChange, reembed_scope
-from .backends.sqlite import SQLiteBackend
 from .core.capsule import capsule as render_capsule
 from .core.lifecycle import content_hash, purge_due
 from .core.policy import PRIVATE_KEY, AccessPolicy
@@ -153,6 +153,10 @@ def _positive_int(value: object, what: str, maximum: int) -> int:
     return value
 
 
+# the refusals a batch re-raises with the item's place in the message (their constructors take a message only)
+_PLAIN_INPUT_ERRORS = (InvalidInputError, InvalidInputTypeError, ValueError, TypeError)
+
+
 class FactStore:
     """Facts in agent, group and global scopes, with the access policy, hybrid recall and records: the core
     every view and framework adapter uses (:class:`~.store.SharedMemoryStore` adds them on top).
@@ -244,11 +248,12 @@ class FactStore:
         explicit_dsn = dsn  # the one a dumped config keeps: never one read from the environment (a password)
         if dsn is None and backend is None and root is None:
             dsn = os.environ.get(ENV_DSN) or None
-        if backend is None and dsn is not None:
-            from .backends.postgres import PostgresBackend
-
-            backend = PostgresBackend(dsn)
-        self.backend: Backend = backend if backend is not None else SQLiteBackend(self.root, vector_index=vector_index)
+        if backend is None:
+            if dsn is not None:
+                backend = open_backend(dsn, kind="postgresql")
+            else:
+                backend = open_backend(self.root, kind="sqlite", vector_index=vector_index)
+        self.backend: Backend = backend
         self.dsn = dsn
         self.embedder: Embedder = embedder if embedder is not None else OnnxEmbedder()
         self.policy = AccessPolicy(self.backend, global_writers)
@@ -532,7 +537,7 @@ class FactStore:
             try:
                 planned.append(self._draft(item, base, agent_id, now))
             except (ValueError, TypeError) as exc:
-                if len(facts) == 1 or type(exc) not in (ValueError, TypeError):
+                if len(facts) == 1 or type(exc) not in _PLAIN_INPUT_ERRORS:
                     raise
                 raise type(exc)(f"item {i} of {len(facts)}: {exc}") from None  # which one of the batch
         refs = [self.scope_ref(kind, agent_id=agent_id, group_id=group_id) for kind, _ in planned]

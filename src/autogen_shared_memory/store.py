@@ -166,7 +166,7 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
 
     @property
     def state(self) -> BackendConversationStateStore:
-        """The conversation and agent-state store (seed 002's contract) on this store's backend."""
+        """The conversation and agent-state store on this store's backend."""
         return BackendConversationStateStore(self.backend)
 
     def export(

@@ -29,9 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from .backends.base import is_policy_key, policy_change, same_fact
-from .backends.sqlite import SQLiteBackend
-from .backends.sqlite.files import remove_stale_builds
+from .backends.base import FACT_JSON_COLUMNS, STORAGE_COLUMNS, is_policy_key, policy_change, same_fact
 from .core.lifecycle import content_hash
 from .core.records import TABLES, TableSpec, storable, storable_text
 from .core.types import (
@@ -56,6 +54,7 @@ from .errors import ImportFormatError as ImportFormatError
 from .errors import ImportModelError as ImportModelError
 from .errors import ImportPolicyError as ImportPolicyError
 from .errors import InvalidInputError
+from .tempfiles import remove_stale_builds
 from .views.state import MAX_STATE_BYTES
 
 if TYPE_CHECKING:
@@ -68,48 +67,24 @@ READ_VERSIONS = (1, 2)
 # The storage tables' columns as an export writes them (JSON fields as JSON text): what an import checks
 # every row against, with the record tables' own specs.
 _STORAGE = {
-    "meta": TableSpec("meta", {"key": str, "value": str}, key=("key",), not_null=("key", "value")),
+    "meta": TableSpec("meta", dict(STORAGE_COLUMNS["meta"]), key=("key",), not_null=("key", "value")),
     "facts": TableSpec(
         "facts",
-        {
-            "id": str,
-            "content": str,
-            "created_by": str,
-            "created_at": float,
-            "confidence": float,
-            "tags": str,
-            "category": str,
-            "metadata": str,
-            "session_id": str,
-            "expires_at": float,
-            "supersedes": str,
-            "superseded_by": str,
-            "status": str,
-            "tombstone_by": str,
-            "tombstone_at": float,
-            "tombstone_reason": str,
-            "reinforcement": int,
-            "content_hash": str,
-            "version": int,
-            "updated_at": float,
-            "stated_by": str,
-            "embedding": bytes,
-        },
+        {**{c: t for c, t in STORAGE_COLUMNS["facts"].items() if c != "seq"}, "embedding": bytes},
         key=("id",),
         not_null=("id", "content", "created_by", "created_at", "status", "content_hash", "embedding"),
-        json_columns=("tags", "metadata", "supersedes", "stated_by"),
+        json_columns=tuple(FACT_JSON_COLUMNS),
     ),
     "audit": TableSpec(
         "audit",
-        {"fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
+        {c: t for c, t in STORAGE_COLUMNS["audit"].items() if c != "seq"},
         key=(),
         not_null=("fact_id", "event", "actor", "at"),
         json_columns=("detail",),
     ),
 }
 _SPECS: dict[str, TableSpec] = {**_STORAGE, **TABLES}
-# the JSON a fact's JSON columns must hold (what reading a fact back expects)
-_FACT_JSON: dict[str, type] = {"tags": list, "metadata": dict, "supersedes": list, "stated_by": list}
+_FACT_JSON = FACT_JSON_COLUMNS  # the JSON a fact's JSON columns must hold (what reading a fact back expects)
 
 
 @dataclass
@@ -253,7 +228,7 @@ def export_jsonl(
             with open(path, "rb") as existing:
                 if existing.read(16) == b"SQLite format 3\x00":
                     raise FileExistsError(f"cannot export over {str(path)!r}: it is a SQLite database, not an export")
-        if isinstance(store.backend, SQLiteBackend) and _scope_file_name(path, store.backend.root):
+        if store.backend.is_storage_path(path):
             raise FileExistsError(
                 f"cannot export to {str(path)!r}: in the store's directory that name is (or will be) a scope's "
                 "file; export to another name or directory"
@@ -272,25 +247,6 @@ def export_jsonl(
     else:
         write(path)
     return count - 2  # the header and the end line are not rows
-
-
-_SCOPE_FILE_SUFFIXES = (".db", ".db-wal", ".db-shm", ".db-journal")
-
-
-def _scope_file_name(path: Path, root: Path) -> bool:
-    """Whether ``path`` is in the SQLite store directory ``root`` under a name a scope's file (or its WAL,
-    shared-memory or journal file) has or may be given: ``global.db``, ``agent_*.db``, ``group_*.db``. An
-    export written there would be taken for a scope, or stop that scope's first write."""
-    try:
-        inside = path.parent.resolve() == root.resolve()
-    except OSError:
-        return False
-    name = path.name
-    for suffix in _SCOPE_FILE_SUFFIXES:
-        if name.endswith(suffix):
-            stem = name[: -len(suffix)]
-            return inside and (stem == "global" or stem.startswith(("agent_", "group_")))
-    return False
 
 
 def _parse(

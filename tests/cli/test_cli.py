@@ -945,9 +945,12 @@ def test_search_as_of_recalls_what_was_believed_then(run: Run, ids: dict[str, st
         return [h["fact"]["id"] for h in hits]
 
     first = as_json(run("remember", "The launch date is March 3", "--scope", "global", "--json"))["id"]
-    time.sleep(1.05)
-    then = datetime.now().strftime("%Y-%m-%dT%H:%M:%S")  # local time, to the second: after the first fact
-    time.sleep(1.05)
+    # --as-of takes local time to the second: the next whole second is after the first fact and, once the
+    # clock has passed it, before the second fact (waited for on the clock, however long the writes took).
+    boundary = int(time.time()) + 1
+    while time.time() <= boundary:
+        time.sleep(max(boundary - time.time(), 0) + 0.01)
+    then = datetime.fromtimestamp(boundary).strftime("%Y-%m-%dT%H:%M:%S")
     second = as_json(
         run("remember", "The launch date is March 10", "--scope", "global", "--supersedes", first, "--json")
     )["id"]

@@ -417,7 +417,8 @@ def test_a_later_export_carries_a_withdrawal_and_a_restatement_after_it(make_sto
     source.forget_all("group", agent_id="alice", group_id="crew")
     target.import_(copy(source))
     assert target.get(fact.id).stated_by == ("bob",)
-    time.sleep(0.01)
+    time.sleep(0.01)  # the restatement's time after the withdrawal's, even on a coarse clock (a slower machine
+    # only widens the gap; equal times would fail the test, never pass it)
     source.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
     target.import_(copy(source))
     assert target.get(fact.id).stated_by == ("bob", "alice") == source.get(fact.id).stated_by
@@ -488,6 +489,8 @@ def test_a_later_export_approves_with_its_event_and_as_of_sees_the_fact_held_unt
     src.export(first)
     dst: SharedMemoryStore = make_store(review_global_writes=True, global_writers=["lead"])
     dst.import_(first, policy=True)
+    # A moment strictly between the fact's creation and its approval, even on a coarse clock (checked below:
+    # a moment before the fact existed would find nothing as well).
     time.sleep(0.05)
     while_held = time.time()
     time.sleep(0.05)
@@ -498,6 +501,7 @@ def test_a_later_export_approves_with_its_event_and_as_of_sees_the_fact_held_unt
     assert [c.event for c in dst.changes()][seen:] == ["approved"]  # the change feed sees it
     assert dst.pending() == []
     assert held.id in {h.id for h in dst.search("refunds need a receipt", agent_id="lead")}
+    assert dst.get(held.id).created_at < while_held
     assert held.id not in {h.id for h in dst.search("refunds need a receipt", as_of=while_held)}
 
 

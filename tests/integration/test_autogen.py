@@ -34,6 +34,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemory, SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import scope_file_name
 from autogen_shared_memory.integration import (
     DEFAULT_SCAFFOLDING,
     MemoryReply,
@@ -345,7 +346,7 @@ async def test_runtime_handler_records_team_messages_and_tool_calls(store: Share
     # the task's "user" is not an agent of the team: no agent file, under any name
     assert recorder.flush()
     agents = ("launch:researcher", "launch:writer", "launch:reviewer")
-    files = {store.scope_ref("agent", agent_id=a).file_name for a in agents}
+    files = {scope_file_name(store.scope_ref("agent", agent_id=a)) for a in agents}
     assert {f.name for f in store.root.glob("agent_*.db")} == files
     calls = store.tool_history("launch:researcher")
     assert [(c.tool_name, c.success) for c in calls] == [("memory_remember", True)] * 2

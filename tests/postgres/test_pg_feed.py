@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -36,6 +36,24 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
             return True
         time.sleep(0.02)
     return condition()
+
+
+def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeRef]) -> set[str]:
+    """Write a sentinel fact in each of ``scopes`` and wait until the feed delivered every one: it has then
+    read each of those scopes again after everything before, so a change it would deliver twice is in
+    ``seen`` by now (a fixed sleep proves nothing on a loaded machine). Returns the sentinels' ids."""
+    ids = set()
+    for scope in scopes:
+        where = {"agent": {"agent_id": scope.owner}, "group": {"group_id": scope.owner}}.get(scope.kind, {})
+        ids.add(store.remember(f"sentinel {uuid.uuid4().hex}", scope.kind, **where).id)  # type: ignore[arg-type]
+    assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
+    return ids
+
+
+def reconnects_failed(caplog: pytest.LogCaptureFixture) -> int:
+    """The listener's logged attempts to reconnect that failed (after the one telling the connection was lost)."""
+    lost = [r for r in caplog.records if "the shared memory listener lost its PostgreSQL connection" in r.message]
+    return max(len(lost) - 1, 0)
 
 
 def listener_pids(dsn: str) -> list[int]:
@@ -73,7 +91,7 @@ def _writer(dsn: str, name: str, n: int, out: Any) -> None:
     for i in range(n):
         group = f"s{i}" if i % 2 == 0 else "crew"
         ids.append(store.remember(f"fact {i} from the writer process", "group", group_id=group).id)
-        time.sleep(0.01)
+        time.sleep(0.01)  # pacing: the writes span many kills of the listener (the test checks it was killed)
     store.close()
     out.put(ids)
 
@@ -94,14 +112,15 @@ def test_the_feed_loses_nothing_while_its_listening_connection_is_killed_repeate
             with psycopg.connect(pg_dsn, autocommit=True) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
             killed.add(pid)
-        time.sleep(0.15)
+        time.sleep(0.15)  # pacing: the listener reconnects between kills
     ids = out.get(timeout=120)
     writer.join(timeout=60)
     assert len(killed) >= 5, "the listener was not killed often enough to test anything"
     expected = store.changes(since=start)
     assert len(expected) == 150 and sorted(c.fact_id for c in expected) == sorted(ids)
     assert wait_for(lambda: len(seen) >= len(expected)), f"{len(expected) - len(seen)} writes never arrived"
-    time.sleep(0.5)
+    settle(store, seen, {c.scope for c in expected})
+    expected = store.changes(since=start)
     check_exactly_once_in_order(seen, expected)
     assert sub.position == expected[-1].position or store.changes(since=sub.position) == []
     sub()
@@ -109,7 +128,9 @@ def test_the_feed_loses_nothing_while_its_listening_connection_is_killed_repeate
     store.close()
 
 
-def test_writes_committed_while_the_listener_cannot_reconnect_are_delivered_after_it_does(pg_dsn: str) -> None:
+def test_writes_committed_while_the_listener_cannot_reconnect_are_delivered_after_it_does(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
     # Deterministic: the writes happen while the subscriber cannot reach the server at all, and nothing is
     # written after it reconnects, so only the catch-up that follows every (re)LISTEN can deliver them.
     name = schema()
@@ -123,12 +144,12 @@ def test_writes_committed_while_the_listener_cannot_reconnect_are_delivered_afte
     proxy.cut()
     assert wait_for(lambda: listener_pids(pg_dsn) == [], 20)
     during = [writer.remember(f"during the outage {i}", "group", group_id=f"alone{i}").id for i in range(5)]
-    time.sleep(0.5)  # the listener keeps failing to reconnect meanwhile
+    assert wait_for(lambda: reconnects_failed(caplog) >= 2, 20)  # the listener keeps failing to reconnect
     proxy.restore()
     assert wait_for(lambda: len(seen) == 6, 30), f"delivered {len(seen) - 1} of the 5 writes made during the outage"
     assert [c.fact_id for c in seen[1:]] == during or sorted(c.fact_id for c in seen[1:]) == sorted(during)
-    time.sleep(0.3)
-    assert len(seen) == 6
+    sentinels = settle(writer, seen, {c.scope for c in seen})  # nothing more, nothing twice
+    assert len(seen) == 6 + len(sentinels)
     sub()
     writer.close()
     subscriber.close()
@@ -144,9 +165,9 @@ def test_tenants_in_one_database_do_not_hear_each_other(pg_dsn: str) -> None:
     seen: list[Change] = []
     sub = store.subscribe(seen.append)
     other.remember("another tenant's secret plan", "group", group_id="crew")
-    time.sleep(1.0)
-    assert woken == [] and seen == []
     store.remember("our own fact", "group", group_id="crew")
+    # One listening connection gets notifications in commit order: had it heard the other tenant's write, that
+    # wake-up would be in woken before ours, which never equals a single one then.
     assert wait_for(lambda: len(seen) == 1 and woken == [ScopeRef("group", "crew")], 10)
     assert store.get(seen[0].fact_id).content == "our own fact"
     sub()
@@ -184,8 +205,9 @@ def test_many_subscriptions_in_one_process_share_one_listening_connection(pg_dsn
     assert all(s[1].fact_id == second for s in seen[1:]) and len(seen[0]) == 1
     theirs_id = other.remember("another tenant's fact", "global").id
     assert wait_for(lambda: len(their_seen) == 1, 30) and their_seen[0].fact_id == theirs_id
-    time.sleep(0.5)
-    assert all(len(s) == 2 for s in seen[1:]) and len(seen[0]) == 1  # not theirs
+    third = store.remember("a sentinel: heard after theirs, had they been heard", "global").id
+    assert wait_for(lambda: all(len(s) == 3 for s in seen[1:]), 30)
+    assert all(s[2].fact_id == third for s in seen[1:]) and len(seen[0]) == 1  # not theirs
     for sub in subs[1:]:
         sub()
     assert len(listener_pids(pg_dsn)) == 1  # the other tenant still listens
@@ -195,7 +217,9 @@ def test_many_subscriptions_in_one_process_share_one_listening_connection(pg_dsn
     other.close()
 
 
-def test_the_shared_listener_reconnects_and_every_subscription_catches_up(pg_dsn: str) -> None:
+def test_the_shared_listener_reconnects_and_every_subscription_catches_up(
+    pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
     # After the shared connection is killed, writes made before it listens again reach every subscription
     # through the catch-up read that follows each LISTEN (they were never notified).
     name = schema()
@@ -207,7 +231,7 @@ def test_the_shared_listener_reconnects_and_every_subscription_catches_up(pg_dsn
     proxy.cut()
     assert wait_for(lambda: listener_pids(pg_dsn) == [], 20)
     during = {writer.remember(f"during the outage {i}", "group", group_id=f"alone{i}").id for i in range(3)}
-    time.sleep(0.3)
+    assert wait_for(lambda: reconnects_failed(caplog) >= 1, 20)  # it tried again meanwhile, and failed
     proxy.restore()
     assert wait_for(lambda: all(len(s) == 3 for s in seen), 30), [len(s) for s in seen]
     assert all({c.fact_id for c in s} == during for s in seen)

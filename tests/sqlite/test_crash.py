@@ -18,7 +18,7 @@ import pytest
 from old_schemas import FACTS_FTS, SCHEMA_4_FACTS_FTS
 
 from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION
+from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION, scope_file_name
 from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
 
@@ -214,7 +214,7 @@ def test_temporary_files_of_scope_files_whose_creation_was_killed_are_removed(tm
     scopes = store.backend.scopes("agent")
     assert len(scopes) >= 20
     for scope in scopes:  # every published file is whole
-        with sqlite3.connect(tmp_path / scope.file_name) as conn:
+        with sqlite3.connect(tmp_path / scope_file_name(scope)) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert store.remember("after the kills", "agent", agent_id=scopes[0].owner).status == "created"
 

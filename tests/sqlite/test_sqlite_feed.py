@@ -12,12 +12,15 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import scope_file_name
+from autogen_shared_memory.backends.sqlite.watch import RACY_SECONDS, _newest
 from autogen_shared_memory.core.types import Change, ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
 
@@ -31,9 +34,22 @@ def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
     return condition()
 
 
-def _writer(root: str, out: Any, may_close: Any) -> None:
-    """Another process: new scope files, a shared scope, then (after a quiet spell longer than the file-time
-    rule's window) more writes to files that already exist; it keeps its connections open until told."""
+def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeRef]) -> set[str]:
+    """Write a sentinel fact in each of ``scopes`` and wait until the feed delivered every one: it has then
+    read each of those scopes again after everything before, so a change it would deliver twice is in
+    ``seen`` by now (a fixed sleep proves nothing on a loaded machine). Returns the sentinels' ids."""
+    ids = set()
+    for scope in scopes:
+        where = {"agent": {"agent_id": scope.owner}, "group": {"group_id": scope.owner}}.get(scope.kind, {})
+        ids.add(store.remember(f"sentinel {uuid.uuid4().hex}", scope.kind, **where).id)  # type: ignore[arg-type]
+    assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
+    return ids
+
+
+def _writer(root: str, out: Any, go_on: Any, may_close: Any) -> None:
+    """Another process: new scope files, a shared scope, then (once told: after a quiet spell longer than the
+    file-time rule's window) more writes to files that already exist; it keeps its connections open until
+    told."""
     store = SharedMemoryStore(root, embedder=HashEmbedder())
     ids = []
     for i in range(60):
@@ -43,7 +59,7 @@ def _writer(root: str, out: Any, may_close: Any) -> None:
             ids.append(store.remember(f"fact {i}", "group", group_id="crew").id)
         else:
             ids.append(store.remember(f"fact {i}", "agent", agent_id="alice").id)
-    time.sleep(2.5)
+    go_on.wait(120)
     for i in range(60, 80):
         ids.append(store.remember(f"fact {i}", "group", group_id="crew" if i % 2 else "fresh0").id)
     out.put(ids)
@@ -57,18 +73,33 @@ def test_every_write_of_another_process_arrives_exactly_once_in_order(tmp_path: 
     seen: list[Change] = []
     sub = store.subscribe(seen.append)
     ctx = mp.get_context("spawn")
-    out, may_close = ctx.Queue(), ctx.Event()
-    writer = ctx.Process(target=_writer, args=(str(root), out, may_close))
+    out, go_on, may_close = ctx.Queue(), ctx.Event(), ctx.Event()
+    writer = ctx.Process(target=_writer, args=(str(root), out, go_on, may_close))
     writer.start()
+
+    def looked_after_they_settled() -> bool:
+        """The first 60 arrived, and since then the subscription looked at every file they are in when its
+        last change was older than the file-time rule's window: the later writes must be found by their
+        metadata alone, not because the files were still recent (a fixed pause cannot promise that such a
+        look happened on a loaded machine)."""
+        looks = sub._watcher._seen  # type: ignore[union-attr]
+        names = {scope_file_name(c.scope) for c in seen}
+        return len(seen) >= 60 and all(
+            name in looks and looks[name][1] - _newest(looks[name][0]) > RACY_SECONDS for name in names
+        )
+
     try:
+        assert wait_for(looked_after_they_settled, 120)
+        go_on.set()
         ids = out.get(timeout=180)
         assert wait_for(lambda: len(seen) >= 80, 30), f"{80 - len(seen)} writes never arrived"
-        time.sleep(0.5)
+        ids += settle(store, seen, {c.scope for c in seen})
     finally:
+        go_on.set()
         may_close.set()
         writer.join(timeout=60)
     keys = [(c.scope, c.seq) for c in seen]
-    assert len(keys) == len(set(keys)) == 80
+    assert len(keys) == len(set(keys)) == len(ids)
     assert sorted(c.fact_id for c in seen) == sorted(ids)
     for scope in {c.scope for c in seen}:
         seqs = [c.seq for c in seen if c.scope == scope]
@@ -160,7 +191,7 @@ def test_a_scope_file_deleted_and_made_again_or_restored_from_an_older_copy_is_r
     tmp_path: Path,
 ) -> None:
     root, crew = tmp_path / "memory", ScopeRef("group", "crew")
-    path = root / crew.file_name
+    path = root / scope_file_name(crew)
 
     def remove_scope_file() -> None:
         for suffix in ("", "-wal", "-shm"):
@@ -187,8 +218,8 @@ def test_a_scope_file_deleted_and_made_again_or_restored_from_an_older_copy_is_r
     seen: list[Change] = []
     with store.subscribe(seen.append, since=str(at_sixth)):
         assert wait_for(lambda: len(seen) >= 4, 20)
-        time.sleep(0.3)
-    assert [c.fact_id for c in seen] == [*first, *restored]
+        (sentinel,) = settle(store, seen, [crew])
+    assert [c.fact_id for c in seen] == [*first, *restored, sentinel]
     store.close()
     # Deleted and made again with more changes than the position's seq: seq 2 holds another change now.
     remove_scope_file()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import NotAStoreError
 from .base import Backend
@@ -14,12 +14,19 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 SQLITE_SCHEME = "sqlite://"
 
 
-def open_backend(location: str | os.PathLike[str], *, create: bool = True, **options: Any) -> Backend:
+def open_backend(
+    location: str | os.PathLike[str],
+    *,
+    kind: Literal["sqlite", "postgresql"] | None = None,
+    create: bool = True,
+    **options: Any,
+) -> Backend:
     """The backend a location names.
 
     Args:
-        location: a PostgreSQL DSN (``postgresql://…`` or ``postgres://…``), ``sqlite:///dir``, or the path of a
-            store directory (SQLite files).
+        location: a PostgreSQL DSN (``postgresql://…`` or ``postgres://…``; with ``kind="postgresql"``, a
+            ``key=value`` one too), ``sqlite:///dir``, or the path of a store directory (SQLite files).
+        kind: which backend (None: told by the location, as above).
         create: False: a store that does not exist is an error (a mistyped location never makes a new, empty
             store). A PostgreSQL schema that cannot be checked (the server is unreachable) is left for opening
             the backend to report.
@@ -34,7 +41,11 @@ def open_backend(location: str | os.PathLike[str], *, create: bool = True, **opt
             (``pip install 'autogen-shared-memory[postgres]'``).
     """
     text = os.fspath(location)
-    if text.startswith(POSTGRES_SCHEMES):
+    if kind is None:
+        kind = "postgresql" if text.startswith(POSTGRES_SCHEMES) else "sqlite"
+    if kind not in ("sqlite", "postgresql"):
+        raise ValueError(f"kind must be 'sqlite' or 'postgresql', got {kind!r}")
+    if kind == "postgresql":
         from .postgres import DEFAULT_SCHEMA, PostgresBackend, schema_exists
 
         name = options.get("schema") or DEFAULT_SCHEMA

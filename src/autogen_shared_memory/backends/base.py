@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -108,31 +109,42 @@ class StatusChange:
 # the float32 dot product of the stored vector and the query. Times that decide a status (``expired``, the
 # default status filter) are ``time.time()`` of the calling process at the call, never a database server's
 # clock (the tests move ``time.time``).
-STORAGE_TABLES = ("meta", "facts", "audit")
-FACT_COLUMN_NAMES = (
-    "seq",
-    "id",
-    "content",
-    "created_by",
-    "created_at",
-    "confidence",
-    "tags",
-    "category",
-    "metadata",
-    "session_id",
-    "expires_at",
-    "supersedes",
-    "superseded_by",
-    "status",
-    "tombstone_by",
-    "tombstone_at",
-    "tombstone_reason",
-    "reinforcement",
-    "content_hash",
-    "version",
-    "updated_at",
-    "stated_by",
-)
+STORAGE_COLUMNS: dict[str, dict[str, type]] = {
+    # The columns of the storage tables as rows carry them (the types an export writes; JSON as text), the one
+    # list the backends' fact queries, :func:`fact_from_row` and an import's checks derive from. ``facts`` rows
+    # also carry ``embedding`` (bytes). The migrations keep their own literal DDL: a released schema never
+    # changes.
+    "meta": {"key": str, "value": str},
+    "facts": {
+        "seq": int,
+        "id": str,
+        "content": str,
+        "created_by": str,
+        "created_at": float,
+        "confidence": float,
+        "tags": str,
+        "category": str,
+        "metadata": str,
+        "session_id": str,
+        "expires_at": float,
+        "supersedes": str,
+        "superseded_by": str,
+        "status": str,
+        "tombstone_by": str,
+        "tombstone_at": float,
+        "tombstone_reason": str,
+        "reinforcement": int,
+        "content_hash": str,
+        "version": int,
+        "updated_at": float,
+        "stated_by": str,
+    },
+    "audit": {"seq": int, "fact_id": str, "event": str, "actor": str, "at": float, "detail": str},
+}
+STORAGE_TABLES = tuple(STORAGE_COLUMNS)
+FACT_COLUMN_NAMES = tuple(STORAGE_COLUMNS["facts"])
+FACT_JSON_COLUMNS: dict[str, type] = {"tags": list, "metadata": dict, "supersedes": list, "stated_by": list}
+"""The fact columns kept as JSON text, and what each holds (a fact's tuples and its metadata dict)."""
 MODEL_KEYS = ("embedding_model", "embedding_dim")
 CLOSING_EVENTS = ("forgotten", "rejected", "superseded")  # the audit events that close a fact
 OnConflict = Literal["fail", "skip", "update"]
@@ -374,6 +386,45 @@ class Backend(ABC):
                     )
                 )
         return checks
+
+    def scope_location(self, scope: ScopeRef) -> str | None:
+        """Where a scope is kept, for people to find it (the CLI's ``scopes --json`` shows it).
+
+        Args:
+            scope: the scope (it need not exist).
+
+        Returns:
+            SQLite: the name of its file in the store's directory. None (the default): it has no place of its own.
+        """
+        return None
+
+    def stray_locations(self, listed: Collection[ScopeRef]) -> list[str]:
+        """Places of the storage named like a scope's that hold no scope of ``listed``, so that reads skip them
+        (the CLI warns about them and ``doctor`` says why).
+
+        Args:
+            listed: the scopes :meth:`scopes` listed (the caller has them already: listing again may be costly).
+
+        Returns:
+            SQLite: the paths of the files named like scope files (:func:`~.sqlite.files.is_scope_file_name`)
+            that are not the file of a listed scope (not SQLite, someone else's database, a damaged copy).
+            The default: none.
+        """
+        return []
+
+    def is_storage_path(self, path: Path) -> bool:
+        """Whether a file written at ``path`` would be taken for part of this backend's storage, or stop it
+        from working (an export must never be written there).
+
+        Args:
+            path: a file name the caller is about to write.
+
+        Returns:
+            True for such a name; the default, for storage that keeps no files of its own, is False. SQLite: a
+            name in the store's directory that a scope's file (or its WAL, shared-memory or journal file) has
+            or may be given.
+        """
+        return False
 
     def change_watcher(self) -> ChangeWatcher | None:
         """A cheap way for the change feed (:mod:`~autogen_shared_memory.feed`) to tell which scopes may have
@@ -1118,54 +1169,19 @@ def compare_model(scope: ScopeRef, meta: Mapping[str, str], model: ModelInfo) ->
 
 
 def fact_from_row(scope: ScopeRef, row: Sequence[Any], now: float) -> Fact:
-    """A Fact from a row of :data:`FACT_COLUMN_NAMES`, in that order (JSON fields as text)."""
-    (
-        _,
-        fid,
-        content,
-        created_by,
-        created_at,
-        confidence,
-        tags,
-        category,
-        metadata,
-        session_id,
-        expires_at,
-        supersedes,
-        superseded_by,
-        status,
-        t_by,
-        t_at,
-        t_reason,
-        reinforcement,
-        chash,
-        version,
-        updated_at,
-        stated_by,
-    ) = row
-    if status == "active" and expires_at is not None and expires_at <= now:
-        status = "expired"
-    return Fact(
-        id=fid,
-        scope=scope,
-        content=content,
-        created_by=created_by,
-        created_at=created_at,
-        confidence=confidence,
-        tags=tuple(json.loads(tags or "[]")),
-        category=category,
-        metadata=json.loads(metadata or "{}"),
-        session_id=session_id,
-        expires_at=expires_at,
-        supersedes=tuple(json.loads(supersedes or "[]")),
-        superseded_by=superseded_by,
-        status=status,
-        tombstone_by=t_by,
-        tombstone_at=t_at,
-        tombstone_reason=t_reason,
-        reinforcement=reinforcement,
-        content_hash=chash,
-        version=version,
-        updated_at=updated_at,
-        stated_by=tuple(json.loads(stated_by or "[]") if isinstance(stated_by, str) else stated_by or ()),
-    )
+    """A Fact from a row of :data:`FACT_COLUMN_NAMES`, in that order, each column read by its name (JSON columns
+    as text; an active fact past ``expires_at`` reported ``expired``).
+
+    Raises:
+        ValueError: the row has another number of columns.
+    """
+    values = dict(zip(FACT_COLUMN_NAMES, row, strict=True))
+    del values["seq"]
+    for column, holds in FACT_JSON_COLUMNS.items():
+        value = values[column]
+        if value is None or isinstance(value, str):
+            value = json.loads(value or ("{}" if holds is dict else "[]"))
+        values[column] = value if holds is dict else tuple(value or ())
+    if values["status"] == "active" and values["expires_at"] is not None and values["expires_at"] <= now:
+        values["status"] = "expired"
+    return Fact(scope=scope, **values)

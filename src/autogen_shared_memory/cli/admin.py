@@ -65,7 +65,7 @@ def export_cmd(
     except ValueError as exc:
         raise _CliError(str(exc)) from exc
     if named is None and agent is None and not settings.dsn:  # the whole store: say what it leaves out
-        for stray in _unlisted_scope_files(settings.root, targets):
+        for stray in _unlisted_scope_files(store, targets):
             warn(f"{stray} is not a memory store file; it is not exported (run `autogen-shared-memory doctor`)")
     to_stdout = file == "-"
     path = Path(file)

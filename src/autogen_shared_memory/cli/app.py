@@ -88,7 +88,8 @@ def make_backend(dsn: str, schema: str | None = None, *, create: bool = True) ->
     ``create``, a schema that does not exist is an error (a mistyped ``--pg-schema`` never makes a new,
     empty tenant), as a missing ``--root`` directory is."""
     try:
-        backend = open_backend(dsn, create=create, **({} if schema is None else {"schema": schema}))
+        options = {} if schema is None else {"schema": schema}
+        backend = open_backend(dsn, kind="postgresql", create=create, **options)
     except ModuleNotFoundError as exc:
         if exc.name in ("autogen_shared_memory.backends.postgres", "autogen_shared_memory.backends"):
             raise _CliError(

@@ -141,9 +141,9 @@ def run_checks(settings: Settings, load_model: bool) -> list[Check]:
         storage = backend.health(model)
     finally:
         backend.close()
-    if created:  # the directory check's detail is "<root> (<n> scope files)"
-        first = storage[0]
-        storage[0] = dataclasses.replace(first, detail=first.detail.replace(" (", " (created by --create, ", 1))
+    if created:  # the directory check's detail is "<root> (<n> scope files)"; the root may hold " (" too
+        head, _, tail = storage[0].detail.rpartition(" (")
+        storage[0] = dataclasses.replace(storage[0], detail=f"{head} (created by --create, {tail}")
     return [storage[0], *installation, *storage[1:]]
 
 

@@ -10,13 +10,11 @@ import signal
 import threading
 from collections.abc import Iterable
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
-from ..backends.sqlite.files import scope_file_candidates
 from ..core.types import Change, Fact, Position, ScopeRef
 from ..store import SharedMemoryStore
 from .app import (
@@ -48,10 +46,9 @@ from .app import (
 )
 
 
-def _unlisted_scope_files(root: Path, listed: Iterable[ScopeRef]) -> list[Path]:
+def _unlisted_scope_files(store: SharedMemoryStore, listed: Iterable[ScopeRef]) -> list[str]:
     """Files named like scope files that the store does not list (not SQLite, someone else's database)."""
-    names = {ref.file_name for ref in listed}
-    return [p for p in scope_file_candidates(root) if p.name not in names]
+    return store.backend.stray_locations(list(listed))
 
 
 @command("scopes")
@@ -61,7 +58,7 @@ def scopes_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     store = settings.open_store()
     stats = store.stats()
     if not settings.dsn:
-        for path in _unlisted_scope_files(settings.root, [s.scope for s in stats]):
+        for path in _unlisted_scope_files(store, [s.scope for s in stats]):
             warn(f"{path} is not a memory store file; it is skipped (run `autogen-shared-memory doctor`)")
     if as_json:
         emit_json(
@@ -70,7 +67,7 @@ def scopes_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
                     "scope": str(s.scope),
                     "kind": s.scope.kind,
                     "owner": s.scope.owner,
-                    "file": s.scope.file_name,
+                    "file": store.backend.scope_location(s.scope),
                     "counts": s.counts,
                     "size_bytes": s.size_bytes,
                     "embedding_model": s.embedding_model,
@@ -157,7 +154,7 @@ def search_cmd(
         _require_agent(store, agent)
     searched = _searched(store, scope, agent, group)
     if not settings.dsn and scope == "all" and agent is None and group is None:
-        for path in _unlisted_scope_files(settings.root, searched):
+        for path in _unlisted_scope_files(store, searched):
             warn(f"{path} is not a memory store file; it is not searched (run `autogen-shared-memory doctor`)")
     hits = store.search(
         query,

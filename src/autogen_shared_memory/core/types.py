@@ -7,7 +7,6 @@ other backend speak the same language and the store's logic (policy, fusion, cap
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import math
 import os
@@ -47,7 +46,6 @@ DEFAULT_MAX_FACT_BYTES = 8 * 1024
 
 # --------------------------------------------------------------------------------------------- scopes
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SAFE_FILE_ID = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 
 def validate_owner_id(value: object, what: str = "id") -> str:
@@ -55,7 +53,8 @@ def validate_owner_id(value: object, what: str = "id") -> str:
 
     Rules (each violation is a ValueError naming the rule): a string of 1..128 characters, not blank, no
     control characters (NUL included), no path separators ``/`` or ``\\``, not ``.`` or ``..``. Every other
-    id (unicode, upper case, dots, spaces) is accepted and *encoded* by :func:`owner_file_token`.
+    id (unicode, upper case, dots, spaces) is accepted: a backend that names files after ids encodes it (SQLite:
+    :func:`~autogen_shared_memory.backends.sqlite.files.owner_file_token`).
     """
     if not isinstance(value, str):
         raise InvalidInputTypeError(f"{what} must be a str, got {type(value).__name__}")
@@ -76,21 +75,6 @@ def validate_owner_id(value: object, what: str = "id") -> str:
     return value
 
 
-def owner_file_token(owner_id: str) -> str:
-    """Map a validated id to a file-name token that cannot escape the root or collide.
-
-    Lower-case ASCII ids like ``researcher`` or ``team-1`` are used verbatim. Any other id becomes a readable
-    slug plus ``~`` plus 16 hex digits of its SHA-256, so ``Alice`` and ``alice`` (equal on a case-insensitive
-    file system) get different files, and no verbatim token equals an encoded one (``~`` is never verbatim).
-    """
-    if _SAFE_FILE_ID.match(owner_id) and ".." not in owner_id:
-        return owner_id
-    ascii_text = unicodedata.normalize("NFKD", owner_id).encode("ascii", "ignore").decode().lower()
-    slug = re.sub(r"[^a-z0-9_-]+", "-", ascii_text).strip("-")[:40] or "id"
-    digest = hashlib.sha256(owner_id.encode("utf-8")).hexdigest()[:16]
-    return f"{slug}~{digest}"
-
-
 @dataclass(frozen=True, order=True)
 class ScopeRef:
     """One scope instance: the kind plus its owner (agent id, group id, or "" for global)."""
@@ -106,13 +90,6 @@ class ScopeRef:
                 raise InvalidInputError("the global scope has no owner")
         else:
             validate_owner_id(self.owner, f"{self.kind} id")
-
-    @property
-    def file_name(self) -> str:
-        """``global.db``, ``group_<token>.db`` or ``agent_<token>.db``."""
-        if self.kind == "global":
-            return "global.db"
-        return f"{self.kind}_{owner_file_token(self.owner)}.db"
 
     def __str__(self) -> str:
         return "global" if self.kind == "global" else f"{self.kind}:{self.owner}"

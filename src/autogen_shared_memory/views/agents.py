@@ -1,4 +1,5 @@
-"""``AgentMemory``: one agent's view of the shared store (seed 000's per-agent namespaces).
+"""``AgentMemory``: one agent's view of the shared store, the compatible view that keeps the names an earlier
+design of per-agent namespaces specified (``store_insight``, ``get_my_insights``, ``log_conversation``, tasks).
 
 It unifies with the fact store where the concepts are the same — an *insight* is a fact in the agent's
 scope with a category, a completed task's result becomes a fact — and keeps apart what is genuinely
@@ -566,8 +567,8 @@ class AgentMemory:
         return CaseLog(self.store, self.group_id, self.agent_id)
 
     def search(self, query: str, top_k: int = 5, *, include_agents: Sequence[str] = ()) -> list[Hit | CaseHit]:
-        """Hybrid recall over this agent's own memory plus its group's case log (seed 004's default read
-        path), and other agents' memories when named in ``include_agents``; fused with RRF."""
+        """Hybrid recall over this agent's own memory plus its group's case log (what an agent reads by
+        default), and other agents' memories when named in ``include_agents``; fused with RRF."""
         lists: list[tuple[list[str], float]] = []
         items: dict[str, Hit | CaseHit] = {}
         for agent in (self.agent_id, *include_agents):

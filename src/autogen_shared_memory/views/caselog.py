@@ -1,4 +1,4 @@
-"""The shared case log: one append-only history per group, with per-agent checkpoints (seed 004).
+"""The shared case log: one append-only history per group, with per-agent checkpoints.
 
 It is not a fact store: entries are never reinforced, superseded in place or forgotten. The database
 itself refuses UPDATE and DELETE on it. A correction is a new entry that names the entries it

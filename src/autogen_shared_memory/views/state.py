@@ -1,9 +1,9 @@
-"""The conversation and agent-state store of seed 002: whole conversations and keyed agent state.
+"""The conversation and agent-state store: whole conversations and keyed agent state.
 
 Values are JSON, never pickle: any JSON-serialisable value (for example what ``await team.save_state()``
 returns) is accepted; anything else is a ``TypeError`` and nothing is written. Conversations carry a
 schema version. Two implementations of one contract: in memory (tests, single sessions) and on a
-storage backend (SQLite ``global.db`` now; the PostgreSQL backend reuses it unchanged).
+storage backend (SQLite's ``global.db``, or the PostgreSQL backend's tables through the same code).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from scripted_agents import agent, model
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import scope_file_name
 from autogen_shared_memory.integration.ag2 import (
     DEFAULT_SCAFFOLDING,
     READ_ONLY_SCAFFOLDING,
@@ -521,7 +522,9 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
     alice, bob = agent("alice", "unused"), agent("bob", "unused")
     store.attach([alice, bob], group_id="pair")
     store.log_message("pair:alice", "creates the file")
-    holder = sqlite3.connect(tmp_path / store.scope_ref("agent", agent_id="pair:alice").file_name, isolation_level=None)
+    holder = sqlite3.connect(
+        tmp_path / scope_file_name(store.scope_ref("agent", agent_id="pair:alice")), isolation_level=None
+    )
     holder.execute("BEGIN IMMEDIATE")
 
     async def send() -> float:

@@ -6,7 +6,7 @@ isolated as separate files are. A row per scope in ``asm_scopes`` is locked (``S
 by every read-then-write, which serialises writers of one scope across hosts exactly like
 ``BEGIN IMMEDIATE`` does on a file. Writes ``NOTIFY`` the schema's channel so other hosts learn of them without polling.
 
-Why it is built this way (measured: docs/benchmarks.md, "PostgreSQL at SQLite-class speed (issue 18)"):
+Why it is built this way (measured: docs/benchmarks-archive.md, "PostgreSQL at SQLite-class speed"):
 
 * Vectors are stored in a pgvector column, but searched as the SQLite backend searches them: each process
   keeps a scope's vectors as int8 codes (:mod:`..search.index`), refreshed by revision. Every write that
@@ -23,9 +23,9 @@ Why it is built this way (measured: docs/benchmarks.md, "PostgreSQL at SQLite-cl
   (:mod:`..search.postings`: FTS5's tokens and BM25, the SQLite backend's postings budget), built from the
   facts' text on the scope's first search and extended by the same revision refresh. ``ts_rank`` over the
   budgeted matches read a heap row per posting: 10-13 ms of server time per query at 100k facts, and two
-  round trips. Schema 5 dropped the facts' ``tsvector`` column, its GIN index and the term counts
-  (``asm_terms``) that ranking used: nothing read them, and every insert paid for them. Record tables keep
-  theirs for ``rows(query_terms=...)``, written from FTS5's tokens and stems (:mod:`.fulltext`).
+  round trips. So facts have no ``tsvector`` column, GIN index or term-count table: nothing would read
+  them, and every insert would pay for them. Record tables have them, for ``rows(query_terms=...)``,
+  written from FTS5's tokens and stems (:mod:`.fulltext`).
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ from ...search.index import (
 from ...search.postings import ScopeTerms, query_stems, rank
 from ..base import (
     DRAFT_COLUMNS,
+    FACT_COLUMN_NAMES,
+    FACT_JSON_COLUMNS,
     STORAGE_TABLES,
     Backend,
     OnConflict,
@@ -103,12 +105,8 @@ _APPROVALS = (
     "SELECT 1 FROM asm_audit a WHERE a.scope_kind = asm_facts.scope_kind AND a.owner = asm_facts.owner "
     "AND a.fact_id = asm_facts.id"
 )
-_FACT_COLUMNS = (
-    "seq, id, content, created_by, created_at, confidence, tags::text, category, metadata::text, session_id, "
-    "expires_at, supersedes::text, superseded_by, status, tombstone_by, tombstone_at, tombstone_reason, "
-    "reinforcement, content_hash, version, updated_at, stated_by::text"
-)
-_JSON_COLUMNS = frozenset({"tags", "metadata", "supersedes", "stated_by"})
+_JSON_COLUMNS = frozenset(FACT_JSON_COLUMNS)
+_FACT_COLUMNS = ", ".join(f"{c}::text" if c in _JSON_COLUMNS else c for c in FACT_COLUMN_NAMES)  # fact_from_row's
 # Their casts: metadata (and an audit event's detail) is kept as written (schema 6: ``json``, not ``jsonb``).
 _JSON_CASTS = {c: "::json" if c == "metadata" else "::jsonb" for c in _JSON_COLUMNS}
 
@@ -643,10 +641,10 @@ class PostgresBackend(Backend):
         ranking and budget. The status rule comes from the in-memory copy, as for the semantic leg;
         narrowing filters are checked by the database for the scored facts only.
 
-        Measured at 100k facts (docs/benchmarks.md, "PostgreSQL lexical leg in process (issue 18)"): the leg
-        took p50 19.7 / p95 40.8 ms as ``ts_rank`` over the budgeted matches (term counts from a table the
-        database kept, two round trips, a heap row per posting), and takes 1.1 / 4.2 ms this way (one round
-        trip). Schema 5 dropped that table and the facts' ``tsvector``.
+        Measured at 100k facts (docs/benchmarks-archive.md, "PostgreSQL lexical leg in process"): the leg takes
+        p50 1.1 / p95 4.2 ms this way (one round trip), against 19.7 / 40.8 ms as ``ts_rank`` over the
+        budgeted matches (term counts from a table the database keeps, two round trips, a heap row per
+        posting); so the facts have no ``tsvector`` and no term-count table.
         """
         stems = query_stems(terms)
         if not stems:

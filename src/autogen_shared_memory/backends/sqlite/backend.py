@@ -3,7 +3,8 @@
 Why it is built this way:
 
 * Each fact and its float32 vector are one row, written in one transaction: a fact never exists without
-  its vector or the other way round (seed 001 kept vectors in loose ``.npy`` files; we do not, on purpose).
+  its vector or the other way round (vectors in loose files beside the database could be lost, or left
+  behind, by a crash between the two writes).
 * WAL + a busy timeout + ``BEGIN IMMEDIATE`` for every read-then-write; the write lock is never held while
   a model embeds (the store embeds first, then calls :meth:`SQLiteBackend.write`).
 * Semantic search scans per-process int8 codes of each scope's vectors (a quarter of the bytes) with a bound
@@ -80,6 +81,7 @@ from .files import (
     connect,
     connect_read_only,
     is_lock_error,
+    is_scope_file_name,
     quote,
     read_only_reason,
     remove_stale_scope_builds,
@@ -774,7 +776,7 @@ class SQLiteBackend(Backend):
         refreshed with them (:func:`~autogen_shared_memory.search.postings.rank`, shared with PostgreSQL): the
         scores ``bm25()`` gives on the file's FTS5 table, with the IDF of all the searched files together.
 
-        Measured at 100k facts (docs/benchmarks.md, "SQLite lexical leg in process"): FTS5's own query took
+        Measured at 100k facts (docs/benchmarks-archive.md, "SQLite's lexical leg in process"): FTS5's own query took
         p50 3.6 / p95 8.0 ms, the postings 0.44 / 0.67 ms. The status rule comes from the in-memory copy, as
         for the semantic leg; narrowing filters are checked in SQL for the scored facts only.
         """
@@ -1054,6 +1056,27 @@ class SQLiteBackend(Backend):
         (:func:`~.health.check_store`: whether it is a store of its scope, permissions, WAL, schema version,
         ``quick_check``, model)."""
         return check_store(self.root, model)
+
+    def scope_location(self, scope: ScopeRef) -> str:
+        return scope_file_name(scope)
+
+    def stray_locations(self, listed: Collection[ScopeRef]) -> list[str]:
+        names = {scope_file_name(ref) for ref in listed}
+        return [str(p) for p in scope_file_candidates(self.root) if p.name not in names]
+
+    def is_storage_path(self, path: Path) -> bool:
+        """A name in the root that a scope file or one of its side files has or may be given (an export
+        written there would be taken for a scope, or stop that scope's first write)."""
+        try:
+            inside = path.parent.resolve() == self.root.resolve()
+        except OSError:
+            return False
+        name = path.name
+        for side in ("-wal", "-shm", "-journal"):
+            if name.endswith(side):
+                name = name[: -len(side)]
+                break
+        return inside and is_scope_file_name(name)
 
     def change_watcher(self) -> ScopeFiles:
         """Compares the scope files' metadata with the last look (:class:`~.watch.ScopeFiles`)."""

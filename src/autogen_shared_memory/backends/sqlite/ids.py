@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+import threading
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol
 
 from ...core.types import ScopeKind, ScopeRef
 from .files import Connection, StorageError, closed_on_error, connect
 
-if TYPE_CHECKING:
-    from .backend import SQLiteBackend
+
+class Files(Protocol):
+    """What the index uses of the SQLite backend that owns it (:class:`~.backend.SQLiteBackend`): its root, its
+    per-thread connections and its locking, so that ``ids.db`` is opened, retried and closed as the scope files
+    are."""
+
+    root: Path
+    busy_timeout: float
+    _local: threading.local
+
+    def _conns(self) -> dict[ScopeRef, Connection]: ...
+    def _track(self, conn: Connection) -> None: ...
+    def _forget_conn(self, conn: Connection) -> None: ...
+    def _conn(self, scope: ScopeRef, create: bool) -> Connection | None: ...
+    def _retry(self, fn: Callable[[], Any]) -> Any: ...
+    def _immediate(self, conn: Connection) -> AbstractContextManager[None]: ...
+    def _scope_of_file(self, path: Path) -> ScopeRef | None: ...
 
 
 class IdIndex:
@@ -27,7 +45,7 @@ class IdIndex:
 
     FILE_NAME = "ids.db"
 
-    def __init__(self, backend: SQLiteBackend) -> None:
+    def __init__(self, backend: Files) -> None:
         self.backend = backend
         self.path = backend.root / self.FILE_NAME
         self.known: set[str] = set()  # file names indexed in full (a file never leaves the index)
