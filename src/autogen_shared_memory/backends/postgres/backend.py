@@ -872,15 +872,10 @@ class PostgresBackend(Backend):
         query_terms: Sequence[str] = (),
         oldest_first: bool = True,
     ) -> list[dict[str, Any]]:
-        if query_terms:
-            fts_column(table)  # a record table with a full-text index
-        return list(
-            self._read(
-                lambda conn: _select_rows(
-                    conn, scope, table, where, limit, offset, after_seq, query_terms, oldest_first
-                )
-            )
-        )
+        def select(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+            return _select_rows(conn, scope, table, where, limit, offset, after_seq, query_terms, oldest_first)
+
+        return list(self._read(select))
 
     @contextlib.contextmanager
     def snapshot(self, scope: ScopeRef) -> Iterator[RowReader]:
@@ -891,19 +886,8 @@ class PostgresBackend(Backend):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 conn.execute("SELECT 1")  # the snapshot is taken by the transaction's first query
 
-                def read(
-                    table: str,
-                    where: Mapping[str, Any] | None = None,
-                    *,
-                    limit: int | None = None,
-                    offset: int = 0,
-                    after_seq: int | None = None,
-                    query_terms: Sequence[str] = (),
-                    oldest_first: bool = True,
-                ) -> list[dict[str, Any]]:
-                    if query_terms:
-                        fts_column(table)
-                    return _select_rows(conn, scope, table, where, limit, offset, after_seq, query_terms, oldest_first)
+                def read(table: str, where: Mapping[str, Any] | None = None, **options: Any) -> list[dict[str, Any]]:
+                    return _select_rows(conn, scope, table, where, **options)
 
                 yield read
         except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
@@ -1251,13 +1235,15 @@ def _select_rows(
     scope: ScopeRef,
     table: str,
     where: Mapping[str, Any] | None,
-    limit: int | None,
-    offset: int,
-    after_seq: int | None,
-    query_terms: Sequence[str],
-    oldest_first: bool,
+    limit: int | None = None,
+    offset: int = 0,
+    after_seq: int | None = None,
+    query_terms: Sequence[str] = (),
+    oldest_first: bool = True,
 ) -> list[dict[str, Any]]:
     """The rows of :meth:`PostgresBackend.rows` (JSON as text, vectors as float32 bytes)."""
+    if query_terms:
+        fts_column(table)  # a record table with a full-text index
     clause, params = _where(where, table)
     clauses = ["scope_kind = %s", "owner = %s", clause]
     params = [scope.kind, scope.owner, *params]
