@@ -31,7 +31,7 @@ from common.pgserver import pg_server, server_settings
 from langgraph.store.base import PutOp
 from langgraph.store.postgres import PostgresStore
 
-from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory import DedupSettings, SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import PostgresBackend
 from autogen_shared_memory.core.types import Filters, ScopeRef
 
@@ -78,9 +78,9 @@ def main() -> None:
     with pg_server(args.dsn) as dsn:
         res["server"] = server_settings(dsn)
         ours = SharedMemoryStore(
-            backend=PostgresBackend(dsn, schema=f"bench_{uuid.uuid4().hex[:8]}"),
+            PostgresBackend(dsn, schema=f"bench_{uuid.uuid4().hex[:8]}"),
             embedder=Embedder(model.model_id, cores, corpus.core_of, sigma, seed=7),
-            near_duplicate_threshold=1.01,
+            dedup=DedupSettings(near_duplicate=1.01),
         )
         index = {"dims": 384, "embed": lambda texts: vectors(texts).tolist(), "fields": ["text"]}
         with PostgresStore.from_conn_string(dsn, index=index) as lg:  # type: ignore[arg-type]
@@ -101,7 +101,7 @@ def main() -> None:
                 rec: dict[str, Any] = {"ours": {}, "langgraph": {}}
                 batch_texts = facts[done:size]
                 for name, put in (
-                    ("ours", lambda b: ours.remember_many(b, "group", group_id=GROUP)),
+                    ("ours", lambda b: ours.as_operator(GROUP).remember_many(b, "group")),
                     ("langgraph", lg_put),
                 ):
                     t0 = time.perf_counter()
@@ -117,7 +117,7 @@ def main() -> None:
                 for name in stored:
                     stored[name] += new[name] + singles[name]
                 puts = {
-                    "ours": lambda b: ours.remember_many(b, "group", group_id=GROUP),
+                    "ours": lambda b: ours.as_operator(GROUP).remember_many(b, "group"),
                     "langgraph": lg_put,
                 }
                 spent = {"ours": 0.0, "langgraph": 0.0}
@@ -149,7 +149,9 @@ def main() -> None:
                 searches = {
                     "langgraph": lambda q: [it.value["text"] for it in lg.search(NS, query=q, limit=5)],
                     "ours_vector": ours_vector,
-                    "ours_hybrid": lambda q: [h.fact.content for h in ours.search(q, "group", group_id=GROUP, top_k=5)],
+                    "ours_hybrid": lambda q: [
+                        h.fact.content for h in ours.as_operator(GROUP).search(q, "group", top_k=5)
+                    ],
                 }
                 for q in queries[:10]:
                     for fn in searches.values():

@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from autogen_shared_memory import DedupSettings
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -134,9 +136,9 @@ def main() -> None:
         # population and the "check off" remembers: storage only (both thresholds above 1: no near-duplicate
         # or similar-fact lookup, whose cost grows with the scope on either backend: see the table's notes)
         populate = SharedMemoryStore(
-            backend=backend, embedder=embedder(), near_duplicate_threshold=1.01, similar_threshold=1.01
+            backend, embedder=embedder(), dedup=DedupSettings(near_duplicate=1.01, similar=1.01)
         )
-        default = SharedMemoryStore(backend=backend, embedder=embedder())
+        default = SharedMemoryStore(backend, embedder=embedder())
         done = 0
         for size in sizes:
             rec: dict[str, Any] = {}
@@ -144,7 +146,7 @@ def main() -> None:
             t0 = time.perf_counter()
             while done < size:
                 batch = facts[done : min(size, done + args.populate_batch)]
-                receipts = populate.remember_many(batch, "group", group_id=GROUP)
+                receipts = populate.as_operator(GROUP).remember_many(batch, "group")
                 assert all(r.status == "created" for r in receipts)
                 done += len(batch)
                 if done % 100_000 < args.populate_batch:
@@ -155,9 +157,9 @@ def main() -> None:
             rec["facts"] = n
             log(f"size {size:,}: {n:,} facts; searching")
             for q in queries[:5]:
-                populate.search(q, "group", group_id=GROUP, top_k=5)
+                populate.as_operator(GROUP).search(q, "group", top_k=5)
             rec["search"] = timed_series(
-                quiet, f"search {size}", queries, lambda q: populate.search(q, "group", group_id=GROUP, top_k=5)
+                quiet, f"search {size}", queries, lambda q: populate.as_operator(GROUP).search(q, "group", top_k=5)
             )
             rec["lexical"] = timed_series(
                 quiet, f"lexical {size}", queries, lambda q: backend.lexical([REF], query_terms(q), 50, FILTERS)
@@ -172,19 +174,19 @@ def main() -> None:
                 quiet,
                 f"remember off {size}",
                 [next(take) for _ in range(1 + args.retries)],
-                lambda b: populate.remember_many(list(b), "group", group_id=GROUP),
+                lambda b: populate.as_operator(GROUP).remember_many(list(b), "group"),
             )
             rec["remember_batched_default"] = rate(
                 quiet,
                 f"remember default {size}",
                 [next(take) for _ in range(1 + args.retries)],
-                lambda b: default.remember_many(list(b), "group", group_id=GROUP),
+                lambda b: default.as_operator(GROUP).remember_many(list(b), "group"),
             )
             rec["remember_single_default"] = timed_series(
                 quiet,
                 f"single {size}",
                 next(take)[:50],
-                lambda text: default.remember(text, "group", group_id=GROUP),
+                lambda text: default.as_operator(GROUP).remember(text, "group"),
             )
             fresh = fresh[(1 + 1 + 1) * (1 + args.retries) * 1000 :]
             rec["rss_mb"] = current_rss_mb()
@@ -215,7 +217,7 @@ def main() -> None:
             exact_hits = {q: [h[1] for h in backend.semantic([REF], qvec[q], 10, Filters())] for q in queries}
             approx = {q: [h[1] for h in hb.semantic([REF], qvec[q], 10, Filters())] for q in queries}
             recall = float(np.mean([len(set(exact_hits[q]) & set(approx[q])) / 10 for q in queries]))
-            hstore = SharedMemoryStore(backend=hb, embedder=embedder())  # default thresholds
+            hstore = SharedMemoryStore(hb, embedder=embedder())  # default thresholds
             res["hnsw"] = {
                 "facts": size,
                 "load_and_build_s": build,
@@ -224,7 +226,7 @@ def main() -> None:
                     quiet, "hnsw semantic", queries, lambda q: hb.semantic([REF], qvec[q], 50, Filters())
                 ),
                 "search": timed_series(
-                    quiet, "hnsw search", queries, lambda q: hstore.search(q, "group", group_id=GROUP, top_k=5)
+                    quiet, "hnsw search", queries, lambda q: hstore.as_operator(GROUP).search(q, "group", top_k=5)
                 ),
                 "rss_mb": current_rss_mb(),
             }
@@ -233,10 +235,10 @@ def main() -> None:
                 quiet,
                 "hnsw remember default",
                 chunks[: 1 + args.retries],
-                lambda b: hstore.remember_many(list(b), "group", group_id=GROUP),
+                lambda b: hstore.as_operator(GROUP).remember_many(list(b), "group"),
             )
             res["hnsw"]["remember_single_default"] = timed_series(
-                quiet, "hnsw single", chunks[-1][:50], lambda t: hstore.remember(t, "group", group_id=GROUP)
+                quiet, "hnsw single", chunks[-1][:50], lambda t: hstore.as_operator(GROUP).remember(t, "group")
             )
             log(f"hnsw: {json.dumps(res['hnsw'], default=str)}")
             hb.close()

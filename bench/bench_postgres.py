@@ -37,7 +37,7 @@ from common.embedders import PooledNoiseEmbedder, calibrate_noise
 from common.measure import Quiet, cpu_window, log, machine_info, pct
 from common.pgserver import pg_server, server_settings
 
-from autogen_shared_memory import SentenceTransformerEmbedder, SharedMemoryStore
+from autogen_shared_memory import DedupSettings, SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import PostgresBackend
 from autogen_shared_memory.core.types import Filters, ScopeRef
 
@@ -96,9 +96,9 @@ def main() -> None:
         def open_store(name: str, threshold: float = 1.01) -> SharedMemoryStore:
             embedder = Embedder(model.model_id, cores, corpus.core_of, sigma, seed=7)
             if name == "sqlite":
-                return SharedMemoryStore(root, embedder=embedder, near_duplicate_threshold=threshold)
+                return SharedMemoryStore(root, embedder=embedder, dedup=DedupSettings(near_duplicate=threshold))
             return SharedMemoryStore(
-                backend=PostgresBackend(dsn, schema=schema), embedder=embedder, near_duplicate_threshold=threshold
+                PostgresBackend(dsn, schema=schema), embedder=embedder, dedup=DedupSettings(near_duplicate=threshold)
             )
 
         stores = {name: open_store(name) for name in names}
@@ -106,10 +106,9 @@ def main() -> None:
         # alike on both backends); the timed remembers below use near_duplicate_threshold=1.01 as before
         fillers = {
             name: SharedMemoryStore(
-                backend=stores[name].backend,
+                stores[name].backend,
                 embedder=Embedder(model.model_id, cores, corpus.core_of, sigma, seed=7),
-                near_duplicate_threshold=1.01,
-                similar_threshold=1.01,
+                dedup=DedupSettings(near_duplicate=1.01, similar=1.01),
             )
             for name in names
         }
@@ -121,7 +120,7 @@ def main() -> None:
                 start = done[name]
                 while done[name] < size:
                     batch = facts[done[name] : min(size, done[name] + 2000)]
-                    fillers[name].remember_many(batch, "group", group_id=GROUP)
+                    fillers[name].as_operator(GROUP).remember_many(batch, "group")
                     done[name] += len(batch)
                 rec[name]["populate_per_s"] = (size - start) / (time.perf_counter() - t0)
                 log(f"{name}: {size:,} facts ({rec[name]['populate_per_s']:,.0f} facts/s)")
@@ -136,7 +135,7 @@ def main() -> None:
                     for name in names if block % 2 == 0 else names[::-1]:
                         t0 = time.perf_counter()
                         for text in single[name][block * 10 : (block + 1) * 10]:
-                            stores[name].remember(text, "group", group_id=GROUP)
+                            stores[name].as_operator(GROUP).remember(text, "group")
                         spent[name] += time.perf_counter() - t0
             for name in names:
                 rec[name]["remember_single_per_s"] = 100 / spent[name]
@@ -147,8 +146,8 @@ def main() -> None:
                 for block in range(4):
                     for name in names if block % 2 == 0 else names[::-1]:
                         t0 = time.perf_counter()
-                        stores[name].remember_many(
-                            batched[name][block * 250 : (block + 1) * 250], "group", group_id=GROUP
+                        stores[name].as_operator(GROUP).remember_many(
+                            batched[name][block * 250 : (block + 1) * 250], "group"
                         )
                         spent[name] += time.perf_counter() - t0
             for name in names:
@@ -157,7 +156,7 @@ def main() -> None:
                 done[name] += 1100
             for name in names:  # warm caches
                 for q in queries[:10]:
-                    stores[name].search(q, "group", group_id=GROUP, top_k=5)
+                    stores[name].as_operator(GROUP).search(q, "group", top_k=5)
             times: dict[str, list[float]] = {name: [] for name in names}
             top5: dict[str, list[list[str]]] = {name: [] for name in names}
             quiet.wait(f"search {size}")
@@ -165,7 +164,7 @@ def main() -> None:
                 for i, q in enumerate(queries):
                     for name in names if i % 2 == 0 else names[::-1]:
                         t0 = time.perf_counter()
-                        hits = stores[name].search(q, "group", group_id=GROUP, top_k=5)
+                        hits = stores[name].as_operator(GROUP).search(q, "group", top_k=5)
                         times[name].append((time.perf_counter() - t0) * 1000)
                         top5[name].append([h.fact.content for h in hits])
             for name in names:
@@ -195,10 +194,10 @@ def main() -> None:
             for name in names:  # a new store's first search (PostgreSQL loads the scope's vectors into memory)
                 cold = open_store(name)
                 t0 = time.perf_counter()
-                cold.search(queries[-1], "group", group_id=GROUP, top_k=5)
+                cold.as_operator(GROUP).search(queries[-1], "group", top_k=5)
                 rec[name]["first_search_ms"] = (time.perf_counter() - t0) * 1000
                 t0 = time.perf_counter()
-                cold.search(queries[-2], "group", group_id=GROUP, top_k=5)
+                cold.as_operator(GROUP).search(queries[-2], "group", top_k=5)
                 rec[name]["second_search_ms"] = (time.perf_counter() - t0) * 1000
                 cold.close()
             results[size] = rec

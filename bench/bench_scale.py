@@ -42,6 +42,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from autogen_shared_memory import DedupSettings, WritePolicy
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -107,10 +109,10 @@ def search_series(
     """Timed ``store.search`` of each query (group scope, top_k=5) with a per-phase breakdown; the hit ids."""
     kwargs: dict[str, Any] = {"agent_id": AGENT, "group_id": GROUP, "top_k": 5}
     t = time.perf_counter()
-    store.search(warmup[0], "group", **kwargs)
+    store.operator.search(warmup[0], "group", **kwargs)
     first_ms = (time.perf_counter() - t) * 1000
     for q in warmup[1:]:
-        store.search(q, "group", **kwargs)
+        store.operator.search(q, "group", **kwargs)
     timer = PhaseTimer()
     times: list[float] = []
     phases: dict[str, list[float]] = {p: [] for p in PhaseTimer.PHASES}
@@ -118,7 +120,7 @@ def search_series(
     with timer.attached(store), cpu_window() as w:
         for q in queries:
             t = time.perf_counter()
-            hits = store.search(q, "group", **kwargs)
+            hits = store.operator.search(q, "group", **kwargs)
             times.append(time.perf_counter() - t)
             for p, v in timer.take().items():
                 phases[p].append(v)
@@ -287,7 +289,7 @@ def remember_into(
             for k in spent:
                 spent[k] = 0.0
             tb = time.perf_counter()
-            receipts = store.remember_many(batched[lo : lo + batch], "group", group_id=GROUP)
+            receipts = store.as_operator(GROUP).remember_many(batched[lo : lo + batch], "group")
             per_batch.append({"seconds": time.perf_counter() - tb, **spent})
             created += sum(r.status == "created" for r in receipts)
         batch_s = time.perf_counter() - t
@@ -297,7 +299,7 @@ def remember_into(
             for k in spent:
                 spent[k] = 0.0
             t = time.perf_counter()
-            r = store.remember(text, "group", group_id=GROUP)
+            r = store.as_operator(GROUP).remember(text, "group")
             times.append(time.perf_counter() - t)
             created += r.status == "created"
             for k, v in spent.items():
@@ -334,7 +336,7 @@ def populate(store: SharedMemoryStore, facts: Sequence[str], batch: int, every: 
     created = 0
     last = time.perf_counter()
     for lo in range(0, len(facts), batch):
-        receipts = store.remember_many(list(facts[lo : lo + batch]), "group", group_id=GROUP)
+        receipts = store.as_operator(GROUP).remember_many(list(facts[lo : lo + batch]), "group")
         created += sum(r.status == "created" for r in receipts)
         if time.perf_counter() - last > every:
             last = time.perf_counter()
@@ -358,15 +360,16 @@ def run_real(args: argparse.Namespace, embedder: SentenceTransformerEmbedder, ex
     queries = make_queries(args.real_queries, args.seed + 12)
     root = args.root / "real"
     ref = ScopeRef("group", REAL_GROUP)
-    writer = SharedMemoryStore(root, embedder=embedder, near_duplicate_threshold=1.01)
-    writer.add_group_member(REAL_GROUP, AGENT)
+    writer = SharedMemoryStore(root, embedder=embedder, dedup=DedupSettings(near_duplicate=1.01))
+    writer.operator.add_member(REAL_GROUP, AGENT)
     log(f"real vectors: embedding {len(texts):,} facts with the model into their own scope")
     created = 0
     with phase(rec, "populate"):
         last = time.perf_counter()
         for lo in range(0, len(texts), 512):
             created += sum(
-                r.status == "created" for r in writer.remember_many(texts[lo : lo + 512], "group", group_id=REAL_GROUP)
+                r.status == "created"
+                for r in writer.as_operator(REAL_GROUP).remember_many(texts[lo : lo + 512], "group")
             )
             if time.perf_counter() - last > 30:
                 last = time.perf_counter()
@@ -394,8 +397,8 @@ def run_real(args: argparse.Namespace, embedder: SentenceTransformerEmbedder, ex
             f"recall@50 {row['recall@50']:.4f} ({row['p50_ms@50']:.2f} ms)"
         )
     # End to end: the fused top 5 of a default exact store and an hnsw store on the same queries.
-    reader_x = SharedMemoryStore(root, embedder=embedder, backend=exact)
-    reader_h = SharedMemoryStore(root, embedder=embedder, backend=hnsw)
+    reader_x = SharedMemoryStore(exact, embedder=embedder)
+    reader_h = SharedMemoryStore(hnsw, embedder=embedder)
     kwargs: dict[str, Any] = {"agent_id": AGENT, "group_id": REAL_GROUP, "top_k": 5}
     fused: dict[str, list[list[str]]] = {"exact": [], "hnsw": []}
     lat: dict[str, list[float]] = {"exact": [], "hnsw": []}
@@ -403,7 +406,7 @@ def run_real(args: argparse.Namespace, embedder: SentenceTransformerEmbedder, ex
         for q in queries:
             for name, store in (("exact", reader_x), ("hnsw", reader_h)):
                 t = time.perf_counter()
-                fused[name].append([h.id for h in store.search(q, "group", **kwargs)])
+                fused[name].append([h.id for h in store.operator.search(q, "group", **kwargs)])
                 lat[name].append(time.perf_counter() - t)
     rec["fused"] = {**agreement(fused["exact"], fused["hnsw"]), **{k: summary_ms(v) for k, v in lat.items()}}
     log(
@@ -477,10 +480,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def open_exact() -> tuple[SharedMemoryStore, SharedMemoryStore, SQLiteBackend]:
         """The population store (pooled vectors, near-duplicate check off) and, on the same backend object,
         the measured store (real model, default settings)."""
-        writer = SharedMemoryStore(root, embedder=fake, global_writers=[AGENT], near_duplicate_threshold=1.01)
-        writer.add_group_member(GROUP, AGENT)
+        writer = SharedMemoryStore(
+            root, embedder=fake, policy=WritePolicy(global_writers=[AGENT]), dedup=DedupSettings(near_duplicate=1.01)
+        )
+        writer.operator.add_member(GROUP, AGENT)
         assert isinstance(writer.backend, SQLiteBackend)
-        return writer, SharedMemoryStore(root, embedder=embedder, backend=writer.backend), writer.backend
+        return writer, SharedMemoryStore(writer.backend, embedder=embedder), writer.backend
 
     writer, reader, exact = open_exact()
     depth = reader.search_depth
@@ -554,7 +559,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"({n_facts / build_s:.0f} facts/s); RSS {row['rss_after_exact_mb']:,.0f} -> "
                 f"{row['rss_after_hnsw_mb']:,.0f} MB"
             )
-            store_h = SharedMemoryStore(root, embedder=embedder, backend=hnsw)
+            store_h = SharedMemoryStore(hnsw, embedder=embedder)
             row["hnsw"], hnsw_ids = search_series(store_h, queries, warm_q, embed_p50)
             row["hnsw"]["agreement_with_exact"] = agreement(exact_ids, hnsw_ids)
             hx = row["hnsw"]
@@ -675,7 +680,7 @@ def render(res: dict[str, Any]) -> str:
                 continue
             legs = r[f"legs_{name}"]
             ph = s["phases_p50_ms"]
-            agree = s.get("agreement_with_exact")
+            agree = s.operator.get("agreement_with_exact")
             trows.append(
                 [
                     f"{r['n_facts']:,}",
@@ -1022,11 +1027,11 @@ def meaning(res: dict[str, Any]) -> list[str]:
     else:
         built = [r for r in rows if "hnsw_build_s" in r]
         out.append(
-            f"* HNSW was not built at {big['n_facts']:,} facts in this run ({big.get('hnsw_skipped')})"
+            f"* HNSW was not built at {big['n_facts']:,} facts in this run ({big.operator.get('hnsw_skipped')})"
             + (
                 f"; scaling the {built[-1]['n_facts']:,}-fact build ({built[-1]['hnsw_build_s']:.0f} s) by n log n "
                 f"predicts {big['hnsw_build_predicted_s'] / 60:.1f} min."
-                if built and big.get("hnsw_build_predicted_s")
+                if built and big.operator.get("hnsw_build_predicted_s")
                 else "."
             )
         )
@@ -1039,7 +1044,7 @@ def meaning(res: dict[str, Any]) -> list[str]:
         f"{rm['batched']['batch']}) and a single `remember` takes {_ms(rm['single']['p50_ms'])} ms p50 (lookup "
         f"{_ms(rm['single']['p50_parts_ms']['near_dup_scan'])} ms)."
     )
-    rh = big.get("remember_hnsw")
+    rh = big.operator.get("remember_hnsw")
     if rh:
         text += (
             f" With a built graph the lookup asks the graph instead: {rh['batched']['rate']:,.0f} facts/s "

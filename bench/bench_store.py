@@ -70,6 +70,7 @@ from common.measure import (
 from common.report import table, write_section
 from common.workloads import AGENT, COLD_QUERY, GROUP, cold_start, populate, query_embed_series
 
+from autogen_shared_memory import DedupSettings, WritePolicy
 from autogen_shared_memory.embedding import Embedder, SentenceTransformerEmbedder
 from autogen_shared_memory.onnx_embedding import OnnxEmbedder
 from autogen_shared_memory.store import SharedMemoryStore
@@ -134,11 +135,11 @@ def bench_remember(
     """Single remembers; then model encode, remember_many, model encode of the same texts, back to back."""
     with cpu_window() as w:
         with SharedMemoryStore(root / f"remember-single-{mon.attempt}", embedder=embedder) as store:
-            store.remember(WARMUP_FACT, "group", group_id=GROUP)
+            store.as_operator(GROUP).remember(WARMUP_FACT, "group")
             times: list[float] = []
             for text in singles:
                 t = time.perf_counter()
-                store.remember(text, "group", group_id=GROUP)
+                store.as_operator(GROUP).remember(text, "group")
                 times.append(time.perf_counter() - t)
                 mon.check()
         t = time.perf_counter()
@@ -146,11 +147,11 @@ def bench_remember(
         before = len(batched) / (time.perf_counter() - t)
         mon.check()
         with SharedMemoryStore(root / f"remember-batch-{mon.attempt}", embedder=embedder) as store:
-            store.remember(WARMUP_FACT, "group", group_id=GROUP)
+            store.as_operator(GROUP).remember(WARMUP_FACT, "group")
             t = time.perf_counter()
             created = 0
             for lo in range(0, len(batched), batch):
-                receipts = store.remember_many(batched[lo : lo + batch], "group", group_id=GROUP)
+                receipts = store.as_operator(GROUP).remember_many(batched[lo : lo + batch], "group")
                 created += sum(r.status == "created" for r in receipts)
                 mon.check()
             total = time.perf_counter() - t
@@ -189,10 +190,10 @@ def run_searches(
     embed_alone = store.embedder.embed  # before the phase timer wraps it
     embed_times: list[float] = []
     t = time.perf_counter()
-    store.search(warmup[0], scope, **kwargs)  # type: ignore[arg-type]
+    store.operator.search(warmup[0], scope, **kwargs)  # type: ignore[arg-type]
     first_ms = (time.perf_counter() - t) * 1000
     for q in warmup[1:]:
-        store.search(q, scope, **kwargs)  # type: ignore[arg-type]
+        store.operator.search(q, scope, **kwargs)  # type: ignore[arg-type]
     mon.check()
     timer = PhaseTimer()
     times: list[float] = []
@@ -207,7 +208,7 @@ def run_searches(
             time.sleep(PAIR_IDLE)
             for q in queries[lo : lo + PAIR_BLOCK]:
                 t = time.perf_counter()
-                found = store.search(q, scope, **kwargs)  # type: ignore[arg-type]
+                found = store.operator.search(q, scope, **kwargs)  # type: ignore[arg-type]
                 dt_s = time.perf_counter() - t
                 times.append(dt_s)
                 mon.check()
@@ -244,7 +245,7 @@ def probe_stem_bug(store: SharedMemoryStore, res: Results) -> None:
     """Search once with two words sharing a stem; record the error if the library raises."""
     query = "known problems Acme reported with scheduled reports"
     try:
-        store.search(query, "group", agent_id=AGENT, group_id=GROUP, top_k=5)
+        store.as_agent(AGENT, GROUP).search(query, "group", top_k=5)
     except Exception as exc:
         res.problems.append({"kind": "stem", "query": query, "error": f"{type(exc).__name__}: {exc}"})
         log(f"stem-collision query fails: {type(exc).__name__}: {exc}")
@@ -283,14 +284,14 @@ def remember_at_scale(
                 for k in spent:
                     spent[k] = 0.0
                 t = time.perf_counter()
-                store.remember(text, "group", group_id=GROUP)
+                store.as_operator(GROUP).remember(text, "group")
                 times.append(time.perf_counter() - t)
                 for k, v in spent.items():
                     per_call[k].append(v)
                 mon.check()
             t = time.perf_counter()
             for lo in range(0, len(batched), batch):
-                store.remember_many(batched[lo : lo + batch], "group", group_id=GROUP)
+                store.as_operator(GROUP).remember_many(batched[lo : lo + batch], "group")
                 mon.check()
             batch_s = time.perf_counter() - t
     finally:
@@ -395,10 +396,13 @@ def run(args: argparse.Namespace) -> Results:
     stores: dict[str, tuple[SharedMemoryStore, SharedMemoryStore]] = {}
     for layout in ("single", "all"):
         writer = SharedMemoryStore(
-            args.root / f"search-{layout}", embedder=fake, global_writers=[AGENT], near_duplicate_threshold=1.01
+            args.root / f"search-{layout}",
+            embedder=fake,
+            policy=WritePolicy(global_writers=[AGENT]),
+            dedup=DedupSettings(near_duplicate=1.01),
         )
-        writer.add_group_member(GROUP, AGENT)
-        reader = SharedMemoryStore(args.root / f"search-{layout}", embedder=embedder, backend=writer.backend)
+        writer.operator.add_member(GROUP, AGENT)
+        reader = SharedMemoryStore(writer.backend, embedder=embedder)
         stores[layout] = (writer, reader)
 
     def series(

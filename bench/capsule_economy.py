@@ -71,6 +71,7 @@ from autogen_core.memory import ListMemory, MemoryContent, MemoryMimeType
 from autogen_core.model_context import UnboundedChatCompletionContext
 from autogen_core.models import LLMMessage, UserMessage
 
+from autogen_shared_memory import DedupSettings, RecallSettings
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
 from autogen_shared_memory.integration.autogen.memory import SharedMemory
 from autogen_shared_memory.integration.autogen.tools import MemorySearchTool, memory_tools
@@ -795,11 +796,8 @@ def populate(store: SharedMemoryStore, facts: Sequence[Fact]) -> dict[str, str]:
         groups.setdefault((f.scope, f.author), []).append(f)
     ids: dict[str, str] = {}
     for (scope, author), items in groups.items():
-        receipts = store.remember_many(
-            [{"content": f.text, "confidence": f.confidence} for f in items],
-            scope,  # type: ignore[arg-type]
-            agent_id=author,
-            group_id=GROUP,
+        receipts = store.as_agent(author, GROUP).remember_many(
+            [{"content": f.text, "confidence": f.confidence} for f in items], scope
         )
         for f, r in zip(items, receipts, strict=True):
             if r.status != "created":
@@ -824,14 +822,14 @@ async def measure_one(
     rng.shuffle(facts)  # the episode lands at random places in the crew's history
     if layout == "single":  # diagnostic: the same facts, all in the group scope (authors unchanged)
         facts = [replace(f, scope="group") for f in facts]  # relevance is looked up by text, so ep stays valid
-    store = SharedMemoryStore(root, embedder=embedder, near_duplicate_threshold=1.01)
+    store = SharedMemoryStore(root, embedder=embedder, dedup=DedupSettings(near_duplicate=1.01))
     try:
         for agent in CREW:
-            store.add_group_member(GROUP, agent)
+            store.operator.add_member(GROUP, agent)
         ids = populate(store, facts)
         relevant = {ids[f.text] for f in ep.relevant}
         near = {ids[f.text] for f in ep.near}
-        hits = await store.asearch(ep.query, "all", agent_id=AGENT, group_id=GROUP, top_k=TOP_K)
+        hits = await store.as_agent(AGENT, GROUP).asearch(ep.query, "all", top_k=TOP_K)
         tool = next(t for t in memory_tools(store, AGENT, GROUP) if isinstance(t, MemorySearchTool))
         token = CancellationToken()
         tool_text = str(
@@ -853,8 +851,8 @@ async def measure_one(
         list_text = _last_text(await lctx.get_messages())
         knob_recall = {}
         for name, knobs in KNOB_VARIANTS.items():  # same backend object, other fusion settings
-            variant = SharedMemoryStore(root, backend=store.backend, embedder=embedder, **knobs)
-            found = variant.search(ep.query, "all", agent_id=AGENT, group_id=GROUP, top_k=TOP_K)
+            variant = SharedMemoryStore(store.backend, embedder=embedder, recall=RecallSettings(**knobs))
+            found = variant.as_agent(AGENT, GROUP).search(ep.query, "all", top_k=TOP_K)
             knob_recall[name] = _recall([h.fact.id for h in found], relevant)
         shown_ids = capsule_ids(tool_text)
         composition = {
@@ -1008,7 +1006,7 @@ def library_info(store: SharedMemoryStore) -> dict[str, Any]:
     import subprocess
 
     info: dict[str, Any] = {
-        "rrf_k": store.rrf_k,
+        "rrf_k": store.recall.rrf_k,
         "lexical_weight": store.lexical_weight,
         "semantic_weight": store.semantic_weight,
         "search_depth": store.search_depth,

@@ -52,6 +52,8 @@ from typing import Any
 from common.measure import Quiet, cpu_window, log
 from common.revisions import REPO, extract, run_worker
 
+from autogen_shared_memory import DedupSettings
+
 BENCH = Path(__file__).resolve().parent
 Result = dict[str, Any]
 
@@ -128,28 +130,45 @@ words = ("deploy friday team payments billing report customer region ticket spri
          "security audit backup network latency cache queue postgres redis python frontend backend design").split()
 def sentence(i): return " ".join(rng.choice(words) for _ in range(10)) + f" number {i}"
 root = tempfile.mkdtemp()
-fill = SharedMemoryStore(root, embedder=HashEmbedder(384, DEFAULT_MODEL_ID), near_duplicate_threshold=1.01,
-                         similar_threshold=1.01)
-fill.add_group_member("crew", "alice")
-for scope, n in (("global", 10000), ("group", 6000), ("agent", 4000)):
-    fill.remember_many([sentence(i) for i in range(n)], scope, agent_id="alice" if scope != "global" else None,
-                       group_id="crew")
-fill.close()
-store = SharedMemoryStore(root, global_writers=["alice"])
+if hasattr(SharedMemoryStore, "as_agent"):  # the handles' surface; a baseline may predate it
+    from autogen_shared_memory import DedupSettings, WritePolicy
+    fill = SharedMemoryStore(root, embedder=HashEmbedder(384, DEFAULT_MODEL_ID),
+                             dedup=DedupSettings(near_duplicate=1.01, similar=1.01))
+    fill.operator.add_member("crew", "alice")
+    for scope, n in (("global", 10000), ("group", 6000), ("agent", 4000)):
+        writer = fill.operator if scope == "global" else fill.as_agent("alice", "crew")
+        writer.remember_many([sentence(i) for i in range(n)], scope)
+    fill.close()
+    store = SharedMemoryStore(root, policy=WritePolicy(global_writers=["alice"]))
+    alice = store.as_agent("alice", "crew")
+    search, remember, remember_many = alice.search, alice.remember, alice.remember_many
+else:
+    fill = SharedMemoryStore(root, embedder=HashEmbedder(384, DEFAULT_MODEL_ID), near_duplicate_threshold=1.01,
+                             similar_threshold=1.01)
+    fill.add_group_member("crew", "alice")
+    for scope, n in (("global", 10000), ("group", 6000), ("agent", 4000)):
+        fill.remember_many([sentence(i) for i in range(n)], scope, agent_id="alice" if scope != "global" else None,
+                           group_id="crew")
+    fill.close()
+    store = SharedMemoryStore(root, global_writers=["alice"])
+    me = {"agent_id": "alice", "group_id": "crew"}
+    search = lambda q, scope: store.search(q, scope, **me)
+    remember = lambda text, scope: store.remember(text, scope, **me)
+    remember_many = lambda texts, scope: store.remember_many(texts, scope, **me)
 t = time.perf_counter()
-store.search("who owns the billing database", "all", agent_id="alice", group_id="crew")
+search("who owns the billing database", "all")
 first = time.perf_counter() - t
 times = []
 for i in range(200):
     t = time.perf_counter()
-    store.search(sentence(100000 + i), "all", agent_id="alice", group_id="crew")
+    search(sentence(100000 + i), "all")
     times.append(time.perf_counter() - t)
 t = time.perf_counter()
 for i in range(100):
-    store.remember(sentence(200000 + i), "group", agent_id="alice", group_id="crew")
+    remember(sentence(200000 + i), "group")
 single = 100 / (time.perf_counter() - t)
 t = time.perf_counter()
-store.remember_many([sentence(300000 + i) for i in range(1000)], "group", agent_id="alice", group_id="crew")
+remember_many([sentence(300000 + i) for i in range(1000)], "group")
 batch = 1000 / (time.perf_counter() - t)
 print(json.dumps({"import": imported, "first": first * 1e3, "p50": statistics.median(times) * 1e3,
                   "p95": statistics.quantiles(times, n=20)[18] * 1e3, "single": single, "batch": batch}))
@@ -368,9 +387,9 @@ def prepare_dedup(tmp: Path, size: int = DEDUP_SIZE) -> None:
     corpus = make_corpus(size + 20_000, DEDUP_POOL, 0)
     cores = OnnxEmbedder(cache_size=0).embed(corpus.cores)  # real core vectors: their main directions matter
     cheap = PooledNoiseEmbedder(DEFAULT_MODEL_ID, cores, corpus.core_of, DEDUP_SIGMA, 1)
-    with SharedMemoryStore(tmp / "store", embedder=cheap, near_duplicate_threshold=1.01, similar_threshold=1.01) as s:
+    with SharedMemoryStore(tmp / "store", embedder=cheap, dedup=DedupSettings(near_duplicate=1.01, similar=1.01)) as s:
         for lo in range(0, size, 5000):
-            s.remember_many(corpus.facts[lo : lo + 5000], "group", group_id=GROUP)
+            s.as_operator(GROUP).remember_many(corpus.facts[lo : lo + 5000], "group")
     rest = corpus.facts[size:]
     texts = make_facts(8000, 11, set(corpus.facts))
     data = {

@@ -6,11 +6,14 @@ with ``supersedes``; and kept at all when undeclared), true duplicates merged. S
 throughput (batches of 250, and single ``remember`` calls) into a scope already holding ``--fill`` facts,
 with the same precomputed real vectors on both sides, so the write path is what is compared.
 
-The baseline is the package source at ``--baseline`` (a git revision, default: the last commit before
+``--cells`` compares, in this tree only, the near-duplicate candidates of a big scope's cells with the exact
+scan on the same writes (the corpus, and LoCoMo's turns with ``--locomo``): every receipt, decisions and
+similar lists. The baseline is the package source at ``--baseline`` (a git revision, default: the last commit before
 the lifecycle change), extracted with ``git archive`` and imported in a worker process; the current tree
 is imported the same way. Rounds alternate baseline and current (A B A B); rates are medians.
 
     python bench/dedup.py --out docs/benchmarks.md
+    python bench/dedup.py --cells --locomo /path/to/locomo.json
 """
 
 from __future__ import annotations
@@ -55,24 +58,24 @@ def quality(store_cls: Any, embedder: LookupEmbedder, corpus: dict[str, Any], ro
     out: dict[str, Any] = {}
     kept: dict[str, list[int]] = {}
     for i, pair in enumerate(corpus["distinct"]):
-        a = store.remember(pair["a"], "group", group_id=f"d{i}")
-        b = store.remember(pair["b"], "group", group_id=f"d{i}")
+        a = store.as_operator(f"d{i}").remember(pair["a"], "group")
+        b = store.as_operator(f"d{i}").remember(pair["b"], "group")
         kept.setdefault(pair["kind"], []).append(int(b.id != a.id))
     out["distinct_kept"] = {k: [sum(v), len(v)] for k, v in sorted(kept.items())}
     applied = undeclared = 0
     for i, pair in enumerate(corpus["corrections"]):
-        old = store.remember(pair["old"], "group", group_id=f"c{i}")
-        new = store.remember(pair["new"], "group", group_id=f"c{i}", supersedes=[old.id])
-        after = store.get(new.id, group_id=f"c{i}")
+        old = store.as_operator(f"c{i}").remember(pair["old"], "group")
+        new = store.as_operator(f"c{i}").remember(pair["new"], "group", supersedes=[old.id])
+        after = store.as_operator(f"c{i}").get(new.id)
         applied += int(new.id != old.id and after.content == pair["new"] and after.status == "active")
-        plain = store.remember(pair["old"], "group", group_id=f"u{i}")
-        undeclared += int(store.remember(pair["new"], "group", group_id=f"u{i}").id != plain.id)
+        plain = store.as_operator(f"u{i}").remember(pair["old"], "group")
+        undeclared += int(store.as_operator(f"u{i}").remember(pair["new"], "group").id != plain.id)
     out["corrections_applied"] = [applied, len(corpus["corrections"])]
     out["corrections_kept_undeclared"] = [undeclared, len(corpus["corrections"])]
     merged: dict[str, list[int]] = {}
     for i, pair in enumerate(corpus["duplicates"]):
-        a = store.remember(pair["a"], "group", group_id=f"x{i}")
-        b = store.remember(pair["b"], "group", group_id=f"x{i}")
+        a = store.as_operator(f"x{i}").remember(pair["a"], "group")
+        b = store.as_operator(f"x{i}").remember(pair["b"], "group")
         merged.setdefault(pair["kind"], []).append(int(b.id == a.id))
     out["duplicates_merged"] = {k: [sum(v), len(v)] for k, v in sorted(merged.items())}
     store.close()
@@ -85,17 +88,19 @@ def stored_in_global(store: Any) -> int:
 
 def speed(store_cls: Any, embedder: LookupEmbedder, fill: list[str], fresh: list[str], root: Path) -> dict[str, float]:
     store = store_cls(root, embedder=embedder)
-    store.remember_many(["warm-up"], "agent", agent_id="warm")
+    store.as_agent("warm").remember_many(["warm-up"], "agent")
     for lo in range(0, len(fill), 2000):
-        store.remember_many(fill[lo : lo + 2000], "global")
+        store.operator.remember_many(fill[lo : lo + 2000], "global")
     before = stored_in_global(store)
     t0 = time.perf_counter()
     for lo in range(0, len(fresh) - 100, 250):
-        store.remember_many(fresh[lo : lo + 250 if lo + 250 <= len(fresh) - 100 else len(fresh) - 100], "global")
+        store.operator.remember_many(
+            fresh[lo : lo + 250 if lo + 250 <= len(fresh) - 100 else len(fresh) - 100], "global"
+        )
     batched = (len(fresh) - 100) / (time.perf_counter() - t0)
     t0 = time.perf_counter()
     for text in fresh[-100:]:
-        store.remember(text, "global")
+        store.operator.remember(text, "global")
     single = 100 / (time.perf_counter() - t0)
     stored = stored_in_global(store) - before
     store.close()
@@ -259,6 +264,58 @@ def write_section(path: Path, text: str) -> None:
     path.write_text(doc, encoding="utf-8")
 
 
+def cells_check(corpus: dict[str, Any], locomo: Path | None) -> str:
+    """The near-duplicate candidates of a big scope's cells against the exact scan, in this tree: the same
+    writes into one group scope of a fresh SQLite store each way (LoCoMo's turns with the check on in batches
+    of 256, then the corpus's first texts in one batch, its second texts in batches of 64 and the first 100 of
+    them again one by one), every receipt compared. The cells serve from the first batch on here
+    (``CELLS_FROM`` = 1), where by default they serve scopes of 4,096 facts and more."""
+    from autogen_shared_memory.backends.base import ModelInfo
+    from autogen_shared_memory.backends.sqlite import SQLiteBackend
+    from autogen_shared_memory.core.lifecycle import content_hash
+    from autogen_shared_memory.core.types import Draft, ScopeRef, new_fact_id
+    from autogen_shared_memory.onnx_embedding import OnnxEmbedder
+    from autogen_shared_memory.search import index as index_module
+
+    firsts = [p[PAIRS[sec][0]] for sec in PAIRS for p in corpus[sec]]
+    seconds = [p[PAIRS[sec][1]] for sec in PAIRS for p in corpus[sec]]
+    background = [t for t in dict.fromkeys(locomo_turns(locomo) if locomo else []) if t not in {*firsts, *seconds}]
+    texts = list(dict.fromkeys([*background, *firsts, *seconds]))
+    vectors = dict(zip(texts, np.asarray(OnnxEmbedder().embed(texts), dtype=np.float32), strict=True))
+    model = ModelInfo("sentence-transformers/all-MiniLM-L6-v2", 384)
+    writes = [background[i : i + 256] for i in range(0, len(background), 256)] + [firsts]
+    writes += [seconds[i : i + 64] for i in range(0, len(seconds), 64)] + [[t] for t in seconds[:100]]
+
+    def run(cells_from: int) -> list[tuple[str, str, str | None, tuple[str, ...]]]:
+        index_module.CELLS_FROM = cells_from
+        out = []
+        with tempfile.TemporaryDirectory() as tmp:
+            backend, scope, said = SQLiteBackend(tmp), ScopeRef("group", "g"), {}
+            for batch in writes:
+                now = time.time()
+                drafts = [Draft(new_fact_id("group"), t, "system", now, content_hash=content_hash(t)) for t in batch]
+                said.update((d.id, d.content) for d in drafts)
+                receipts = backend.write(scope, drafts, np.stack([vectors[t] for t in batch]), model, 0.95, 0.8)
+                for d, r in zip(drafts, receipts, strict=True):
+                    merged = said[r.duplicate_of] if r.duplicate_of else None
+                    out.append((d.content, r.status, merged, tuple(sorted(said[i] for i in r.similar))))
+            backend.close()
+        return out
+
+    exact, cells = run(10**9), run(1)
+    differ = [(a, b) for a, b in zip(exact, cells, strict=True) if a != b]
+    decisions = sum(a[1:3] != b[1:3] for a, b in differ)
+    lines = [
+        f"Cells against the exact scan: {len(exact):,} writes ({len(background):,} LoCoMo turns, "
+        f"{len(firsts) + len(seconds)} corpus texts, 100 single writes); reinforced: exact "
+        f"{sum(a[1] == 'reinforced' for a in exact)}, cells {sum(b[1] == 'reinforced' for b in cells)}; "
+        f"decisions that differ: {decisions}; receipts whose similar list differs: {len(differ) - decisions} "
+        f"(similar facts named: exact {sum(len(a[3]) for a in exact):,}, cells {sum(len(b[3]) for b in cells):,})."
+    ]
+    lines += [f"- {a[0]!r}: exact {a[1:]}, cells {b[1:]}" for a, b in differ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--worker":
         worker(Path(sys.argv[2]), Path(sys.argv[3]))
@@ -270,7 +327,11 @@ def main() -> None:
     parser.add_argument("--fill", type=int, default=5000, help="facts in the scope before timing writes")
     parser.add_argument("--locomo", type=Path, help="a LoCoMo JSON file: its dialogue turns are a second workload")
     parser.add_argument("--out", type=Path, help="write the section into this markdown file")
+    parser.add_argument("--cells", action="store_true", help="only compare a big scope's cells with the exact scan")
     args = parser.parse_args()
+    if args.cells:
+        print(cells_check(json.loads(args.corpus.read_text(encoding="utf-8")), args.locomo))
+        return
 
     from autogen_shared_memory import SentenceTransformerEmbedder
 

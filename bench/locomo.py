@@ -26,15 +26,15 @@ Setup, per conversation (one run, one process, everything side by side):
   (first relevant hit), NDCG@10 (binary relevance), overall and per LoCoMo category, and query latency p50
   (query embedding included: timed runs use an embedder without any cache).
 
-Methods: the store's hybrid default, its lexical leg alone (``semantic_weight=0``), its semantic leg alone
-(``lexical_weight=0``), the recommended fusion constants with and without neighbour context, AutoGen's
-``ChromaDBVectorMemory`` (same MiniLM folder, k=20, no score threshold, persistent client in a temp dir,
-one collection per conversation) and AutoGen's ``ListMemory`` (which does not rank: ``query`` returns
-every item in insertion order; it is measured as what it returns, its first 20
-items). The main-table methods are timed interleaved, question by question. Then the experiments
-(``experiment_plan``): indexed-text variants, fusion weights and RRF k (with leave-one-conversation-out
-selection), common-term pruning, search depth, min_similarity, query processing, and neighbouring-turn
-context simulated on top of the store's fused scores (see ``neighbour_rerank``).
+Methods: the store's hybrid search with the library's defaults (``RecallSettings()``: the two legs fused by
+RRF, then neighbour context within each session), the same without neighbour context, its lexical leg alone
+(``semantic_weight=0``) and its semantic leg alone (``lexical_weight=0``), both without neighbour context,
+AutoGen's ``ChromaDBVectorMemory`` (same MiniLM folder, k=20, no score threshold, persistent client in a temp
+dir, one collection per conversation) and AutoGen's ``ListMemory`` (which does not rank: ``query`` returns
+every item in insertion order; it is measured as what it returns, its first 20 items). The main-table
+methods are timed interleaved, question by question. Then the experiments (``experiment_plan``): indexed-text
+variants, neighbour context x fusion weights x RRF k (with leave-one-conversation-out selection), BM25's k1
+and b, common-term pruning, search depth, min_similarity and query processing.
 
 Document embeddings are computed once per distinct text in the run (a cache in front of the real model); the
 whole run takes about 17 minutes on 2 CPU cores (``--no-experiments``: about 5).
@@ -72,6 +72,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 
+from autogen_shared_memory import DedupSettings, RecallSettings
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
 from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder, Vectors
@@ -359,10 +360,10 @@ def build_index(variant: str, conversations: Sequence[Conversation], embedder: C
     started = time.perf_counter()
     contents = [[render(t, _prev_in_session(c.turns, i)) for i, t in enumerate(c.turns)] for c in conversations]
     embedder.embed([text for rendered in contents for text in rendered])  # one batched pass, cached
-    store = SharedMemoryStore(root, embedder=embedder, backend=backend, near_duplicate_threshold=1.01)
+    store = SharedMemoryStore(backend, embedder=embedder, dedup=DedupSettings(near_duplicate=1.01))
     for conv, rendered in zip(conversations, contents, strict=True):
         for speaker in conv.speakers:
-            store.add_group_member(conv.group_id, speaker)
+            store.operator.add_member(conv.group_id, speaker)
         # runs of consecutive turns of one speaker per call: facts keep dialogue order (seq), each one written
         # by its speaker; session_id = the LoCoMo session, so a library-side neighbour option would know it
         i = 0
@@ -387,7 +388,7 @@ def build_index(variant: str, conversations: Sequence[Conversation], embedder: C
                 }
                 for n in range(i, j)
             ]
-            receipts = store.remember_many(items, "group", agent_id=conv.turns[i].speaker, group_id=conv.group_id)
+            receipts = store.as_agent(conv.turns[i].speaker, group=conv.group_id).remember_many(items, "group")
             for n, receipt in zip(range(i, j), receipts, strict=True):
                 # a verbatim repeat is merged ("reinforced") into the earlier fact, which then stands for both
                 index.merged_turns += receipt.status != "created"
@@ -405,35 +406,40 @@ def build_index(variant: str, conversations: Sequence[Conversation], embedder: C
     return index
 
 
-# What the library does today, and what this benchmark recommends (see docs/recall-quality.md): the fusion
-# constants (no code change), and the opt-in neighbour context (a library change, simulated here).
+# The store's ranking settings as the library ships them (``RecallSettings()``), and the rows every table
+# compares them with: each leg alone (no neighbour context: the leg as it ranks), and the default without
+# neighbour context (the fusion alone).
 DEFAULT_KNOBS: dict[str, Any] = {}
-RECOMMENDED_KNOBS: dict[str, Any] = {"rrf_k": 5.0, "semantic_weight": 0.5}
-RECOMMENDED_CONTEXT: tuple[float, float] = (0.3, 0.1)
+NO_CONTEXT: dict[str, Any] = {"context_weights": None}
+LEXICAL_ONLY: dict[str, Any] = {"semantic_weight": 0.0, "context_weights": None}
+SEMANTIC_ONLY: dict[str, Any] = {"lexical_weight": 0.0, "context_weights": None}
 
 
 @dataclass(frozen=True)
 class Config:
-    """A store configuration to measure: constructor knobs, plus simulated library changes.
+    """A store configuration to measure: :class:`RecallSettings` fields (``knobs``), plus bench-side variables.
 
-    ``prune``: the common-term pruning rule (None: the library's). ``context``: (b_prev, b_next) of the
-    neighbour-context re-ranking (None: off). ``query``: a query transform from QUERY_TRANSFORMS.
+    ``prune``: the common-term pruning rule (None: the library's). ``query``: a query transform from
+    QUERY_TRANSFORMS. ``bm25``: (k1, b) of the lexical leg's BM25 (None: the library's).
     """
 
     name: str
     knobs: Mapping[str, Any] = field(default_factory=dict)
     prune: tuple[float, int] | None = None
-    context: tuple[float, float] | None = None
     query: str = "raw"
+    bm25: tuple[float, float] | None = None
 
     def describe(self) -> str:
-        parts = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(self.knobs.items())]
+        def show(v: Any) -> str:
+            return f"{v:g}" if isinstance(v, float) else f"({v[0]:g},{v[1]:g})" if isinstance(v, tuple) else str(v)
+
+        parts = [f"{k}={show(v)}" for k, v in sorted(self.knobs.items())]
         if self.prune:
             parts.append(f"prune>{self.prune[0]:g}@{self.prune[1]}+")
-        if self.context:
-            parts.append(f"context=({self.context[0]:g},{self.context[1]:g})")
         if self.query != "raw":
             parts.append(f"query={self.query}")
+        if self.bm25:
+            parts.append(f"bm25 k1={self.bm25[0]:g} b={self.bm25[1]:g}")
         return ", ".join(parts) or "library defaults"
 
 
@@ -448,72 +454,39 @@ QUERY_TRANSFORMS: dict[str, Callable[[str], str]] = {
 }
 
 
-def neighbour_rerank(
-    hits: Sequence[tuple[Rank, float]],
-    neighbours: Callable[[str], tuple[str | None, str | None]],
-    rank_of: Callable[[str], Rank],
-    beta: tuple[float, float],
-) -> list[Rank]:
-    """Re-rank fused hits by ``score(t) + b_prev * score(prev(t)) + b_next * score(next(t))``.
-
-    ``hits`` are (dia ids of the fact, fused RRF score) of the store's best ``search_depth`` (50) fused
-    candidates; a turn that is not a candidate has score 0, and the neighbours of the candidates join the pool
-    (as the fact that holds them, ``rank_of``) with their neighbour credit only. prev/next = the adjacent turn
-    of the same session. A fact standing for several turns (merged verbatim repeats) stays one item and takes
-    the best neighbour credit of its turns (a neighbour inside the same fact gives none). This is what the
-    library option proposed in docs/recall-quality.md would compute (over its whole fused candidate set).
-    """
-    score = {dia: s for rank, s in hits for dia in rank}
-    pool = dict.fromkeys(rank for rank, _ in hits)
-    for rank, _ in hits:
-        for dia in rank:
-            pool.update(dict.fromkeys(rank_of(n) for n in neighbours(dia) if n))
-    b_prev, b_next = beta
-
-    def credit(rank: Rank, dia: str) -> float:
-        prev, nxt = neighbours(dia)
-        return sum(b * score.get(n, 0.0) for b, n in ((b_prev, prev), (b_next, nxt)) if n and n not in rank)
-
-    new = {rank: score.get(rank[0], 0.0) + max(credit(rank, dia) for dia in rank) for rank in pool}
-    order = {r: i for i, r in enumerate(pool)}
-    return sorted(new, key=lambda r: (-new[r], order[r]))
-
-
 Searcher = Callable[[Conversation, Question], list[Rank]]
 
 
+@contextlib.contextmanager
+def bm25_params(params: tuple[float, float] | None) -> Any:
+    """The lexical leg's BM25 (k1, b) set to ``params`` for the duration (None: unchanged)."""
+    if params is None:
+        yield
+        return
+    with mock.patch.object(postings, "K1", params[0]), mock.patch.object(postings, "B", params[1]):
+        yield
+
+
 def store_searcher(index: Index, config: Config, *, query_embedder: Any = None) -> Searcher:
-    """``store.search`` (scope="group", as a member of the group) with ``config``: ranked facts, as dia ids."""
+    """``search`` (scope="group", as a member of the group) with ``config``: ranked facts, as dia ids."""
     store = SharedMemoryStore(
-        index.root,
+        index.backend,
         embedder=query_embedder or index.embedder,
-        backend=index.backend,
-        near_duplicate_threshold=1.01,
-        **dict(config.knobs),
+        recall=RecallSettings(**config.knobs),
+        dedup=DedupSettings(near_duplicate=1.01),
     )
     transform = QUERY_TRANSFORMS[config.query]
-    # with context: the top search_depth (50) fused candidates, so the candidate set is the one top_k=20 fuses
-    # (a larger top_k would deepen both legs: the store fuses max(search_depth, top_k) per leg)
-    depth = max(store.search_depth, TOP_K) if config.context else TOP_K
 
-    def search(conv: Conversation, q: Question) -> list[str]:
+    def search(conv: Conversation, q: Question) -> list[Rank]:
         index.backend.prune = config.prune
         try:
-            hits = store.search(
-                transform(q.text), "group", agent_id=conv.speakers[0], group_id=conv.group_id, top_k=depth
-            )
+            with bm25_params(config.bm25):
+                hits = store.as_agent(conv.speakers[0], group=conv.group_id).search(
+                    transform(q.text), "group", top_k=TOP_K
+                )
         finally:
             index.backend.prune = None
-        scored = [(tuple(index.dia_of[h.id]), h.score) for h in hits]
-        if config.context:
-            c = conv.sample_id
-            return neighbour_rerank(
-                scored,
-                lambda d: index.neighbours[(c, d)],
-                lambda d: tuple(index.dia_of[index.fact_of[(c, d)]]),
-                config.context,
-            )[:TOP_K]
-        return [rank for rank, _ in scored]
+        return [tuple(index.dia_of[h.id]) for h in hits]
 
     return search
 
@@ -679,35 +652,36 @@ def make_result(
 def store_methods() -> dict[str, Config]:
     return {
         "hybrid (library defaults)": Config("hybrid (library defaults)", DEFAULT_KNOBS),
-        "lexical leg only": Config("lexical leg only", {"semantic_weight": 0.0}),
-        "semantic leg only": Config("semantic leg only", {"lexical_weight": 0.0}),
-        "hybrid (recommended defaults)": Config("hybrid (recommended defaults)", RECOMMENDED_KNOBS),
-        "hybrid (recommended) + context": Config(
-            "hybrid (recommended) + context", RECOMMENDED_KNOBS, context=RECOMMENDED_CONTEXT
-        ),
+        "hybrid without neighbour context": Config("hybrid without neighbour context", NO_CONTEXT),
+        "lexical leg only": Config("lexical leg only", LEXICAL_ONLY),
+        "semantic leg only": Config("semantic leg only", SEMANTIC_ONLY),
     }
 
 
+CONTEXT_GRID = ((0.0, 0.0), (0.3, 0.1), (0.5, 0.1), (0.5, 0.2), (0.7, 0.2))
+
+
 def experiment_plan(main_text: str) -> list[tuple[str, str, Config]]:
-    rec = dict(RECOMMENDED_KNOBS)
     plan: list[tuple[str, str, Config]] = []
     for variant in TEXT_VARIANTS:
         for config in store_methods().values():
             plan.append(("indexed text", variant, config))
-    grids = {main_text: ((1.0, 2.0, 5.0, 10.0, 20.0, 60.0), (0.3, 0.5, 0.7, 1.0))}
-    for other in ("speaker+caption", "text"):  # is the choice robust to what the caller indexes?
-        grids.setdefault(other, ((1.0, 2.0, 5.0, 10.0, 60.0), (0.5, 0.7, 1.0)))
-    for text, (ks, weights) in grids.items():
-        for k in ks:
-            for ws in weights:
-                name = f"rrf_k={k:g} semantic_weight={ws:g}"
-                plan.append((f"fusion grid [{text}]", text, Config(name, {"rrf_k": k, "semantic_weight": ws})))
-    for base_name, base in (("defaults", {}), ("recommended fusion", rec)):
+    for context in CONTEXT_GRID:
+        for k in (2.0, 5.0, 10.0):
+            for ws in (0.3, 0.5, 0.7):
+                name = f"context={context[0]:g}/{context[1]:g} rrf_k={k:g} semantic_weight={ws:g}"
+                knobs = {"rrf_k": k, "semantic_weight": ws, "context_weights": context if any(context) else None}
+                plan.append((f"fusion grid [{main_text}]", main_text, Config(name, knobs)))
+    for base_name, base in (("defaults", DEFAULT_KNOBS), ("lexical leg only", LEXICAL_ONLY)):
+        for k1, b in ((1.2, 0.75), (1.2, 0.5), (1.2, 0.3), (0.9, 0.5), (1.6, 0.5)):
+            name = f"{base_name}, bm25 k1={k1:g} b={b:g}"
+            plan.append(("BM25 k1, b", main_text, Config(name, base, bm25=(k1, b))))
         for prune in (None, (0.05, 100), (0.1, 100), (0.2, 100), (0.3, 100)):
             label = (
                 "library rule (>10% only at 1000+ facts)" if prune is None else f">{prune[0]:g} at {prune[1]}+ facts"
             )
             plan.append(("common-term pruning", main_text, Config(f"{base_name}, prune {label}", base, prune=prune)))
+    for base_name, base in (("defaults", DEFAULT_KNOBS), ("no context", NO_CONTEXT)):
         for depth in (20, 50, 100, 200):
             plan.append(
                 (
@@ -724,27 +698,21 @@ def experiment_plan(main_text: str) -> list[tuple[str, str, Config]]:
                     Config(f"{base_name}, min_similarity={sim:g}", {**base, "min_similarity": sim}),
                 )
             )
-    for name, knobs in (
-        ("lexical leg only", {"semantic_weight": 0.0}),
-        ("semantic leg only", {"lexical_weight": 0.0}),
-        ("recommended", rec),
-    ):
+    for name, knobs in (("lexical leg only", LEXICAL_ONLY), ("semantic leg only", SEMANTIC_ONLY), ("defaults", {})):
         for query in ("raw", "frame"):
             plan.append(("query processing", main_text, Config(f"{name}, query={query}", knobs, query=query)))
-    betas = ((0.2, 0.0), (0.3, 0.0), (0.5, 0.0), (0.0, 0.3), (0.2, 0.2), (0.3, 0.1), (0.5, 0.2))
-    for base_name, knobs in (("defaults", {}), ("lexical leg only", {"semantic_weight": 0.0}), ("recommended", rec)):
-        for beta in betas if base_name != "lexical leg only" else (RECOMMENDED_CONTEXT,):
-            name = f"{base_name}, context prev={beta[0]:g} next={beta[1]:g}"
-            plan.append(("neighbour context (query time)", main_text, Config(name, knobs, context=beta)))
     return plan
 
 
 def loco_select(
     results: Sequence[Result], conversations: Sequence[Conversation], metric: str = "R@10"
 ) -> dict[str, Any]:
-    """Leave-one-conversation-out: pick the best config on 4 conversations, score it on the 5th."""
+    """Leave-one-conversation-out: pick the best config on the other conversations, score it on the held-out
+    one; overall and per category, each with a 95% bootstrap interval over the held-out questions."""
     folds = []
     held_scores: list[float] = []
+    by_category: dict[str, list[float]] = defaultdict(list)
+    category = {q.qid: f"cat{q.category}" for c in conversations for q in c.questions}
     for conv in conversations:
         held = {q.qid for q in conv.questions}
 
@@ -755,6 +723,8 @@ def loco_select(
         best = max(results, key=train_mean)
         scores = [best.per_question[qid][metric] for qid in held if qid in best.per_question]
         held_scores.extend(scores)
+        for qid in held & best.per_question.keys():
+            by_category[category[qid]].append(best.per_question[qid][metric])
         folds.append(
             {
                 "held_out": conv.sample_id,
@@ -773,8 +743,19 @@ def loco_select(
         "metric": metric,
         "folds": folds,
         "overall": statistics.fmean(held_scores) if held_scores else None,
+        "overall_ci": bootstrap_ci(held_scores),
+        "per_category": {c: [statistics.fmean(v), *bootstrap_ci(v)] for c, v in sorted(by_category.items())},
         "in_sample_best": in_sample,
     }
+
+
+def bootstrap_ci(values: Sequence[float], n: int = 2000, seed: int = 5) -> list[float]:
+    """A 95% bootstrap interval of the mean of ``values`` (resampled with replacement)."""
+    if not values:
+        return [math.nan, math.nan]
+    v = np.asarray(values, dtype=np.float64)
+    means = v[np.random.default_rng(seed).integers(0, len(v), size=(n, len(v)))].mean(axis=1)
+    return [float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))]
 
 
 def paired_bootstrap(a: Result, b: Result, metric: str = "R@10", n: int = 2000, seed: int = 5) -> dict[str, float]:
@@ -879,7 +860,7 @@ def goal_table(rows: Sequence[Result]) -> list[str]:
     """R@10 per category of the hybrid configurations against each leg and ChromaDB (margin to the best)."""
     by_name = {r.name: r for r in rows}
     rivals = [n for n in ("lexical leg only", "semantic leg only", "AutoGen ChromaDBVectorMemory") if n in by_name]
-    ours = [n for n in ("hybrid (library defaults)", "hybrid (recommended defaults)", "hybrid (recommended) + context")]
+    ours = [n for n in ("hybrid (library defaults)", "hybrid without neighbour context")]
     ours = [n for n in ours if n in by_name]
     if not rivals or not ours:
         return []
@@ -944,6 +925,11 @@ def render_markdown(report: dict[str, Any], results: list[Result], conversations
             f"{_f(value['in_sample_best'])}); chosen per fold: "
             + ", ".join(f"{f['held_out']}→{f['chosen']} ({_f(f['held_out_score'])})" for f in value["folds"])
         )
+        lo, hi = value["overall_ci"]
+        lines.append(
+            f"  held-out 95% CI [{_f(lo)}, {_f(hi)}]; per category: "
+            + ", ".join(f"{_cat_label(c)} {_f(m)} [{_f(a)}, {_f(b)}]" for c, (m, a, b) in value["per_category"].items())
+        )
     lines += ["", "## Paired differences in R@10 (95% bootstrap interval over questions)", ""]
     lines += ["| comparison | mean Δ | 95% CI | questions better / worse |", "|---|---|---|---|"]
     for key, value in report["paired"].items():
@@ -965,7 +951,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every number here")
     parser.add_argument("--markdown", type=Path, help="write the tables here")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
-    methods = ["hybrid", "lexical", "semantic", "recommended", "context", "chromadb", "listmemory"]
+    methods = ["hybrid", "no-context", "lexical", "semantic", "chromadb", "listmemory"]
     parser.add_argument(
         "--methods",
         nargs="+",
@@ -1018,8 +1004,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "hybrid": "hybrid (library defaults)",
         "lexical": "lexical leg only",
         "semantic": "semantic leg only",
-        "recommended": "hybrid (recommended defaults)",
-        "context": "hybrid (recommended) + context",
+        "no-context": "hybrid without neighbour context",
     }
     main_texts = [t for t in dict.fromkeys([args.text, args.reference_text]) if t]
     try:
@@ -1102,12 +1087,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     paired = {}
     main_section = f"methods:{args.text}"
     pairs = [
-        ("hybrid (recommended defaults)", "hybrid (library defaults)"),
-        ("hybrid (recommended defaults)", "lexical leg only"),
-        ("hybrid (recommended defaults)", "semantic leg only"),
-        ("hybrid (recommended defaults)", "AutoGen ChromaDBVectorMemory"),
-        ("hybrid (recommended) + context", "hybrid (recommended defaults)"),
-        ("hybrid (recommended) + context", "hybrid (library defaults)"),
+        ("hybrid (library defaults)", "hybrid without neighbour context"),
+        ("hybrid (library defaults)", "lexical leg only"),
+        ("hybrid (library defaults)", "semantic leg only"),
+        ("hybrid (library defaults)", "AutoGen ChromaDBVectorMemory"),
+        ("hybrid without neighbour context", "lexical leg only"),
     ]
     for a_name, b_name in pairs:
         a, b = find(main_section, a_name), find(main_section, b_name)
@@ -1124,8 +1108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "top_k": TOP_K,
             "near_duplicate_threshold": 1.01,
             "main_texts": main_texts,
-            "recommended_knobs": RECOMMENDED_KNOBS,
-            "recommended_context": RECOMMENDED_CONTEXT,
+            "library_defaults": {k: v for k, v in vars(RecallSettings()).items()},
             "category_names": CATEGORY_NAMES,
         },
         "main_texts": main_texts,

@@ -15,7 +15,9 @@ posting lists add up to at most the budget. The rarest term is always kept, term
 facts. The question: at 10k and 100k facts, does a budget of 20,000 / 10,000 / 5,000 postings lower recall
 compared with no budget (``none`` = 10**9, only the 10% rule)? ``--budgets`` takes any list (e.g.
 ``none,2000,1000,500`` to find where it starts to cost), ``--max-common-term-ratio 1.0`` turns the 10% rule off.
-Δ compares with the largest budget of the same leg.
+Δ compares with the largest budget of the same leg. Three legs: ``hybrid`` (the library's defaults, neighbour
+context included: the turns are written in named sessions, the haystack without one), ``no-context`` (the same
+without neighbour context: does context cost recall among 100k facts?) and ``lexical`` (BM25 alone).
 
 Setup, per haystack size N (``--haystack``, default 0, 10,000 and 100,000) and per conversation:
 
@@ -39,8 +41,9 @@ Setup, per haystack size N (``--haystack``, default 0, 10,000 and 100,000) and p
   same vector, so latencies below are the store's own work, without the ~10 ms query embedding). For each
   budget, ``store.backend.max_lexical_postings`` is set and the same questions are searched on the same store;
   budgets and legs are interleaved question by question (rotating order) so machine load hits them alike.
-* the lexical leg alone: a ``semantic_weight=0`` store sharing the backend, keeping only the hits the
-  lexical leg found (semantic-only hits get a fused score of 0 and would otherwise pad the list).
+* the lexical leg alone: a ``semantic_weight=0`` store (no neighbour context) sharing the backend, keeping
+  only the hits the lexical leg found (semantic-only hits get a fused score of 0 and would otherwise pad the
+  list).
 * metrics (``locomo.summarise``): Recall@5/@10, MRR, NDCG@10 over the evidence turns, overall and per LoCoMo
   category; paired differences vs ``none`` with a 95% bootstrap interval (``locomo.paired_bootstrap``);
   search latency p50, the lexical leg's own p50 / p95 (``common.measure.PhaseTimer``), the terms kept, the
@@ -73,6 +76,8 @@ from typing import Any
 
 import numpy as np
 
+from autogen_shared_memory import DedupSettings, RecallSettings
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -104,11 +109,11 @@ from autogen_shared_memory.backends.sqlite import SQLiteBackend, scope_file_name
 from autogen_shared_memory.core.types import ScopeRef
 from autogen_shared_memory.embedding import SentenceTransformerEmbedder
 from autogen_shared_memory.search import postings
-from autogen_shared_memory.search.text import query_terms, stem
+from autogen_shared_memory.search.text import query_terms, stem, stems_of
 from autogen_shared_memory.store import SharedMemoryStore
 
 NO_BUDGET = 10**9
-LEGS = ("hybrid", "lexical")
+LEGS = ("hybrid", "no-context", "lexical")  # the defaults; the defaults without neighbour context; BM25 alone
 HAYSTACK_PREFIX = "haystack:"
 
 if "max_lexical_postings" not in inspect.signature(SQLiteBackend).parameters:  # pragma: no cover
@@ -140,7 +145,7 @@ class Haystack:
 
     def grow(self, size: int) -> dict[str, Any]:
         facts = self.corpus.facts[self.size : size]
-        store = SharedMemoryStore(self.root, embedder=self.embedder, near_duplicate_threshold=1.01)
+        store = SharedMemoryStore(self.root, embedder=self.embedder, dedup=DedupSettings(near_duplicate=1.01))
         try:
             with cpu_window() as w:
                 created = populate(store, facts, "single", self.batch)
@@ -222,7 +227,7 @@ def make_searcher(
     def search(conv: Conversation, q: Any) -> list[Rank]:
         index.backend.max_lexical_postings = method.budget
         prune.kept = None
-        hits = store.search(q.text, "group", group_id=conv.group_id, top_k=TOP_K)
+        hits = store.as_operator(conv.group_id).search(q.text, "group", top_k=TOP_K)
         phases = timer.take()
         if method.leg == "lexical":  # the lexical leg alone: drop the 0-score semantic-only padding
             hits = [h for h in hits if h.lexical_rank is not None]
@@ -237,13 +242,17 @@ def make_searcher(
 
 
 def document_frequencies(path: Path, stems: set[str]) -> dict[str, int]:
-    """df of each stem in one scope file (read-only connection, outside any timing)."""
+    """df of each stem in one scope file (read-only connection, outside any timing): the facts holding it,
+    tokenized and stemmed as the lexical leg does (:func:`~autogen_shared_memory.search.text.stems_of`)."""
     if not stems:
         return {}
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        marks = ",".join("?" * len(stems))
-        return dict(conn.execute(f"SELECT term, doc FROM facts_vocab WHERE term IN ({marks})", sorted(stems)))
+        df: dict[str, int] = dict.fromkeys(stems, 0)
+        for (content,) in conn.execute("SELECT content FROM facts"):
+            for term in stems_of(content) & stems:
+                df[term] += 1
+        return df
     finally:
         conn.close()
 
@@ -270,15 +279,20 @@ def run_conversation(
         turn_facts = len(conv.turns) - index.merged_turns
         if counts["active"] != size + turn_facts or sum(map(len, index.dia_of.values())) != len(conv.turns):
             raise RuntimeError(f"{conv.group_id}: {counts} facts, expected {size} haystack + {turn_facts} turn facts")
-        reader = SharedMemoryStore(root, embedder=embedder, backend=index.backend)  # library defaults
-        lexical = SharedMemoryStore(root, embedder=embedder, backend=index.backend, semantic_weight=0.0)
+        reader = SharedMemoryStore(index.backend, embedder=embedder)  # library defaults
+        stores = {
+            "hybrid": reader,
+            "no-context": SharedMemoryStore(
+                index.backend, embedder=embedder, recall=RecallSettings(context_weights=None)
+            ),
+            "lexical": SharedMemoryStore(
+                index.backend, embedder=embedder, recall=RecallSettings(semantic_weight=0.0, context_weights=None)
+            ),
+        }
         prune = PruneLog(index.backend)
         timer = PhaseTimer()
         notes = {m.name: Notes() for m in methods}
-        searchers = {
-            m.name: make_searcher(reader if m.leg == "hybrid" else lexical, index, m, prune, timer, notes[m.name])
-            for m in methods
-        }
+        searchers = {m.name: make_searcher(stores[m.leg], index, m, prune, timer, notes[m.name]) for m in methods}
         with timer.attached(reader), cpu_window() as w:
             rankings = run_interleaved([conv], searchers)
         # postings: the document frequencies of the stems each query kept (and of all its terms, for scale)
@@ -581,6 +595,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"p50 {row['summary']['latency_p50_ms']:.1f} ms, lexical {row['notes']['lexical_p50_ms']:.2f} ms"
                 )
             block["results"] = rows
+            hybrid, plain = none_of["hybrid"], none_of["no-context"]
+            if hybrid is not None and plain is not None:
+                block["defaults_vs_no_context"] = {
+                    metric: paired_bootstrap(results[hybrid.name], results[plain.name], metric)
+                    for metric in ("R@5", "R@10", "MRR")
+                }
+                log(f"haystack {size:,} defaults - no context: {block['defaults_vs_no_context']}")
             first = results[methods[0].name].summary
             block["per_category_n"] = ", ".join(f"{_cat(c)} {first[c]['n']}" for c in CATEGORIES if c in first)
             report["sizes"].append(block)

@@ -245,7 +245,7 @@ def plot_capsule_recall(data: dict[str, Any], out: Path) -> Path | None:
         print("skip capsule recall plot: no 'summary' in the JSON", file=sys.stderr)
         return None
     xs = [s["size"] for s in summary]
-    fusion = [s.get("search_top5_recall_by_fusion") or {} for s in summary]
+    fusion = [s.operator.get("search_top5_recall_by_fusion") or {} for s in summary]
     knobs = [k for k in fusion[0] if all(k in f for f in fusion)]
     fig, axes = plt.subplots(1, 2 if knobs else 1, figsize=(13 if knobs else 7.5, 4.8), squeeze=False)
     ax = axes[0, 0]

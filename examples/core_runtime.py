@@ -115,7 +115,7 @@ async def main() -> None:
     args = parser.parse_args()
     store = SharedMemoryStore(memory_root(args, "core-"))
     for agent in ("coordinator", "analyst"):
-        store.add_group_member(GROUP, agent)
+        store.operator.add_member(GROUP, agent)
 
     recorder = store.runtime_handler()
     runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])  # <- records every agent
@@ -144,9 +144,9 @@ async def main() -> None:
     print("\n== recorded by the runtime handler ==")
     for agent in ("coordinator", "analyst", "shared_memory", "tools"):
         print(f"-- {agent}")
-        for record in reversed(store.conversation(agent)):
+        for record in reversed(store.operator.conversation(agent)):
             print(f"   said ({record.context.get('type')}): {record.content[:100]}")
-        for call in reversed(store.tool_history(agent)):
+        for call in reversed(store.operator.tool_history(agent)):
             print(
                 f"   tool {call.tool_name}({json.dumps(call.tool_args)}) -> {call.result} "
                 f"[{'ok' if call.success else 'failed'}, {call.duration_ms:.1f} ms]"

@@ -89,11 +89,11 @@ def terminated(conversation: list[Message]) -> bool:
 def report(store: SharedMemoryStore, names: list[str]) -> None:  # names: the agents' memory ids
     """What each agent said and did with memory (from its records), then every fact per scope file."""
     print("\n== what the agents said (their recorded answers) ==")
-    said = [r for name in names for r in store.conversation(name) if r.context.get("direction") == "out"]
+    said = [r for name in names for r in store.operator.conversation(name) if r.context.get("direction") == "out"]
     for record in sorted(said, key=lambda r: r.created_at):
         print(f"[{record.agent_id}] {record.content}")
     print("\n== what the agents did with memory (their recorded tool calls) ==")
-    calls = sorted((c for name in names for c in store.tool_history(name)), key=lambda c: c.created_at)
+    calls = sorted((c for name in names for c in store.operator.tool_history(name)), key=lambda c: c.created_at)
     for call in calls:
         result = (call.result or "").replace("\n", "\n       ")
         print(f"[{call.agent_id}] {call.tool_name}({json.dumps(call.tool_args)})\n    -> {result}")

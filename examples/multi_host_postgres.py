@@ -27,7 +27,7 @@ from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.messages import ToolCallExecutionEvent
 from autogen_agentchat.teams import RoundRobinGroupChat
 
-from autogen_shared_memory import ScopeRef, SharedMemoryStore
+from autogen_shared_memory import ScopeRef, SharedMemoryStore, WritePolicy
 from autogen_shared_memory.backends.postgres import PostgresBackend
 from autogen_shared_memory.core.types import Change
 
@@ -57,7 +57,7 @@ SCRIPTS = {
 
 async def run_host(host: str, args: argparse.Namespace) -> None:
     backend = PostgresBackend(args.dsn, schema=args.schema)
-    store = SharedMemoryStore(backend=backend, global_writers=[f"{GROUP}:sre_lead"])  # attach names it so
+    store = SharedMemoryStore(backend, policy=WritePolicy(global_writers=[f"{GROUP}:sre_lead"]))  # attach names it so
     if host == "b":  # wait, without polling, until host A has written both facts
         facts: queue.Queue[Change] = queue.Queue()
 

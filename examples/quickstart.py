@@ -9,7 +9,7 @@ import argparse
 
 from _common import add_root_arguments, memory_root
 
-from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory import SharedMemoryStore, WritePolicy
 
 
 def main() -> None:
@@ -18,20 +18,21 @@ def main() -> None:
     args = parser.parse_args()
     root = memory_root(args, "shared-memory-")
 
-    store = SharedMemoryStore(root, global_writers=["lead"])
-    store.add_group_member("crew", "researcher")
-    store.add_group_member("crew", "writer")
+    store = SharedMemoryStore(root, policy=WritePolicy(global_writers=["lead"]))
+    store.operator.add_member("crew", "researcher")
+    store.operator.add_member("crew", "writer")
 
-    store.remember("Answers to the user are formatted as markdown tables.", "global")
-    store.remember("The Q3 report is due on October 14.", "group", agent_id="researcher", group_id="crew")
-    store.remember("The sales API paginates with a cursor, not page numbers.", "agent", agent_id="researcher")
-    receipt = store.remember("the q3 report is due on october 14", "group", agent_id="writer", group_id="crew")
+    store.operator.remember("Answers to the user are formatted as markdown tables.", "global")
+    store.as_agent("researcher", "crew").remember("The Q3 report is due on October 14.", "group")
+    store.as_agent("researcher").remember("The sales API paginates with a cursor, not page numbers.", "agent")
+    receipt = store.as_agent("writer", "crew").remember("the q3 report is due on october 14", "group")
     print(f"duplicate -> {receipt.status} {receipt.id}")
 
-    hits = store.search("When is the quarterly report deadline?", agent_id="writer", group_id="crew")
+    writer = store.as_agent("writer", group="crew")
+    hits = writer.search("When is the quarterly report deadline?")
     for hit in hits:
         print(f"{hit.score:.4f} lex={hit.lexical_rank} sem={hit.semantic_rank} [{hit.fact.scope}] {hit.content}")
-    print(store.capsule(hits, max_bytes=400))
+    print(writer.recall("When is the quarterly report deadline?", max_bytes=400))
     print("files:", sorted(p.name for p in store.root.glob("*.db")))
 
 

@@ -54,7 +54,7 @@ from typing import Any
 
 from _common import add_model_arguments, memory_root
 
-from autogen_shared_memory import ScopeRef, SharedMemoryStore
+from autogen_shared_memory import ScopeRef, SharedMemoryStore, WritePolicy
 from autogen_shared_memory.core.types import Filters
 
 GROUP = "launch"  # one group for the three teams
@@ -170,8 +170,10 @@ def open_store(args: argparse.Namespace) -> SharedMemoryStore:
     if args.dsn:
         from autogen_shared_memory.backends.postgres import PostgresBackend
 
-        return SharedMemoryStore(backend=PostgresBackend(args.dsn, schema=args.schema), global_writers=GLOBAL_WRITERS)
-    return SharedMemoryStore(args.root, global_writers=GLOBAL_WRITERS)
+        return SharedMemoryStore(
+            PostgresBackend(args.dsn, schema=args.schema), policy=WritePolicy(global_writers=GLOBAL_WRITERS)
+        )
+    return SharedMemoryStore(args.root, policy=WritePolicy(global_writers=GLOBAL_WRITERS))
 
 
 def wait_for_the_others(args: argparse.Namespace) -> None:
@@ -251,7 +253,12 @@ async def run_maf(team: Team, args: argparse.Namespace) -> None:
             await asyncio.to_thread(wait_for_the_others, args)
         started = time.time()
         await builder.build().run(TASKS[phase])
-        said = [r for name in turns for r in store.conversation(memory_id(name)) if r.context.get("direction") == "out"]
+        said = [
+            r
+            for name in turns
+            for r in store.operator.conversation(memory_id(name))
+            if r.context.get("direction") == "out"
+        ]
         for record in sorted(said, key=lambda r: r.created_at):
             if record.created_at >= started:
                 say("maf", f"phase {phase} [{record.agent_id}] {record.content}")
@@ -397,7 +404,9 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
         ]
         for agent, fact, scope, result in wanted:
             calls = [
-                c for c in store.tool_history(agent, tool_name="memory_remember") if c.tool_args.get("fact") == fact
+                c
+                for c in store.operator.tool_history(agent, tool_name="memory_remember")
+                if c.tool_args.get("fact") == fact
             ]
             answer = (calls[0].result or "") if calls else "(no such call recorded)"
             ok = len(calls) == 1 and re.match(result, answer) is not None
@@ -412,7 +421,7 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
             (memory_id(team.member), [(f"group:{GROUP}", memory_id(t.member), t.group_fact) for t in others]),
             (memory_id(team.lead), [("global", memory_id(t.lead), t.global_rule) for t in others]),
         ):
-            searches = store.tool_history(agent, tool_name="memory_search")
+            searches = store.operator.tool_history(agent, tool_name="memory_search")
             if len(searches) != 1:
                 expect(False, f"{agent} made {len(searches)} memory_search calls, expected 1")
                 continue
@@ -433,7 +442,7 @@ def verify(store: SharedMemoryStore, children: dict[str, Child]) -> list[str]:
         seen_by = [
             agent
             for agent in owner
-            if any(hit.fact.content == note for hit in store.search(note, agent_id=agent, group_id=GROUP, top_k=20))
+            if any(hit.fact.content == note for hit in store.as_agent(agent, GROUP).search(note, top_k=20))
         ]
         mark = expect(seen_by == [by], f"{by}'s private note is visible to {seen_by}")
         print(f"   {mark:<3} {'agent:' + by:<32} visible to {', '.join(seen_by) or 'nobody'}: {note}")

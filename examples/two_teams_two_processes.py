@@ -24,7 +24,7 @@ from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermi
 from autogen_agentchat.messages import TextMessage, ToolCallExecutionEvent
 from autogen_agentchat.teams import RoundRobinGroupChat
 
-from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory import SharedMemoryStore, WritePolicy
 
 GLOBAL_WRITERS = ["compliance_officer"]  # the deployment's choice: only this agent writes global facts
 OFFICERS = {"compliance_officer": "compliance_officer"}  # agent name -> its memory id in every team
@@ -62,7 +62,7 @@ TEAMS = {
 
 
 async def run_team(team_name: str, args: argparse.Namespace) -> None:
-    store = SharedMemoryStore(args.root, global_writers=GLOBAL_WRITERS)
+    store = SharedMemoryStore(args.root, policy=WritePolicy(global_writers=GLOBAL_WRITERS))
     agents = [
         AssistantAgent(name, model_client=model_client(args, script), system_message=f"You are the {name}.")
         for name, script in TEAMS[team_name].items()

@@ -23,6 +23,7 @@ from hypothesis import settings
 from memory_backend import InMemoryBackend, MemoryDatabase
 
 from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 
 # The tests in tests/contract/ are the backend contract: each of them runs on every backend. "memory" is
@@ -211,12 +212,12 @@ def make_store(
             )
         )
         if backend_name == "memory":
-            store = SharedMemoryStore(tmp_path / "unused", backend=InMemoryBackend(place), embedder=embedder, **kwargs)
+            store = SharedMemoryStore(InMemoryBackend(place), embedder=embedder, **kwargs)
         elif backend_name == "postgres":
             from autogen_shared_memory.backends.postgres import PostgresBackend
 
             backend = PostgresBackend(request.getfixturevalue("pg_dsn"), schema=place, max_size=4)
-            store = SharedMemoryStore(tmp_path / "unused", backend=backend, embedder=embedder, **kwargs)
+            store = SharedMemoryStore(backend, embedder=embedder, **kwargs)
         else:
             store = SharedMemoryStore(place, embedder=embedder, **kwargs)
         places[id(store)] = place
@@ -230,9 +231,9 @@ def make_store(
 
 @pytest.fixture
 def store(make_store: StoreFactory) -> SharedMemoryStore:
-    s = make_store(global_writers=["lead"])
+    s = make_store(policy=WritePolicy(global_writers=["lead"]))
     for agent in ("alice", "bob", "lead"):
-        s.add_group_member("crew", agent)
+        s.operator.add_member("crew", agent)
     return s
 
 

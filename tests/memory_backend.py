@@ -36,6 +36,7 @@ from autogen_shared_memory.backends.base import (
 )
 from autogen_shared_memory.core.records import TABLES, fts_column, table_spec
 from autogen_shared_memory.core.types import (
+    RUN_SESSION_PREFIX,
     Draft,
     EmbeddingModelMismatchError,
     Fact,
@@ -432,7 +433,7 @@ class InMemoryBackend(Backend):
         out: dict[str, tuple[str | None, str | None]] = {}
         for fid in fact_ids:
             row = facts.get(fid)
-            if row is None or row["session_id"] is None:
+            if row is None or row["session_id"] is None or row["session_id"].startswith(RUN_SESSION_PREFIX):
                 continue
             session = [r for r in facts.values() if r["session_id"] == row["session_id"]]
             before = [r["id"] for r in session if r["seq"] < row["seq"] and _live(r, now)]

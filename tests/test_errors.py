@@ -111,19 +111,19 @@ def test_errors_module_imports_nothing_from_the_package() -> None:
 
 def test_except_shared_memory_error_catches_a_denial(store: SharedMemoryStore) -> None:
     with pytest.raises(SharedMemoryError) as caught:
-        store.remember("policy: no PII in logs", "global", agent_id="alice")  # alice is no global writer
+        store.as_agent("alice").remember("policy: no PII in logs", "global")  # alice is no global writer
     assert isinstance(caught.value, MemoryAccessDenied)
     assert isinstance(caught.value, PermissionError)
-    assert store.search("PII logs", agent_id="lead") == []  # nothing was written
+    assert store.as_agent("lead").search("PII logs") == []  # nothing was written
 
 
 @pytest.mark.parametrize(
     ("call", "expected"),
     [
-        (lambda s: s.remember("   ", "agent", agent_id="alice"), InvalidInputError),
-        (lambda s: s.search("x", agent_id="alice", top_k=0), InvalidInputError),
-        (lambda s: s.remember("fine", "agent", agent_id="a/b"), InvalidInputError),
-        (lambda s: s.remember(42, "agent", agent_id="alice"), InvalidInputTypeError),
+        (lambda s: s.as_agent("alice").remember("   ", "agent"), InvalidInputError),
+        (lambda s: s.as_agent("alice").search("x", top_k=0), InvalidInputError),
+        (lambda s: s.as_agent("a/b").remember("fine", "agent"), InvalidInputError),
+        (lambda s: s.as_agent("alice").remember(42, "agent"), InvalidInputTypeError),
     ],
     ids=["blank-content", "limit-zero", "path-in-id", "content-not-str"],
 )
@@ -135,7 +135,7 @@ def test_invalid_input_is_a_shared_memory_error_and_the_builtin_one(
     assert isinstance(caught.value, SharedMemoryError)
     builtin = ValueError if expected is InvalidInputError else TypeError
     assert isinstance(caught.value, builtin)
-    assert store.search("fine", agent_id="alice") == []
+    assert store.as_agent("alice").search("fine") == []
 
 
 def test_the_docs_and_the_tree_list_every_error() -> None:

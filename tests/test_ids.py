@@ -81,14 +81,14 @@ def test_tokens_never_collide_or_escape(ids: list[str]) -> None:
 
 def test_store_files_stay_inside_root(store: SharedMemoryStore, tmp_path: Path) -> None:
     for agent in ("Alice", "alice", "éclair", "x.y", "名字"):
-        store.remember(f"fact of {agent}", "agent", agent_id=agent)
+        store.as_agent(agent).remember(f"fact of {agent}", "agent")
     root = store.root.resolve()
     files = sorted(p.name for p in root.iterdir() if p.suffix == ".db")
     assert len([f for f in files if f.startswith("agent_")]) == 5
     assert all(p.resolve().parent == root for p in root.iterdir())
     # each agent reads back only its own fact
     for agent in ("Alice", "alice", "éclair"):
-        hits = store.search("fact", "agent", agent_id=agent)
+        hits = store.as_agent(agent).search("fact", "agent")
         assert [h.content for h in hits] == [f"fact of {agent}"]
 
 
@@ -96,7 +96,7 @@ def test_bad_agent_id_through_the_store_writes_nothing(store: SharedMemoryStore,
     store.root.mkdir(parents=True, exist_ok=True)
     before = sorted(store.root.iterdir())
     with pytest.raises(ValueError, match="path separator"):
-        store.remember("x", "agent", agent_id="../evil")
+        store.as_agent("../evil").remember("x", "agent")
     assert sorted(store.root.iterdir()) == before
     assert not (tmp_path / "evil.db").exists()
 

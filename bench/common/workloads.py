@@ -35,12 +35,12 @@ def populate(store: SharedMemoryStore, facts: list[str], layout: str, batch: int
     for lo in range(0, len(facts), batch):
         chunk = facts[lo : lo + batch]
         if layout == "single":
-            receipts = store.remember_many(chunk, "group", group_id=GROUP)
+            receipts = store.as_operator(GROUP).remember_many(chunk, "group")
         else:  # split across agent, group and global by position (i % 3)
             items = [
                 {"content": text, "scope": ("agent", "group", "global")[(lo + j) % 3]} for j, text in enumerate(chunk)
             ]
-            receipts = store.remember_many(items, agent_id=AGENT, group_id=GROUP)
+            receipts = store.as_agent(AGENT, GROUP).remember_many(items)
         created += sum(r.status == "created" for r in receipts)
     return created
 

@@ -7,6 +7,7 @@ Reciprocal Rank Fusion and returned as small byte-bounded capsules.
 
 from typing import TYPE_CHECKING, Any
 
+from .backends import open_backend
 from .backends.base import Backend, ModelInfo
 from .backends.sqlite import SQLiteBackend
 from .core.capsule import capsule
@@ -43,7 +44,9 @@ from .errors import (
     UnknownAgentError,
 )
 from .facts import FactStore
+from .handles import AgentHandle, MemoryHandle, OperatorHandle
 from .onnx_embedding import OnnxEmbedder
+from .settings import DedupSettings, RecallSettings, WritePolicy
 from .store import SharedMemoryStore, SharedMemoryStoreConfig
 
 if TYPE_CHECKING:
@@ -79,12 +82,14 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AgentHandle",
     "AuditEvent",
     "Backend",
     "BackendUnavailableError",
     "Change",
     "CheckpointError",
     "ConversationRecord",
+    "DedupSettings",
     "Embedder",
     "EmbeddingModelError",
     "EmbeddingModelMismatchError",
@@ -100,6 +105,7 @@ __all__ = [
     "InvalidInputTypeError",
     "MemoryAccessDenied",
     "MemoryForgetTool",
+    "MemoryHandle",
     "MemoryRecorder",
     "MemoryRememberTool",
     "MemorySearchTool",
@@ -107,8 +113,10 @@ __all__ = [
     "ModelInfo",
     "NotAStoreError",
     "OnnxEmbedder",
+    "OperatorHandle",
     "Position",
     "PositionError",
+    "RecallSettings",
     "Receipt",
     "SQLiteBackend",
     "ScopeRef",
@@ -122,6 +130,8 @@ __all__ = [
     "TaskNotFoundError",
     "ToolCallRecord",
     "UnknownAgentError",
+    "WritePolicy",
     "__version__",
     "capsule",
+    "open_backend",
 ]

@@ -85,6 +85,16 @@ class GroupIdRequired(SharedMemoryError, TypeError):
     """``store.attach`` was not told which team (group) the agents are: a team's memory lives under the name
     its application gives it, never under one derived from its roster."""
 
+    EXAMPLE = 'store.attach(team, group_id="support-acme")'
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(
+            message
+            or f"attach needs the team's name: {self.EXAMPLE}. Its memory lives under that name, whatever agents "
+            "the team has, and unrelated teams (whatever their agents are called) never share it. To share "
+            "memory between teams on purpose, give them the same group_id"
+        )
+
 
 class PositionError(InvalidInputError):
     """A change-feed position (or its token) that is not one: the message names what is wrong."""

@@ -13,7 +13,6 @@ import concurrent.futures
 import dataclasses
 import functools
 import inspect
-import math
 import os
 import time
 import uuid
@@ -33,8 +32,8 @@ from .core.lifecycle import content_hash, purge_due
 from .core.policy import PRIVATE_KEY, AccessPolicy
 from .core.records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable_text
 from .core.types import (
-    DEFAULT_MAX_FACT_BYTES,
     MAX_TAGS,
+    RUN_SESSION_PREFIX,
     SCOPE_KINDS,
     AuditEvent,
     Change,
@@ -69,8 +68,8 @@ from .embedding import Embedder
 from .errors import InvalidInputError, InvalidInputTypeError
 from .onnx_embedding import OnnxEmbedder
 from .search import engine
-from .search.index import VectorIndexKind
 from .search.text import query_terms
+from .settings import DedupSettings, RecallSettings, WritePolicy
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -104,6 +103,24 @@ def _off_loop(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P],
 
     run.__doc__ = f"Async version of :meth:`{fn.__name__}` (runs in a worker thread)."
     return run
+
+
+def as_engine(store: Any) -> FactStore:
+    """The engine of a store: ``store`` itself (a :class:`FactStore`) or a façade's ``engine``.
+
+    Args:
+        store: a :class:`FactStore` or a :class:`~.store.SharedMemoryStore`.
+
+    Returns:
+        The engine.
+
+    Raises:
+        InvalidInputTypeError: neither.
+    """
+    engine = store if isinstance(store, FactStore) else getattr(store, "engine", None)
+    if not isinstance(engine, FactStore):
+        raise InvalidInputTypeError(f"expected a SharedMemoryStore, got {type(store).__name__}")
+    return engine
 
 
 def default_root() -> Path:
@@ -158,148 +175,65 @@ _PLAIN_INPUT_ERRORS = (InvalidInputError, InvalidInputTypeError, ValueError, Typ
 
 
 class FactStore:
-    """Facts in agent, group and global scopes, with the access policy, hybrid recall and records: the core
-    every view and framework adapter uses (:class:`~.store.SharedMemoryStore` adds them on top).
+    """The engine behind every handle: facts in agent, group and global scopes, the access policy, hybrid
+    recall and records. Its methods take the caller's identity explicitly (``agent_id``: an agent, or
+    ``None`` for the operator, always written out: it has no default); applications use
+    :class:`~.store.SharedMemoryStore` and its handles (``store.as_agent(...)``, ``store.operator``).
 
     Args:
-        root: directory holding ``global.db``, ``group_<id>.db`` and ``agent_<id>.db``. Default:
-            ``$AUTOGEN_SHARED_MEMORY_DIR``, else ``~/.autogen/shared_memory``.
-        embedder: any :class:`~.embedding.Embedder`; default :class:`~.onnx_embedding.OnnxEmbedder`:
-            all-MiniLM-L6-v2 from the packaged weights on ONNX Runtime, loaded lazily, offline, on CPU.
-        backend: storage engine; default a :class:`~.backends.sqlite.SQLiteBackend` on ``root``.
-        dsn: a PostgreSQL DSN: use a :class:`~.backends.postgres.PostgresBackend` instead of files (also
-            taken from ``$AUTOGEN_SHARED_MEMORY_DSN`` when neither ``root`` nor ``backend`` is given).
-        global_writers: agent ids allowed to write the global scope (``"*"`` for every agent). Trusted code
-            (calls without ``agent_id``) may always write.
-        near_duplicate_threshold: cosine at or above which a new fact reinforces an existing one *if* the two
-            have the same wording (the same words in order, up to punctuation, case, contractions and
-            articles: see :func:`~autogen_shared_memory.core.lifecycle.wording`); ``> 1`` switches near duplicates
-            off. Exact duplicates (equal after Unicode, case, whitespace and punctuation normalisation) always
-            reinforce.
-        similar_threshold: cosine at or above which a stored fact that was not merged is reported in the
-            receipt's ``similar`` (and by the ``memory_remember`` tool), so the writer can supersede it.
-        rrf_k: the Reciprocal Rank Fusion constant (5: a fact at rank 1 of one leg beats one at rank 30 of
-            both; with the textbook 60 it does not, which measured 0.07 Recall@10 worse on LoCoMo).
-        lexical_weight, semantic_weight: each recall leg's weight in the fusion (1 and 0.5 measured best on
-            LoCoMo, across every category and conversation; see docs/recall-quality.md).
-        scope_weights: multipliers of each scope's contribution when ``scope="all"`` fuses scopes.
-        search_depth: candidates taken from each recall leg of each scope before fusion.
-        min_similarity: semantic candidates below this cosine are dropped (they are noise, not recall;
-            lexical matches are kept regardless).
-        context_weights: opt-in neighbour context ``(prev, next)``: a recalled fact lends these shares of its
-            score to the facts written just before/after it in the same session (0.3, 0.1 measured +0.05
-            Recall@10 on LoCoMo conversation logs). Off by default: facts without a real session would lend
-            each other credit.
-        max_fact_bytes: the largest fact accepted, in UTF-8 bytes.
-        operator_id: the ``created_by`` recorded for writes by trusted code.
-        review_global_writes: let agents that are not global writers write the global scope, but hold their
-            facts for review: stored with status ``pending``, never recalled, until trusted code or a global
-            writer approves them (``approve``; ``pending()`` lists them). Off: such writes are denied.
-        write_budget: at most this many facts an agent may write into one scope in 24 hours (None: no
-            limit). Bounds how fast one agent (or a prompt injected into it) can flood a shared scope;
-            trusted code is not limited.
-        vector_index: ``"exact"`` (default) scans every vector of a scope; ``"hnsw"`` answers the semantic
-            leg of scopes with 20,000+ facts from an HNSW graph (the ``[ann]`` extra): ~1 ms instead of a scan
-            that grows with the scope, at a measured recall cost (docs/benchmarks.md). SQLite files only;
-            PostgreSQL always uses pgvector's HNSW index.
+        location, embedder, recall, dedup, policy, backend_options: as for
+            :class:`~.store.SharedMemoryStore`, which makes the engine from them.
+
+    Raises:
+        InvalidInputError: a backend option the chosen backend does not support.
+        InvalidInputTypeError: a settings argument of the wrong type.
     """
 
     def __init__(
         self,
-        root: str | os.PathLike[str] | None = None,
+        location: str | os.PathLike[str] | Backend | None = None,
         *,
         embedder: Embedder | None = None,
-        backend: Backend | None = None,
-        dsn: str | None = None,
-        global_writers: Sequence[str] = (),
-        near_duplicate_threshold: float = 0.95,
-        similar_threshold: float = 0.8,
-        rrf_k: float = 5.0,
-        lexical_weight: float = 1.0,
-        semantic_weight: float = 0.5,
-        scope_weights: Mapping[str, float] | None = None,
-        search_depth: int = 50,
-        min_similarity: float = 0.15,
-        context_weights: tuple[float, float] | None = None,
-        max_fact_bytes: int = DEFAULT_MAX_FACT_BYTES,
-        operator_id: str = "system",
-        vector_index: VectorIndexKind = "exact",
-        write_budget: int | None = None,
-        review_global_writes: bool = False,
+        recall: RecallSettings | None = None,
+        dedup: DedupSettings | None = None,
+        policy: WritePolicy | None = None,
+        backend_options: Mapping[str, Any] | None = None,
     ) -> None:
-        if not near_duplicate_threshold > 0.0 or math.isnan(near_duplicate_threshold):
-            raise InvalidInputError("near_duplicate_threshold must be > 0 (use a value > 1 to disable)")
-        if not similar_threshold > 0.0 or math.isnan(similar_threshold):
-            raise InvalidInputError("similar_threshold must be > 0 (use a value > 1 to disable)")
-        if rrf_k < 0 or math.isnan(rrf_k):
-            raise InvalidInputError(f"rrf_k must be >= 0, got {rrf_k}")
-        for name, value in (("lexical_weight", lexical_weight), ("semantic_weight", semantic_weight)):
-            if not value >= 0 or math.isinf(value):
-                raise InvalidInputError(f"{name} must be a finite number >= 0, got {value}")
-        weights = {"agent": 1.0, "group": 1.0, "global": 1.0, **(scope_weights or {})}
-        for name, weight in weights.items():
-            if name not in SCOPE_KINDS or not weight >= 0:
-                raise InvalidInputError(
-                    f"scope_weights takes agent/group/global with weights >= 0, got {name}={weight}"
-                )
-        if vector_index not in ("exact", "hnsw"):  # checked here too: a PostgreSQL store ignores it
-            raise InvalidInputError(f"vector_index must be 'exact' or 'hnsw', got {vector_index!r}")
-        self.root = (Path(root).expanduser() if root is not None else default_root()).absolute()
-        explicit_dsn = dsn  # the one a dumped config keeps: never one read from the environment (a password)
-        if dsn is None and backend is None and root is None:
-            dsn = os.environ.get(ENV_DSN) or None
-        if backend is None:
-            if dsn is not None:
-                backend = open_backend(dsn, kind="postgresql")
+        for name, value, cls in (
+            ("recall", recall, RecallSettings),
+            ("dedup", dedup, DedupSettings),
+            ("policy", policy, WritePolicy),
+        ):
+            if value is not None and not isinstance(value, cls):
+                raise InvalidInputTypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        self.recall: RecallSettings = recall or RecallSettings()
+        self.dedup: DedupSettings = dedup or DedupSettings()
+        self.policy: WritePolicy = policy or WritePolicy()
+        options = dict(backend_options or {})
+        self.location: str | None = None  # what a dumped config keeps: never a DSN read from the environment
+        if isinstance(location, Backend):
+            if options:
+                raise InvalidInputError("backend_options apply to a location, not to a backend already made")
+            backend = location
+        else:
+            if location is None:
+                env = os.environ.get(ENV_DSN) or None
+                text = env if env is not None else str(default_root())
             else:
-                backend = open_backend(self.root, kind="sqlite", vector_index=vector_index)
+                text = os.fspath(location)
+                self.location = text
+            backend = open_backend(text, **options)
         self.backend: Backend = backend
-        self.dsn = dsn
+        self.backend_options: dict[str, Any] = options
         self.embedder: Embedder = embedder if embedder is not None else OnnxEmbedder()
-        self.policy = AccessPolicy(self.backend, global_writers)
-        self.near_duplicate_threshold = float(near_duplicate_threshold)
-        self.similar_threshold = float(similar_threshold)
-        self.rrf_k = float(rrf_k)
-        self.lexical_weight = float(lexical_weight)
-        self.semantic_weight = float(semantic_weight)
-        self.scope_weights: dict[str, float] = weights
-        self.search_depth = _positive_int(search_depth, "search_depth", 10_000)
-        if not -1.0 <= min_similarity <= 1.0:
-            raise InvalidInputError(f"min_similarity must be a cosine in [-1, 1], got {min_similarity}")
-        self.min_similarity = float(min_similarity)
-        if context_weights is not None:
-            if len(context_weights) != 2 or not all(0 <= w <= 1 for w in context_weights):
-                raise InvalidInputError(f"context_weights must be (prev, next) in [0, 1], got {context_weights!r}")
-            context_weights = (float(context_weights[0]), float(context_weights[1]))
-        self.context_weights = context_weights
-        self.max_fact_bytes = _positive_int(max_fact_bytes, "max_fact_bytes", 16 * 1024 * 1024)
-        self.operator_id = validate_owner_id(operator_id, "operator_id")
-        self.write_budget = None if write_budget is None else _positive_int(write_budget, "write_budget", 10**9)
-        self.review_global_writes = bool(review_global_writes)
-        self.session_id = uuid.uuid4().hex
+        self.access = AccessPolicy(self.backend, self.policy.global_writers)
+        self.operator_id = self.policy.operator_id
+        self.session_id = f"{RUN_SESSION_PREFIX}{uuid.uuid4().hex}"  # facts' session when the writer names none
+        self.facade: Any = None  # the SharedMemoryStore around this engine (what tools dump as their store)
         self._model: ModelInfo | None = None
         self._closed = False
         self._recorders: weakref.WeakSet[Any] = weakref.WeakSet()  # objects with flush(timeout): call recorders
         self._subscriptions: set[feed.Subscription] = set()  # running change-feed subscriptions, stopped by close()
-        self._settings: dict[str, Any] = {
-            "root": str(self.root) if dsn is None else None,
-            "dsn": explicit_dsn,
-            "global_writers": sorted(self.policy.global_writers),
-            "near_duplicate_threshold": self.near_duplicate_threshold,
-            "similar_threshold": self.similar_threshold,
-            "rrf_k": self.rrf_k,
-            "lexical_weight": self.lexical_weight,
-            "semantic_weight": self.semantic_weight,
-            "scope_weights": dict(self.scope_weights),
-            "search_depth": self.search_depth,
-            "min_similarity": self.min_similarity,
-            "context_weights": self.context_weights,
-            "max_fact_bytes": self.max_fact_bytes,
-            "operator_id": self.operator_id,
-            "vector_index": vector_index,
-            "write_budget": self.write_budget,
-            "review_global_writes": self.review_global_writes,
-        }
         self._created()
 
     def _created(self) -> None:
@@ -343,7 +277,7 @@ class FactStore:
                 spec["content"] = spec.pop("fact")
         else:
             spec["content"] = item
-        content = validate_content(spec.get("content"), self.max_fact_bytes)
+        content = validate_content(spec.get("content"), self.policy.max_fact_bytes)
         kind = spec.get("scope")
         if kind not in SCOPE_KINDS:
             raise InvalidInputError(f"scope must be one of {SCOPE_KINDS}, got {kind!r}")
@@ -388,10 +322,10 @@ class FactStore:
 
     def _held(self, agent_id: str | None, ref: ScopeRef) -> bool:
         """Whether this agent's writes to ``ref`` are held for review instead of denied."""
-        if not self.review_global_writes or agent_id is None or ref.kind != "global":
+        if not self.policy.review_global_writes or agent_id is None or ref.kind != "global":
             return False
         try:
-            self.policy.check_write(agent_id, ref)
+            self.access.check_write(agent_id, ref)
         except MemoryAccessDenied:
             return True
         return False
@@ -402,14 +336,14 @@ class FactStore:
         ids = self.backend.select_ids(ref, Filters(include_inactive=True), 1 << 30)
         return [f for f in self.backend.get(ref, ids) if f.status == "pending"]
 
-    def approve(self, fact_id: str, *, agent_id: str | None = None, reason: str | None = None) -> Fact:
+    def approve(self, fact_id: str, *, agent_id: str | None, reason: str | None = None) -> Fact:
         """Release a fact held for review into recall; trusted code or a global writer only. If a live fact
         already says the same (the same text, or a near duplicate by the rule ``remember`` follows), that fact
         is reinforced in the held author's name and returned, and the held one is closed as its
         restatement: recall keeps one copy."""
         validate_reason(reason)
         fact = self._readable(fact_id, self._agent(agent_id), None)
-        self.policy.check_write(agent_id, fact.scope, "approve facts in")
+        self.access.check_write(agent_id, fact.scope, "approve facts in")
         actor = agent_id if agent_id is not None else self.operator_id
         if fact.status != "pending":  # nothing to embed: the backend answers (a no-op, or why not)
             return self.backend.set_status(fact.scope, StatusChange(fact_id, "active", actor, time.time(), reason))
@@ -420,13 +354,13 @@ class FactStore:
             StatusChange(fact_id, "active", actor, time.time(), reason),
             vector,
             self.model,
-            self.near_duplicate_threshold,
+            self.dedup.near_duplicate,
         )
 
     def _check_budget(self, agent_id: str | None, ref: ScopeRef, adding: int, now: float) -> None:
         """Refuse a batch that would take an agent past ``write_budget`` facts in one scope in 24 hours (before
         anything is embedded; :meth:`_budget_in_tx` counts again under the write's lock)."""
-        if self.write_budget is None or agent_id is None:
+        if self.policy.write_budget is None or agent_id is None:
             return
         created = self.backend.rows(ref, "audit", {"actor": agent_id, "event": "created"})
         self._refuse_over_budget(agent_id, ref, _in_a_day(created, now), adding)  # counted as the write will
@@ -436,7 +370,7 @@ class FactStore:
     ) -> Callable[[ScopeTx], None] | None:
         """The budget counted inside the write's transaction, from the audit trail's ``created`` events (purged
         facts count too), so that writers in several processes cannot pass it together."""
-        if self.write_budget is None or agent_id is None:
+        if self.policy.write_budget is None or agent_id is None:
             return None
 
         def check(tx: ScopeTx) -> None:
@@ -446,10 +380,10 @@ class FactStore:
         return check
 
     def _refuse_over_budget(self, agent_id: str, ref: ScopeRef, written: int, adding: int) -> None:
-        if self.write_budget is not None and written + adding > self.write_budget:
+        if self.policy.write_budget is not None and written + adding > self.policy.write_budget:
             raise MemoryAccessDenied(
                 f"agent {agent_id!r} has written {written} fact{'' if written == 1 else 's'} to {ref} in the last "
-                f"24 hours and its write budget is {self.write_budget} (write_budget)"
+                f"24 hours and its write budget is {self.policy.write_budget} (write_budget)"
             )
 
     def _check_supersedes(self, refs: Sequence[ScopeRef], drafts: Sequence[Draft]) -> None:
@@ -476,7 +410,7 @@ class FactStore:
         content: str,
         scope: ScopeKind,
         *,
-        agent_id: str | None = None,
+        agent_id: str | None,
         group_id: str | None = None,
         confidence: float = 1.0,
         ttl_days: float | None = None,
@@ -513,7 +447,7 @@ class FactStore:
         facts: Sequence[str | Mapping[str, Any]],
         scope: ScopeKind | None = None,
         *,
-        agent_id: str | None = None,
+        agent_id: str | None,
         group_id: str | None = None,
         **defaults: Any,
     ) -> list[Receipt]:
@@ -544,7 +478,7 @@ class FactStore:
         held = {ref for ref in refs if self._held(agent_id, ref)}
         for ref in dict.fromkeys(refs):
             if ref not in held:
-                self.policy.check_write(agent_id, ref)
+                self.access.check_write(agent_id, ref)
             self._check_budget(agent_id, ref, _distinct(planned, refs, ref, ref in held), now)
             self.backend.check_model(ref, self.model)
         if not planned:
@@ -568,8 +502,8 @@ class FactStore:
                 [planned[i][1] for i in positions],
                 vectors[positions],
                 self.model,
-                self.near_duplicate_threshold,
-                self.similar_threshold,
+                self.dedup.near_duplicate,
+                self.dedup.similar,
                 self._budget_in_tx(agent_id, ref, _distinct(planned, refs, ref, ref in held), now),
             )
             for i, receipt in zip(positions, written, strict=True):
@@ -581,7 +515,7 @@ class FactStore:
         fact_id: str,
         reason: str | None = None,
         *,
-        agent_id: str | None = None,
+        agent_id: str | None,
         group_id: str | None = None,
     ) -> Fact:
         """Tombstone a fact (soft delete): search stops returning it, its row and audit trail stay. A fact
@@ -589,7 +523,7 @@ class FactStore:
         as it was."""
         validate_reason(reason)
         fact = self._readable(fact_id, self._agent(agent_id), group_id)
-        self.policy.check_write(agent_id, fact.scope, "forget facts in")
+        self.access.check_write(agent_id, fact.scope, "forget facts in")
         actor = agent_id if agent_id is not None else self.operator_id
         return self.backend.set_status(fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason))
 
@@ -597,7 +531,7 @@ class FactStore:
         self,
         scope: ScopeKind,
         *,
-        agent_id: str | None = None,
+        agent_id: str | None,
         group_id: str | None = None,
         reason: str | None = None,
     ) -> int:
@@ -609,7 +543,7 @@ class FactStore:
         """
         validate_reason(reason)
         ref = self.scope_ref(scope, agent_id=agent_id, group_id=group_id)
-        self.policy.check_write(agent_id, ref, "forget facts in")
+        self.access.check_write(agent_id, ref, "forget facts in")
         mine = ref.kind != "agent" and agent_id is not None
         filters = Filters(created_by=(agent_id,) if mine and agent_id else ())
         actor = agent_id if agent_id is not None else self.operator_id
@@ -673,13 +607,13 @@ class FactStore:
     # ------------------------------------------------------------------ membership
     def add_group_member(self, group_id: str, agent_id: str) -> None:
         """Let ``agent_id`` read and write the group scope ``group_id`` (attach does this for a team)."""
-        self.policy.set_member(group_id, agent_id, True)
+        self.access.set_member(group_id, agent_id, True)
 
     def remove_group_member(self, group_id: str, agent_id: str) -> None:
-        self.policy.set_member(group_id, agent_id, False)
+        self.access.set_member(group_id, agent_id, False)
 
     def group_members(self, group_id: str) -> set[str]:
-        return self.policy.members(group_id)
+        return self.access.members(group_id)
 
     def set_agent_private(self, agent_id: str, private: bool = True) -> None:
         """Refuse (or allow again) cross-agent reads of ``agent_id``'s agent scope."""
@@ -700,18 +634,16 @@ class FactStore:
         does not exist (no oracle for other agents' private ids)."""
         fact = self._locate(fact_id, agent_id, group_id)
         try:
-            self.policy.check_read(agent_id, fact.scope)
+            self.access.check_read(agent_id, fact.scope)
         except MemoryAccessDenied:
             raise FactNotFoundError(f"no fact with id {shown(fact_id)}") from None
         return fact
 
-    def get(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> Fact:
+    def get(self, fact_id: str, *, agent_id: str | None, group_id: str | None = None) -> Fact:
         """One fact by id, with its provenance and lifecycle state (any status)."""
         return self._readable(fact_id, self._agent(agent_id), group_id)
 
-    def supersede_chain(
-        self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None
-    ) -> list[Fact | str]:
+    def supersede_chain(self, fact_id: str, *, agent_id: str | None, group_id: str | None = None) -> list[Fact | str]:
         """Every fact linked to this one by ``supersedes`` / ``superseded_by``, itself included, oldest first;
         a link whose fact was purged is its bare id, at the end."""
         return self._chain(self._readable(fact_id, self._agent(agent_id), group_id))
@@ -732,7 +664,7 @@ class FactStore:
         known = sorted((f for f in found.values() if f is not None), key=lambda f: (f.created_at, f.id))
         return [*known, *sorted(fid for fid, f in found.items() if f is None)]
 
-    def history(self, fact_id: str, *, agent_id: str | None = None, group_id: str | None = None) -> list[AuditEvent]:
+    def history(self, fact_id: str, *, agent_id: str | None, group_id: str | None = None) -> list[AuditEvent]:
         """The audit trail of a fact and of its whole supersede chain, oldest first; for a purged fact, its
         own trail (the audit outlives the fact: it ends with the ``purged`` event)."""
         agent = self._agent(agent_id)
@@ -756,7 +688,7 @@ class FactStore:
         refs = [ScopeRef(kind, owner)] if owner is not None else [r for r in self.backend.scopes() if r.kind == kind]
         for ref in refs:
             try:
-                self.policy.check_read(agent_id, ref)
+                self.access.check_read(agent_id, ref)
             except MemoryAccessDenied:
                 continue
             events = self.backend.history(ref, fact_id) if self.backend.exists(ref) else []
@@ -773,7 +705,7 @@ class FactStore:
         query: str,
         scope: ScopeName = "all",
         *,
-        agent_id: str | None = None,
+        agent_id: str | None,
         group_id: str | None = None,
         top_k: int = 5,
         other_agent: str | None = None,
@@ -798,7 +730,7 @@ class FactStore:
         superseded and expired facts are left out unless ``include_inactive``. ``as_of`` recalls what was
         believed then: facts written by that time and not yet superseded, forgotten or expired at it
         (purged facts are gone). ``context_weights=(prev, next)``
-        turns on neighbour context for this search (see the store's ``context_weights``).
+        sets neighbour context for this search, ``(0, 0)`` turns it off (see :class:`~.settings.RecallSettings`).
         """
         if not isinstance(query, str):
             raise InvalidInputTypeError(f"query must be a str, got {type(query).__name__}")
@@ -821,7 +753,13 @@ class FactStore:
             include_inactive=bool(include_inactive),
             as_of=_timestamp(as_of, "as_of"),
         )
-        weights = {**self.scope_weights, **(scope_weights or {})}
+        settings = self.recall
+        if scope_weights is not None or context_weights is not None:  # this search's own ranking
+            settings = dataclasses.replace(
+                settings,
+                scope_weights={**settings.scope_weights, **(scope_weights or {})},
+                context_weights=settings.context_weights if context_weights is None else context_weights,
+            )
         if not query.strip() or not refs:
             return []
         refs = [r for r in refs if self.backend.exists(r)]  # nothing to embed the query for otherwise
@@ -829,24 +767,7 @@ class FactStore:
             self.backend.check_model(ref, self.model)
         if not refs:
             return []
-        context = self.context_weights if context_weights is None else context_weights
-        ranked = engine.search(
-            self.backend,
-            refs,
-            query,
-            self.embedder.embed,
-            engine.Settings(
-                depth=max(self.search_depth, top_k),
-                top_k=top_k,
-                min_similarity=self.min_similarity,
-                lexical_weight=self.lexical_weight,
-                semantic_weight=self.semantic_weight,
-                rrf_k=self.rrf_k,
-                scope_weights=weights,
-                context_weights=context,
-            ),
-            filters,
-        )
+        ranked = engine.search(self.backend, refs, query, self.embedder.embed, settings, top_k, filters)
         facts: dict[tuple[ScopeRef, str], Fact] = {}
         for ref in {r.key[0] for r in ranked}:
             for fact in self.backend.get(ref, [r.key[1] for r in ranked if r.key[0] == ref]):
@@ -883,16 +804,12 @@ class FactStore:
         else:
             refs = [self.scope_ref(scope, agent_id=agent_id, group_id=group_id)]
         for ref in refs:
-            self.policy.check_read(agent_id, ref)
+            self.access.check_read(agent_id, ref)
         return refs
 
     def capsule(self, hits: Sequence[Hit], max_bytes: int = 2048) -> str:
         """Render hits as compact text for a model, never more than ``max_bytes`` UTF-8 bytes."""
         return render_capsule(hits, max_bytes)
-
-    def recall(self, /, query: str, scope: ScopeName = "all", *, max_bytes: int = 2048, **kwargs: Any) -> str:
-        """``search`` then ``capsule``: what a memory tool returns to a model."""
-        return self.capsule(self.search(query, scope, **kwargs), max_bytes)
 
     # ------------------------------------------------------------------ records
     def log_records(self, records: Sequence[Record]) -> None:
@@ -1118,7 +1035,7 @@ class FactStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(root={str(self.root)!r}, model={self.embedder.model_id!r})"
+        return f"{type(self).__name__}({self.backend!r}, model={self.embedder.model_id!r})"
 
     # ------------------------------------------------------------------ async twins
     aremember = _off_loop(remember)
@@ -1134,7 +1051,6 @@ class FactStore:
     asupersede_chain = _off_loop(supersede_chain)
     astats = _off_loop(stats)
     asearch = _off_loop(search)
-    arecall = _off_loop(recall)
     aadd_group_member = _off_loop(add_group_member)
     alog_records = _off_loop(log_records)
     alog_message = _off_loop(log_message)

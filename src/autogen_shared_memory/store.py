@@ -1,99 +1,120 @@
-"""``SharedMemoryStore``: the façade users start from. A :class:`~.facts.FactStore` that is also an AutoGen
-component, with the per-agent views, the case log, the state store, export/import and the AutoGen integration
-on top. Nothing imports this module back: views and adapters take a ``FactStore``.
+"""``SharedMemoryStore``: the façade users start from, and an AutoGen component.
+
+It holds the engine (:class:`~.facts.FactStore`) and hands out the identity-bound handles that are the one way
+to touch facts: :meth:`SharedMemoryStore.as_agent` for an agent, :attr:`SharedMemoryStore.operator` for
+trusted code. Around them: attaching frameworks, the change feed, export and import, the conversation-state
+store. Nothing imports this module back: views and adapters take the engine or a handle.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
+from .adapters import adapter, framework_of
+from .backends.base import Backend, ModelInfo
 from .component import Component, ComponentBase, ComponentLoader, ComponentModel
-from .core.types import DEFAULT_MAX_FACT_BYTES, ScopeRef
+from .core.types import Change, Position, ScopeRef, ScopeStats
 from .embedding import Embedder
-from .errors import InvalidInputTypeError
+from .errors import GroupIdRequired, InvalidInputError, InvalidInputTypeError
 from .facts import DEFAULT_ROOT, ENV_DSN, ENV_ROOT, FactStore, _off_loop, default_root
-from .search.index import VectorIndexKind
+from .handles import AgentHandle, OperatorHandle
+from .settings import DedupSettings, RecallSettings, WritePolicy
 from .transfer import ImportReport, export_jsonl, import_jsonl
-from .views.agents import AgentMemory, Task, task_from_row
-from .views.caselog import CaseLog
+from .views.agents import AgentMemory
 from .views.state import BackendConversationStateStore
 
 if TYPE_CHECKING:
-    from autogen_core.tools import BaseTool
-
-    from .integration.autogen.memory import SharedMemory
-    from .integration.autogen.runtime import MemoryRecorder
-
-
-def framework_of(target: Any) -> str:
-    """``"agent_framework"``, ``"ag2"`` or ``"autogen"``: the framework an agent or team (or the first
-    of a list of agents) comes from, by the package that defines its type or the nearest framework class it
-    derives from."""
-    first = target[0] if isinstance(target, (list, tuple)) and target else target
-    for cls in type(first).__mro__:  # an application's own agent subclass belongs to its base's framework
-        root = cls.__module__.split(".")[0]
-        if root.startswith("agent_framework"):
-            return "agent_framework"
-        if root == "autogen":
-            return "ag2"
-        if root.startswith("autogen_"):
-            return "autogen"
-    return "autogen"
+    from . import feed
 
 
 __all__ = ["DEFAULT_ROOT", "ENV_DSN", "ENV_ROOT", "SharedMemoryStore", "SharedMemoryStoreConfig", "default_root"]
 
 
 class SharedMemoryStoreConfig(BaseModel):
-    """Declarative config of a :class:`SharedMemoryStore` (``dump_component`` / ``load_component``)."""
+    """Declarative config of a :class:`SharedMemoryStore` (``dump_component`` / ``load_component``): the
+    same settings objects the constructor takes."""
 
-    root: str | None = None
-    dsn: str | None = None  # a PostgreSQL DSN given explicitly (prefer $AUTOGEN_SHARED_MEMORY_DSN: no password here)
+    location: str | None = None  # a DSN given explicitly (prefer $AUTOGEN_SHARED_MEMORY_DSN: no password here)
     embedder: ComponentModel | None = None
-    global_writers: list[str] = Field(default_factory=list)
-    near_duplicate_threshold: float = 0.95
-    similar_threshold: float = 0.8
-    rrf_k: float = 5.0
-    lexical_weight: float = 1.0
-    semantic_weight: float = 0.5
-    scope_weights: dict[str, float] | None = None
-    search_depth: int = 50
-    min_similarity: float = 0.15
-    context_weights: tuple[float, float] | None = None
-    max_fact_bytes: int = DEFAULT_MAX_FACT_BYTES
-    operator_id: str = "system"
-    vector_index: VectorIndexKind = "exact"
-    write_budget: int | None = None
-    review_global_writes: bool = False
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    dedup: DedupSettings = Field(default_factory=DedupSettings)
+    policy: WritePolicy = Field(default_factory=WritePolicy)
+    backend_options: dict[str, Any] = Field(default_factory=dict)
 
 
 # Stores loaded from equal configs in one process are one instance: tools, memories and agents loaded
 # from a dumped team then share connections and vector caches instead of opening their own.
 _LOADED: weakref.WeakValueDictionary[str, SharedMemoryStore] = weakref.WeakValueDictionary()
-_LOADED_LOCK = threading.Lock()
+_LOADED_LOCK = threading.RLock()  # a store made inside _from_config registers itself too
 
 
-class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Component[SharedMemoryStoreConfig]):
+class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[SharedMemoryStoreConfig]):
     """Persistent memory shared by the agents of a deployment, in agent, group and global scopes.
 
-    A :class:`~.facts.FactStore` (the arguments are documented there) that is also an AutoGen component, with
-    the per-agent views, the case log, the state store, export and import, and the AutoGen integration.
+    ::
+
+        store = SharedMemoryStore("./memory", policy=WritePolicy(global_writers=["crew:lead"]))
+        researcher = store.as_agent("crew:researcher", group="crew")
+        researcher.remember("The Q3 report is due on October 14.", "group")
+        store.operator.remember("Answers are markdown tables.", "global")
+
+    Args:
+        location: where the memory lives: a store directory (SQLite files), ``sqlite:///dir``, a PostgreSQL
+            DSN (``postgresql://…``) or a :class:`~.backends.base.Backend`. Default:
+            ``$AUTOGEN_SHARED_MEMORY_DSN`` if set, else ``$AUTOGEN_SHARED_MEMORY_DIR``, else
+            ``~/.autogen/shared_memory``.
+        embedder: any :class:`~.embedding.Embedder`; default all-MiniLM-L6-v2 on ONNX Runtime, loaded lazily.
+        recall: how searches rank (:class:`~.settings.RecallSettings`).
+        dedup: when a write merges into a fact the scope holds (:class:`~.settings.DedupSettings`).
+        policy: who may write where, and how much (:class:`~.settings.WritePolicy`).
+        backend_options: the backend's own options (``vector_index="hnsw"`` for SQLite files; ``schema=``,
+            ``max_size=`` for PostgreSQL); an option the backend does not support is an error.
+
+    Raises:
+        InvalidInputError: a bad setting or an unsupported backend option.
+        InvalidInputTypeError: a settings argument of the wrong type.
     """
 
     component_type = "shared_memory_store"
     component_provider_override = "autogen_shared_memory.SharedMemoryStore"
     component_config_schema = SharedMemoryStoreConfig
 
-    def _created(self) -> None:
-        embedder = self.embedder.dump_component() if isinstance(self.embedder, ComponentBase) else None
-        self._config = SharedMemoryStoreConfig(embedder=embedder, **self._settings)
-        if self._config.embedder is not None:  # loading this config in this process reuses this instance
+    def __init__(
+        self,
+        location: str | os.PathLike[str] | Backend | None = None,
+        *,
+        embedder: Embedder | None = None,
+        recall: RecallSettings | None = None,
+        dedup: DedupSettings | None = None,
+        policy: WritePolicy | None = None,
+        backend_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._engine = FactStore(
+            location, embedder=embedder, recall=recall, dedup=dedup, policy=policy, backend_options=backend_options
+        )
+        engine = self._engine
+        engine.facade = self
+        dumped = engine.embedder.dump_component() if isinstance(engine.embedder, ComponentBase) else None
+        self._config = SharedMemoryStoreConfig(
+            location=engine.location,
+            embedder=dumped,
+            recall=engine.recall,
+            dedup=engine.dedup,
+            policy=engine.policy,
+            backend_options=dict(engine.backend_options),
+        )
+        self._operator = OperatorHandle(engine, None, None)
+        self._attachers: dict[str, Any] = {}
+        if dumped is not None:  # loading this config in this process reuses this instance
             with _LOADED_LOCK:
                 _LOADED.setdefault(self._config.model_dump_json(), self)
 
@@ -118,51 +139,151 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
                     raise InvalidInputTypeError(f"{config.embedder.provider} is not an Embedder")
                 embedder = loaded
             store = cls(
-                config.root,
-                dsn=config.dsn,
+                config.location,
                 embedder=embedder,
-                global_writers=config.global_writers,
-                near_duplicate_threshold=config.near_duplicate_threshold,
-                similar_threshold=config.similar_threshold,
-                rrf_k=config.rrf_k,
-                lexical_weight=config.lexical_weight,
-                semantic_weight=config.semantic_weight,
-                scope_weights=config.scope_weights,
-                search_depth=config.search_depth,
-                min_similarity=config.min_similarity,
-                context_weights=config.context_weights,
-                max_fact_bytes=config.max_fact_bytes,
-                operator_id=config.operator_id,
-                vector_index=config.vector_index,
-                write_budget=config.write_budget,
-                review_global_writes=config.review_global_writes,
+                recall=config.recall,
+                dedup=config.dedup,
+                policy=config.policy,
+                backend_options=config.backend_options,
             )
             _LOADED[key] = store
             return store
 
-    # ------------------------------------------------------------------ per-agent views and shared records
+    # ------------------------------------------------------------------ what it is made of
+    @property
+    def engine(self) -> FactStore:
+        """The engine behind the handles. Its methods take the caller's identity explicitly; applications use
+        the handles."""
+        return self._engine
+
+    @property
+    def backend(self) -> Backend:
+        """The storage backend."""
+        return self._engine.backend
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder of facts and queries."""
+        return self._engine.embedder
+
+    @property
+    def model(self) -> ModelInfo:
+        """The embedding model's id and dimension, as scopes record it."""
+        return self._engine.model
+
+    @property
+    def recall(self) -> RecallSettings:
+        """How searches rank."""
+        return self._engine.recall
+
+    @property
+    def dedup(self) -> DedupSettings:
+        """When a write merges into an existing fact."""
+        return self._engine.dedup
+
+    @property
+    def policy(self) -> WritePolicy:
+        """Who may write where, and how much."""
+        return self._engine.policy
+
+    @property
+    def root(self) -> Path | None:
+        """The store directory of a SQLite store (``None`` for other backends)."""
+        root = getattr(self._engine.backend, "root", None)
+        return root if isinstance(root, Path) else None
+
+    # ------------------------------------------------------------------ handles
+    def as_agent(self, agent_id: str, group: str | None = None, *, join: bool = False) -> AgentHandle:
+        """A handle acting as one agent: every call through it is that agent's, under the access policy.
+
+        Args:
+            agent_id: the agent (not the operator id).
+            group: the group its ``"group"`` scope means (``None``: none).
+            join: also enrol the agent in ``group`` (trusted code choosing the agent's team, as ``attach``
+                does); without it, binding changes nothing.
+
+        Returns:
+            The :class:`~.handles.AgentHandle`.
+
+        Raises:
+            InvalidInputError: an id the store cannot own, the operator id, or ``join`` without a group.
+        """
+        handle = AgentHandle(self._engine, agent_id, group)
+        if join:
+            if handle.group_id is None:
+                raise InvalidInputError("join=True needs a group")
+            if not self._engine.access.is_member(handle.group_id, handle.agent_id):
+                self._engine.add_group_member(handle.group_id, handle.agent_id)
+        return handle
+
+    @property
+    def operator(self) -> OperatorHandle:
+        """Trusted code, named: reads and writes every scope; its writes carry the operator id."""
+        return self._operator
+
+    def as_operator(self, group: str | None = None) -> OperatorHandle:
+        """The operator handle bound to a group (its ``"group"`` scope means that group).
+
+        Args:
+            group: the group.
+
+        Returns:
+            The :class:`~.handles.OperatorHandle`.
+
+        Raises:
+            InvalidInputError: an id the store cannot own.
+        """
+        return OperatorHandle(self._engine, None, group)
+
     def for_agent(self, agent_id: str, group_id: str | None = None) -> AgentMemory:
-        """One agent's view: its records, insights, tasks, the shared profile and directory, and (with a
-        group) the group's case log; see :class:`~.agent_memory.AgentMemory`."""
-        return AgentMemory(self, agent_id, group_id)
+        """The seed-named compatible view of one agent (``store_insight``, ``get_my_insights``, tasks, the
+        profile and directory, the group's case log); see :class:`~.views.agents.AgentMemory`.
 
-    def case_log(self, group_id: str, agent_id: str | None = None) -> CaseLog:
-        """The append-only case log of ``group_id``, used as ``agent_id`` (a member) or, without one, by
-        trusted code."""
-        return CaseLog(self, group_id, agent_id)
+        Args:
+            agent_id: the agent.
+            group_id: its group.
 
-    def list_tasks(
-        self, group_id: str | None = None, *, status: str | None = None, assigned_to: str | None = None
-    ) -> list[Task]:
-        """Tasks as trusted code sees them (no membership needed): one group's, or those of every group and
-        agent file, scope by scope, oldest first; each names its scope."""
-        refs = [ScopeRef("group", group_id)] if group_id else [r for r in self.backend.scopes() if r.kind != "global"]
-        where = {k: v for k, v in (("status", status), ("agent_id", assigned_to)) if v is not None}
-        return [
-            task_from_row(row, ref)
-            for ref in refs
-            for row in self.backend.read_records(ref, "tasks", where, limit=1_000_000, oldest_first=True)
-        ]
+        Returns:
+            The view.
+        """
+        return AgentMemory(self._engine, agent_id, group_id)
+
+    # ------------------------------------------------------------------ the whole store
+    def stats(self) -> list[ScopeStats]:
+        """Counts, size and model of every scope.
+
+        Returns:
+            One entry per scope.
+        """
+        return self._engine.stats()
+
+    def changes(self, since: Position | str | None = None, *, limit: int | None = None) -> list[Change]:
+        """The change feed: every change after ``since``, in order (lossless across processes).
+
+        Args:
+            since: a position from an earlier change or :attr:`~.core.types.Change.position`; ``None``: from
+                the start.
+            limit: at most this many.
+
+        Returns:
+            The changes; the last one's ``position`` resumes after it.
+
+        Raises:
+            PositionError: a malformed position.
+        """
+        return self._engine.changes(since, limit=limit)
+
+    def subscribe(self, callback: Callable[[Change], Any], **options: Any) -> feed.Subscription:
+        """Call ``callback`` with every change as it happens, in order, in a background thread.
+
+        Args:
+            callback: receives each :class:`~.core.types.Change`.
+            **options: ``since`` (a position to resume from), ``scopes``, ``poll_interval``.
+
+        Returns:
+            The subscription (``stop()`` ends it; ``close`` stops every subscription).
+        """
+        return self._engine.subscribe(callback, **options)
 
     @property
     def state(self) -> BackendConversationStateStore:
@@ -173,13 +294,22 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         self,
         path: Any,
         *,
-        agent_id: str | None = None,
+        agent: str | None = None,
         scopes: Sequence[ScopeRef] | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> int:
-        """Write everything (or one agent's memory and records, or some scopes) as JSON Lines; see
-        :mod:`.transfer`."""
-        return export_jsonl(self, path, agent_id=agent_id, scopes=scopes, progress=progress)
+        """Write everything (or one agent's memory and records, or some scopes) as JSON Lines.
+
+        Args:
+            path: a file path or a writable text stream.
+            agent: only this agent's scope and records (an export is an operator act).
+            scopes: only these scopes.
+            progress: called with the count of lines written.
+
+        Returns:
+            How many lines were written.
+        """
+        return export_jsonl(self._engine, path, agent_id=agent, scopes=scopes, progress=progress)
 
     def import_(
         self,
@@ -189,31 +319,52 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         policy: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> ImportReport:
-        """Import a JSON Lines export (checked whole before anything is written); ``policy=True`` also applies
-        the group memberships and privacy settings it holds (refused without it); see
-        :func:`.transfer.import_jsonl`."""
-        return import_jsonl(self, path, skip_bad=skip_bad, policy=policy, progress=progress)
+        """Import a JSON Lines export, checked whole before anything is written.
+
+        Args:
+            path: a file path or a readable text stream.
+            skip_bad: skip invalid lines (listed in the report) instead of refusing the file.
+            policy: also apply the group memberships and privacy settings the file holds (refused without).
+            progress: called with the count of lines read.
+
+        Returns:
+            The :class:`~.transfer.ImportReport`.
+
+        Raises:
+            ImportFormatError: a bad line (nothing is written).
+            ImportPolicyError: policy rows without ``policy=True``.
+        """
+        return import_jsonl(self._engine, path, skip_bad=skip_bad, policy=policy, progress=progress)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._engine.closed
+
+    def close(self) -> None:
+        """Stop subscriptions, flush recorders, close the backend. Idempotent.
+
+        Returns:
+            None.
+        """
+        self._engine.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ framework integration
     def _attacher(self, target: Any) -> Any:
-        """The attacher of the framework ``target`` (a team, an agent or a list of agents) belongs to,
-        one per store and framework: it remembers what it added so that detach removes exactly that."""
+        """The attacher of the framework ``target`` belongs to, one per store and framework: it remembers what
+        it added so that detach removes exactly that (found through :mod:`.adapters`)."""
         framework = framework_of(target)
-        attachers: dict[str, Any] = self.__dict__.setdefault("_attachers", {})
-        if framework not in attachers:
-            if framework == "agent_framework":
-                from .integration.agent_framework import Attacher as MafAttacher
-
-                attachers[framework] = MafAttacher(self)
-            elif framework == "ag2":
-                from .integration.ag2 import Attacher as Ag2Attacher
-
-                attachers[framework] = Ag2Attacher(self)
-            else:
-                from .integration.autogen.attach import Attacher
-
-                attachers[framework] = Attacher(self)
-        return attachers[framework]
+        if framework not in self._attachers:
+            module = adapter(framework)
+            cls = getattr(module, "Attacher", None) or importlib.import_module(module.__name__ + ".attach").Attacher
+            self._attachers[framework] = cls(self._engine)
+        return self._attachers[framework]
 
     def attach(
         self,
@@ -248,9 +399,8 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
             GroupIdRequired: no ``group_id`` (a ``TypeError``).
             ValueError / TypeError: an id the store cannot own, or an agent that cannot be attached as asked.
         """
-        from .integration.toolkit import team_identity
-
-        team_identity(group_id, (), None)  # no team name: refused before anything else is looked at
+        if group_id is None:  # no team name: refused before anything else is looked at
+            raise GroupIdRequired()
         return self._attacher(team_or_agent).attach(
             team_or_agent,
             group_id,
@@ -261,64 +411,108 @@ class SharedMemoryStore(FactStore, ComponentBase[SharedMemoryStoreConfig], Compo
         )
 
     def detach(self, team_or_agent: Any) -> list[str]:
-        """Remove everything :meth:`attach` added; returns the names of the agents changed."""
+        """Remove everything :meth:`attach` added (tools, scaffolding, recording; memberships and facts stay).
+
+        Args:
+            team_or_agent: what was attached.
+
+        Returns:
+            The names of the agents changed.
+        """
         changed: list[str] = self._attacher(team_or_agent).detach(team_or_agent)
         return changed
 
     def context_provider(self, group_id: str | None = None, **options: Any) -> Any:
         """A Microsoft Agent Framework context provider giving the agent that runs with it shared memory
         (the tools bound to ``agent.name``, the scaffolding, optional capsule recall, recording); see
-        :mod:`.integration.agent_framework`."""
-        from .integration.agent_framework import SharedMemoryContextProvider
+        :mod:`.integration.agent_framework`.
 
-        return SharedMemoryContextProvider(self, group_id=group_id, **options)
+        Args:
+            group_id: the agent's team.
+            **options: the provider's options (``mode``, ``top_k``, ``max_capsule_bytes``, ...).
 
-    def tools_for(
-        self, agent_id: str, group_id: str | None = None, *, record_calls: bool = True
-    ) -> list[BaseTool[BaseModel, BaseModel]]:
+        Returns:
+            The ``SharedMemoryContextProvider``.
+        """
+        return adapter("agent_framework").SharedMemoryContextProvider(self._engine, group_id=group_id, **options)
+
+    def tools_for(self, agent_id: str, group_id: str | None = None, *, record_calls: bool = True) -> list[Any]:
         """``memory_search``, ``memory_remember`` and ``memory_forget`` bound to one agent (and group),
         for a core-API tool-calling loop; each call is logged in the agent's tool history.
 
         Binding an agent to a group enrols it as a member, as ``attach`` does for a team's agents: tools
         handed out for a group would otherwise deny every group call at run time (this is trusted code
-        choosing the agent's team; a model never reaches it)."""
-        from .integration.autogen.tools import memory_tools
+        choosing the agent's team; a model never reaches it).
 
-        self._agent(agent_id)
-        if group_id is not None:
-            self.add_group_member(group_id, agent_id)
-        return list(memory_tools(self, agent_id, group_id, record_calls=record_calls))
+        Args:
+            agent_id: the agent the tools act as.
+            group_id: its group (enrolled).
+            record_calls: also log each call in the agent's tool history.
 
-    def memory_for(self, agent_id: str, group_id: str | None = None, **options: Any) -> SharedMemory:
-        """An AutoGen ``Memory`` view bound to one agent, for ``AssistantAgent(memory=[...])``."""
-        from .integration.autogen.memory import SharedMemory
+        Returns:
+            The three AutoGen tools.
 
-        return SharedMemory(self, agent_id, group_id, **options)
+        Raises:
+            InvalidInputError: an id the store cannot own, or the operator id.
+        """
+        handle = self.as_agent(agent_id, group_id, join=group_id is not None)
+        autogen = adapter("autogen")
+        tools = autogen.memory_tools(self._engine, handle.agent_id, handle.group_id, record_calls=record_calls)
+        return list(tools)
 
-    def runtime_handler(self, *, session_id: str | None = None) -> MemoryRecorder:
-        """An intervention handler for ``SingleThreadedAgentRuntime(intervention_handlers=[...])`` that
-        records every agent's messages and tool calls (writes happen in a background thread)."""
-        from .integration.autogen.runtime import MemoryRecorder
+    def memory_for(self, agent_id: str, group_id: str | None = None, **options: Any) -> Any:
+        """An AutoGen ``Memory`` view bound to one agent, for ``AssistantAgent(memory=[...])``.
 
-        return MemoryRecorder(self, session_id=session_id)
+        Args:
+            agent_id: the agent it recalls as.
+            group_id: its group.
+            **options: the view's options (``top_k``, ``max_bytes``, ...).
 
-    def register(self, runtime: Any, *, session_id: str | None = None) -> MemoryRecorder:
-        """Add the recording handler to an existing runtime (one that was built without it)."""
-        if not hasattr(runtime, "_intervention_handlers"):
-            raise InvalidInputTypeError(f"{type(runtime).__name__} does not take intervention handlers")
-        handler = self.runtime_handler(session_id=session_id)
-        runtime._intervention_handlers = [*(runtime._intervention_handlers or []), handler]
-        return handler
+        Returns:
+            The ``SharedMemory``.
+        """
+        return adapter("autogen").SharedMemory(self._engine, agent_id, group_id, **options)
+
+    def runtime_handler(self, runtime: Any = None, *, session_id: str | None = None) -> Any:
+        """An intervention handler that records every agent's messages and tool calls of an AutoGen core
+        runtime (writes happen in a background thread).
+
+        Args:
+            runtime: a runtime that already exists, to add the handler to; ``None``: pass the handler to
+                ``SingleThreadedAgentRuntime(intervention_handlers=[...])`` yourself.
+            session_id: the session the records carry (default: the store's).
+
+        Returns:
+            The ``MemoryRecorder``.
+
+        Raises:
+            InvalidInputTypeError: ``runtime`` takes no intervention handlers.
+        """
+        recorder = adapter("autogen").MemoryRecorder(self._engine, session_id=session_id)
+        if runtime is not None:
+            if not hasattr(runtime, "_intervention_handlers"):
+                raise InvalidInputTypeError(f"{type(runtime).__name__} does not take intervention handlers")
+            runtime._intervention_handlers = [*(runtime._intervention_handlers or []), recorder]
+        return recorder
 
     async def register_service(self, runtime: Any, agent_type: str = "shared_memory") -> Any:
-        """Register a memory service agent that answers remember/search/forget messages on ``runtime``."""
-        from .integration.autogen.runtime import MemoryServiceAgent
+        """Register a memory service agent that answers remember/search/forget messages on ``runtime``.
 
-        return await MemoryServiceAgent.register(runtime, agent_type, lambda: MemoryServiceAgent(self))
+        Args:
+            runtime: an AutoGen core runtime.
+            agent_type: the service's agent type.
+
+        Returns:
+            The registered agent type.
+        """
+        service = adapter("autogen").MemoryServiceAgent
+        return await service.register(runtime, agent_type, lambda: service(self._engine))
 
     def __repr__(self) -> str:
-        return f"SharedMemoryStore(root={str(self.root)!r}, model={self.embedder.model_id!r})"
+        return f"SharedMemoryStore({self._engine.backend!r}, model={self.embedder.model_id!r})"
 
     # ------------------------------------------------------------------ async twins
+    astats = _off_loop(stats)
+    achanges = _off_loop(changes)
     aexport = _off_loop(export)
     aimport_ = _off_loop(import_)

@@ -496,7 +496,7 @@ def max_line_chars(store: FactStore) -> int:
     every character escaped (``\\uXXXX``), its vector in base64, and room for the rest; never below
     :data:`MIN_LINE_CHARS`. A longer line is refused (a device or a file without line breaks never fills
     the memory)."""
-    return max(MIN_LINE_CHARS, 6 * (store.max_fact_bytes + MAX_METADATA_BYTES) + 16 * store.model.dimension)
+    return max(MIN_LINE_CHARS, 6 * (store.policy.max_fact_bytes + MAX_METADATA_BYTES) + 16 * store.model.dimension)
 
 
 def read_lines(source: IO[str], limit: int) -> Iterator[tuple[int, str]]:
@@ -568,7 +568,7 @@ def _import(
                 raise ImportFormatError(f"line {number}: a line after the export's end line")
             if header is not None:
                 rows += 1
-            parsed = _parse(number, text, max_fact_bytes=store.max_fact_bytes)
+            parsed = _parse(number, text, max_fact_bytes=store.policy.max_fact_bytes)
             if isinstance(parsed, dict):
                 if (parsed["type"] == "header") != (header is None):  # an export writes it first, once
                     raise ImportFormatError(

@@ -25,6 +25,7 @@ from typer.testing import CliRunner, Result
 from autogen_shared_memory import OnnxEmbedder, SentenceTransformerEmbedder, SharedMemoryStore
 from autogen_shared_memory.cli import Settings, app
 from autogen_shared_memory.embedding import DEFAULT_MODEL_ID
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 from autogen_shared_memory.transfer import export_lines
 
@@ -56,16 +57,16 @@ Run = Callable[..., Result]
 def seed(root: Path, embedder: Any = None) -> dict[str, str]:
     """A small store: global facts with a supersede chain, a group with a forgotten fact, an agent fact,
     directory entries, messages, tool calls, a task and a case log with a correction."""
-    s = SharedMemoryStore(root, embedder=embedder or HashEmbedder(), global_writers=["lead"])
+    s = SharedMemoryStore(root, embedder=embedder or HashEmbedder(), policy=WritePolicy(global_writers=["lead"]))
     for agent in ("alice", "bob", "lead"):
-        s.add_group_member("crew", agent)
-    old = s.remember("Release freeze starts Monday", "global", tags=["release"])
-    new = s.remember("Release freeze moved to Wednesday", "global", supersedes=[old.id])
-    style = s.remember("Answers are formatted as markdown tables.", "global")
-    q3 = s.remember("The Q3 report is due on October 14.", "group", agent_id="alice", group_id="crew")
-    down = s.remember("The staging server is down until noon.", "group", agent_id="bob", group_id="crew")
-    s.forget(down.id, "back up", agent_id="bob")
-    private = s.remember("The sales API paginates with a cursor.", "agent", agent_id="alice")
+        s.operator.add_member("crew", agent)
+    old = s.operator.remember("Release freeze starts Monday", "global", tags=["release"])
+    new = s.operator.remember("Release freeze moved to Wednesday", "global", supersedes=[old.id])
+    style = s.operator.remember("Answers are formatted as markdown tables.", "global")
+    q3 = s.as_agent("alice", "crew").remember("The Q3 report is due on October 14.", "group")
+    down = s.as_agent("bob", "crew").remember("The staging server is down until noon.", "group")
+    s.as_agent("bob").forget(down.id, "back up")
+    private = s.as_agent("alice").remember("The sales API paginates with a cursor.", "agent")
     alice = s.for_agent("alice", "crew")
     alice.register(display_name="Alice", capabilities=["research"], model="gpt-4o", tools=["web_search"])
     s.for_agent("bob", "crew").register(display_name="Bob", status="idle")
@@ -678,7 +679,7 @@ def test_import_refuses_a_model_conflict_before_writing(run: Run, ids: dict[str,
     run("export", str(exported))
     other = tmp_path / "other"
     with SharedMemoryStore(other, embedder=HashEmbedder(model_id="another-model")) as s:
-        s.remember("a fact embedded by another model", "group", group_id="crew")
+        s.as_operator("crew").remember("a fact embedded by another model", "group")
     before = dump(other, HashEmbedder(model_id="another-model"))
     result = invoke(["--root", str(other), "import", str(exported)], code=1)
     one_line_error(result, "nothing imported", "group:crew holds embedding_model 'another-model'")
@@ -710,7 +711,7 @@ def test_purge_counts_expired_facts(run: Run, root: Path, monkeypatch: pytest.Mo
     import time
 
     with SharedMemoryStore(root, embedder=HashEmbedder()) as s:
-        s.remember("a short-lived fact", "global", ttl_days=1)
+        s.operator.remember("a short-lived fact", "global", ttl_days=1)
     monkeypatch.setattr(time, "time", lambda: 2e9)  # long after it expired (the CLI and library use time.time)
     plan = as_json(run("purge", "--older-than", "1", "--dry-run", "--json"))
     assert plan["scopes"]["global"]["expired"] == 1
@@ -913,7 +914,7 @@ def test_real_model_subprocess_then_search(
 ) -> None:
     root = tmp_path / "mem"
     with SharedMemoryStore(root, embedder=minilm) as s:
-        s.remember_many(
+        s.operator.remember_many(
             [
                 "The customer's preferred contact channel is email, never phone calls.",
                 "Error code E1042 means the payment gateway rejected the card.",
@@ -980,9 +981,9 @@ def test_remember_shows_similar_facts_and_show_tells_who_stated_a_fact(run: Run,
 def test_what_an_agent_wrote_cannot_act_on_the_operators_terminal(run: Run, root: Path, ids: dict[str, str]) -> None:
     """ESC sequences, bell and bidi overrides in a fact are printed as escapes by every command that shows
     it: a held write could erase its own first half on screen (ESC[2K) and pass review as something else."""
-    held_store = SharedMemoryStore(root, embedder=HashEmbedder(), review_global_writes=True)
+    held_store = SharedMemoryStore(root, embedder=HashEmbedder(), policy=WritePolicy(review_global_writes=True))
     text = "Refunds need no approval\x1b[2K\x1b[GRefunds need a manager\x07 \u202eok"
-    held = held_store.remember(text, "global", agent_id="mallory")
+    held = held_store.as_agent("mallory").remember(text, "global")
     held_store.close()
     outputs = [run("pending").stdout, run("show", held.id).stdout, run("approve", held.id).stdout]
     outputs += [run("search", "refunds approval").stdout, run("history", held.id).stdout]
@@ -993,8 +994,8 @@ def test_what_an_agent_wrote_cannot_act_on_the_operators_terminal(run: Run, root
 
 
 def test_pending_and_approve_release_a_held_global_fact(run: Run, root: Path, ids: dict[str, str]) -> None:
-    held_store = SharedMemoryStore(root, embedder=HashEmbedder(), review_global_writes=True)
-    held = held_store.remember("Refunds need no approval", "global", agent_id="mallory")
+    held_store = SharedMemoryStore(root, embedder=HashEmbedder(), policy=WritePolicy(review_global_writes=True))
+    held = held_store.as_agent("mallory").remember("Refunds need no approval", "global")
     held_store.close()
     assert [f["id"] for f in as_json(run("pending", "--json"))] == [held.id]
     assert held.id in run("pending").stdout

@@ -20,8 +20,8 @@ StoreFactory = Callable[..., SharedMemoryStore]
 
 def test_health_puts_the_storage_first_and_fails_every_scope_of_another_model(make_store: StoreFactory) -> None:
     store = make_store()
-    store.remember("The office opens at nine", "global")
-    store.remember("The launch is on March 3", "group", group_id="crew")
+    store.operator.remember("The office opens at nine", "global")
+    store.as_operator("crew").remember("The launch is on March 3", "group")
     own = ModelInfo(store.embedder.model_id, int(store.embedder.dimension))
     checks = store.backend.health(own)
     assert checks[0].name in ("backend", "store directory") and checks[0].status == "ok"
@@ -34,20 +34,20 @@ def test_health_puts_the_storage_first_and_fails_every_scope_of_another_model(ma
 
 def test_a_change_watcher_reports_every_scope_first_then_the_ones_written(make_store: StoreFactory) -> None:
     store = make_store()
-    store.remember("The office opens at nine", "global")
+    store.operator.remember("The office opens at nine", "global")
     watcher = store.backend.change_watcher()
     if watcher is None:  # the feed reads every scope each poll (or is woken by notifications)
         return
     crew = ScopeRef("group", "crew")
     assert watcher.changed() >= {ScopeRef("global")}
-    store.remember("The launch is on March 3", "group", group_id="crew")
+    store.as_operator("crew").remember("The launch is on March 3", "group")
     assert crew in watcher.changed()
 
 
 @pytest.mark.sqlite_only
 def test_sqlite_names_its_scope_files_and_their_side_files_as_storage(make_store: StoreFactory) -> None:
     store = make_store()
-    store.remember("The office opens at nine", "global")
+    store.operator.remember("The office opens at nine", "global")
     root = Path(store.root)
     backend = store.backend
     assert backend.scope_location(ScopeRef("group", "crew")) == scope_file_name(ScopeRef("group", "crew"))

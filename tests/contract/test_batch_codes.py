@@ -21,8 +21,8 @@ def test_each_inserted_fact_gets_the_codes_of_its_own_vector(
     store = make_store()
     texts = [f"fact number {i} about topic {i % 7} and owner {i % 5}" for i in range(300)]
     texts[10] = texts[3]  # a duplicate in the batch: reinforced, not inserted, so rows and batch indices part
-    store.remember_many(texts, "group", group_id="crew")
-    ref = store.scope_ref("group", group_id="crew")
+    store.as_operator("crew").remember_many(texts, "group")
+    ref = store.engine.scope_ref("group", group_id="crew")
     backend = store.backend
     index = backend._index(ref) if backend_name == "sqlite" else backend._cache(ref)  # type: ignore[attr-defined]
     with index.lock:

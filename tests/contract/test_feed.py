@@ -38,8 +38,8 @@ def write_sentinels(store: SharedMemoryStore, scopes: Iterable[ScopeRef]) -> set
     """One new fact in each of ``scopes``; returns their ids."""
     ids = set()
     for scope in scopes:
-        where = {"agent": {"agent_id": scope.owner}, "group": {"group_id": scope.owner}}.get(scope.kind, {})
-        ids.add(store.remember(f"sentinel {uuid.uuid4().hex}", scope.kind, **where).id)  # type: ignore[arg-type]
+        writer = store.as_agent(scope.owner) if scope.kind == "agent" else store.as_operator(scope.owner or None)
+        ids.add(writer.remember(f"sentinel {uuid.uuid4().hex}", scope.kind).id)  # type: ignore[arg-type]
     return ids
 
 
@@ -68,14 +68,14 @@ def audit_trail(store: SharedMemoryStore) -> list[tuple[ScopeRef, int, str, str]
 
 def some_history(store: SharedMemoryStore) -> None:
     """Every kind of change: created, reinforced, superseded, forgotten, approved, purged, reembedded."""
-    first = store.remember("the deploy window is Thursday", "global")
-    store.remember("the deploy window is Thursday", "global")  # reinforced
-    store.remember("deploys happen on Friday now", "global", supersedes=[first.id])  # created + superseded
-    gone = store.remember("alice likes tea", "agent", agent_id="alice")
-    store.forget(gone.id, reason="wrong")
-    store.remember("crew standup at nine", "group", agent_id="alice", group_id="crew")
-    store.purge(0)
-    store.reembed()
+    first = store.operator.remember("the deploy window is Thursday", "global")
+    store.operator.remember("the deploy window is Thursday", "global")  # reinforced
+    store.operator.remember("deploys happen on Friday now", "global", supersedes=[first.id])  # created + superseded
+    gone = store.as_agent("alice").remember("alice likes tea", "agent")
+    store.operator.forget(gone.id, reason="wrong")
+    store.as_agent("alice", "crew").remember("crew standup at nine", "group")
+    store.operator.purge(0)
+    store.operator.reembed()
 
 
 def test_changes_replays_the_whole_audit_trail_and_resumes_from_any_change(store: SharedMemoryStore) -> None:
@@ -99,16 +99,16 @@ def test_changes_replays_the_whole_audit_trail_and_resumes_from_any_change(store
 def test_changes_resume_after_a_restart_without_losses_or_repeats(make_store: StoreFactory) -> None:
     first = make_store()
     for i in range(5):
-        first.remember(f"fact number {i}", "group", group_id=f"g{i % 2}")
+        first.as_operator(f"g{i % 2}").remember(f"fact number {i}", "group")
     token = str(first.changes()[-1].position)
     first.close()
     second = make_store(same_as=first)  # another process, another day: only the token survived
     assert second.changes(since=token) == []
     for i in range(5, 9):
-        second.remember(f"fact number {i}", "group", group_id=f"g{i % 3}")
+        second.as_operator(f"g{i % 3}").remember(f"fact number {i}", "group")
     later = second.changes(since=token)
     assert [c.event for c in later] == ["created"] * 4
-    assert {second.get(c.fact_id).content for c in later} == {f"fact number {i}" for i in range(5, 9)}
+    assert {second.operator.get(c.fact_id).content for c in later} == {f"fact number {i}" for i in range(5, 9)}
 
 
 def test_changes_pages_through_with_limit(store: SharedMemoryStore) -> None:
@@ -126,7 +126,7 @@ def test_changes_pages_through_with_limit(store: SharedMemoryStore) -> None:
 
 
 def test_subscribe_delivers_every_later_change_exactly_once_in_order(store: SharedMemoryStore) -> None:
-    before = store.remember("written before subscribing", "global")
+    before = store.operator.remember("written before subscribing", "global")
     seen: list[Change] = []
     stop = store.subscribe(seen.append)
     start = stop.position
@@ -147,7 +147,7 @@ def test_subscribe_delivers_every_later_change_exactly_once_in_order(store: Shar
     assert not stop.running
     witness: list[Change] = []
     with store.subscribe(witness.append):  # a live subscription hears the write ...
-        late = store.remember("written after stopping", "global").id
+        late = store.operator.remember("written after stopping", "global").id
         assert wait_for(lambda: [c.fact_id for c in witness] == [late])
     # ... and the stopped one's thread has ended, so it can deliver nothing more: what it has is final.
     assert wait_for(lambda: not stop._thread.is_alive())
@@ -156,19 +156,19 @@ def test_subscribe_delivers_every_later_change_exactly_once_in_order(store: Shar
 
 def test_subscribe_from_a_position_catches_up_then_follows(make_store: StoreFactory) -> None:
     first = make_store()
-    first.remember("one", "global")
+    first.operator.remember("one", "global")
     mark = first.changes()[-1].position
-    first.remember("two", "global")
-    first.remember("three", "group", group_id="crew")
+    first.operator.remember("two", "global")
+    first.as_operator("crew").remember("three", "group")
     first.close()
     store = make_store(same_as=first)
     seen: list[Change] = []
     with store.subscribe(seen.append, since=str(mark)) as sub:
         assert wait_for(lambda: len(seen) >= 2)
-        store.remember("four", "agent", agent_id="alice")
+        store.as_agent("alice").remember("four", "agent")
         assert wait_for(lambda: len(seen) >= 3)
         sentinels = settle(store, seen, (GLOBAL, CREW, ALICE))
-        assert [store.get(c.fact_id).content for c in seen if c.fact_id not in sentinels] in (
+        assert [store.operator.get(c.fact_id).content for c in seen if c.fact_id not in sentinels] in (
             ["two", "three", "four"],
             ["three", "two", "four"],  # scopes are not ordered against each other
         )
@@ -191,8 +191,8 @@ def test_a_failing_callback_is_logged_and_the_feed_goes_on(
             raise RuntimeError("callback bug")
 
     with store.subscribe(fragile):
-        store.remember("first", "global")
-        store.remember("second", "global")
+        store.operator.remember("first", "global")
+        store.operator.remember("second", "global")
         assert wait_for(lambda: len(seen) >= 2)
     assert "callback bug" in caplog.text or any(r.exc_info for r in caplog.records)
 
@@ -205,7 +205,7 @@ def test_concurrent_writers_to_one_scope_make_a_gap_free_feed(store: SharedMemor
 
     def writer(n: int) -> None:
         for i in range(15):
-            r = store.remember(f"writer {n} fact {i}", "group", group_id="crew")
+            r = store.as_operator("crew").remember(f"writer {n} fact {i}", "group")
             with lock:
                 receipts.append(r.id)
 
@@ -252,8 +252,8 @@ async def test_async_twins(store: SharedMemoryStore) -> None:
         assert asyncio.get_running_loop() is loop  # a coroutine callback runs on the subscriber's loop
         seen.append(change.fact_id)
 
-    sub = await store.asubscribe(on_change)
-    receipt = await store.aremember("async fact", "global")
+    sub = await store.engine.asubscribe(on_change)
+    receipt = await store.operator.aremember("async fact", "global")
     for _ in range(500):
         if seen:
             break
@@ -267,9 +267,9 @@ def test_now_is_after_every_earlier_change_of_every_scope(store: SharedMemorySto
     # Several changes per scope before "now": a "now" taken at any but each scope's newest change would
     # deliver the older ones.
     for i in range(4):
-        store.remember(f"older global fact {i}", "global")
-        store.remember(f"older crew fact {i}", "group", agent_id="alice", group_id="crew")
-        store.remember(f"older alice fact {i}", "agent", agent_id="alice")
+        store.operator.remember(f"older global fact {i}", "global")
+        store.as_agent("alice", "crew").remember(f"older crew fact {i}", "group")
+        store.as_agent("alice").remember(f"older alice fact {i}", "agent")
     seen: list[Change] = []
     with store.subscribe(seen.append, poll_interval=0.05) as sub:
         start = sub.position
@@ -277,9 +277,9 @@ def test_now_is_after_every_earlier_change_of_every_scope(store: SharedMemorySto
             scope: max(row["seq"] for row in store.backend.rows(scope, "audit")) for scope in (GLOBAL, CREW, ALICE)
         }
         newer = [
-            store.remember("newer global fact", "global").id,
-            store.remember("newer crew fact", "group", agent_id="alice", group_id="crew").id,
-            store.remember("newer alice fact", "agent", agent_id="alice").id,
+            store.operator.remember("newer global fact", "global").id,
+            store.as_agent("alice", "crew").remember("newer crew fact", "group").id,
+            store.as_agent("alice").remember("newer alice fact", "agent").id,
         ]
         assert wait_for(lambda: len(seen) >= 3)
         newer += settle(store, seen, (GLOBAL, CREW, ALICE))
@@ -328,11 +328,11 @@ def test_a_position_of_a_replaced_scope_reads_the_new_one_from_its_beginning(
     # A position belongs to the store it came from: used on another store it stands for a scope whose storage
     # was replaced (a file deleted and made again, a database restored from an older copy).
     old = make_store()
-    old_ids = [old.remember(f"old fact {i}", "global").id for i in range(6)]
+    old_ids = [old.operator.remember(f"old fact {i}", "global").id for i in range(6)]
     past_the_end = old.changes()[-1].position  # beyond every seq the new scope has
     inside = old.changes()[1].position  # a seq the new scope has, holding another change
     new = make_store()
-    new_ids = [new.remember(f"new fact {i}", "global").id for i in range(4)]
+    new_ids = [new.operator.remember(f"new fact {i}", "global").id for i in range(4)]
     assert max(row["seq"] for row in new.backend.rows(GLOBAL, "audit")) < past_the_end.get(GLOBAL)
     assert new.backend.rows(GLOBAL, "audit", {"seq": inside.get(GLOBAL)})  # that seq is there, another change
     for since in (past_the_end, inside, str(past_the_end), str(inside)):
@@ -349,7 +349,7 @@ def test_a_position_of_a_replaced_scope_reads_the_new_one_from_its_beginning(
     seen: list[Change] = []
     with new.subscribe(seen.append, since=str(past_the_end), poll_interval=0.05) as sub:
         assert wait_for(lambda: len(seen) >= 4)
-        later = new.remember("a later fact", "global").id
+        later = new.operator.remember("a later fact", "global").id
         assert wait_for(lambda: len(seen) >= 5)
         (sentinel,) = settle(new, seen, [GLOBAL])
         assert [c.fact_id for c in seen] == [*new_ids, later, sentinel]
@@ -366,7 +366,7 @@ def token_of(entries: Any) -> str:
 
 
 def test_malformed_positions_get_a_clear_error_naming_the_problem(store: SharedMemoryStore) -> None:
-    store.remember("a fact", "global")
+    store.operator.remember("a fact", "global")
     before = store.changes()
     cases = {
         token_of(b"[" * 100_000 + b"]" * 100_000): "nested too deeply",
@@ -413,13 +413,13 @@ def test_a_scope_that_cannot_be_read_does_not_stall_the_others(
     # The default poll_interval: PostgreSQL then reads only what it is notified of, and the failing scope
     # arrives only if the feed retries it by itself.
     with store.subscribe(seen.append, since=None):
-        alice = store.remember("alice's fact", "agent", agent_id="alice").id
+        alice = store.as_agent("alice").remember("alice's fact", "agent").id
         others = {
-            store.remember("a global fact", "global").id,
-            store.remember("a crew fact", "group", agent_id="alice", group_id="crew").id,
+            store.operator.remember("a global fact", "global").id,
+            store.as_agent("alice", "crew").remember("a crew fact", "group").id,
         }
         assert wait_for(lambda: {c.fact_id for c in seen} == others, 10), "the scopes after the failing one stalled"
-        more = store.remember("another global fact", "global").id
+        more = store.operator.remember("another global fact", "global").id
         assert wait_for(lambda: more in {c.fact_id for c in seen}, 10)
         assert wait_for(lambda: reads["failed"] >= 2, 10)  # the failing scope is tried again
         assert alice not in {c.fact_id for c in seen}
@@ -442,14 +442,14 @@ def open_place(place: tuple[str, ...]) -> SharedMemoryStore:
         return SharedMemoryStore(place[1], embedder=HashEmbedder())
     from autogen_shared_memory.backends.postgres import PostgresBackend
 
-    return SharedMemoryStore(backend=PostgresBackend(place[1], schema=place[2], max_size=2), embedder=HashEmbedder())
+    return SharedMemoryStore(PostgresBackend(place[1], schema=place[2], max_size=2), embedder=HashEmbedder())
 
 
 def _write(place: tuple[str, ...], tag: str, n: int) -> None:
     store = open_place(place)
     for i in range(n):
-        where = {0: {"group_id": f"{tag}-{i}"}, 1: {"group_id": "shared"}, 2: {"group_id": tag}}[i % 3]
-        store.remember(f"{tag} fact {i}", "group", **where)
+        group = {0: f"{tag}-{i}", 1: "shared", 2: tag}[i % 3]
+        store.as_operator(group).remember(f"{tag} fact {i}", "group")
         time.sleep(0.01)
     store.close()
 

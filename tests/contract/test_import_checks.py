@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
 from autogen_shared_memory.core.types import ScopeRef
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.transfer import ImportFormatError, ImportModelError, _parse, export_lines
 
 StoreFactory = Any
@@ -31,11 +32,11 @@ def rows_of(store: SharedMemoryStore) -> list[str]:
 
 def populated(make_store: StoreFactory, tmp_path: Path) -> tuple[SharedMemoryStore, list[str]]:
     src: SharedMemoryStore = make_store()
-    src.add_group_member("crew", "alice")
+    src.operator.add_member("crew", "alice")
     alice = src.for_agent("alice", "crew")
-    src.remember("Deploys happen on Thursdays", "group", agent_id="alice", group_id="crew", tags=["ops"])
-    gone = src.remember("Freeze starts Monday", "global")
-    src.forget(gone.id, "moved")
+    src.as_agent("alice", "crew").remember("Deploys happen on Thursdays", "group", tags=["ops"])
+    gone = src.operator.remember("Freeze starts Monday", "global")
+    src.operator.forget(gone.id, "moved")
     alice.log_conversation("assistant", "hello from alice", {"turn": 1})
     alice.log_tool_call("search", {"q": "x"}, "ok", True, 1.5)
     alice.create_task("write docs")
@@ -129,8 +130,8 @@ def test_a_row_with_a_bad_column_is_refused_and_changes_nothing(
     # a raw database error after the scopes before it were imported.
     _, lines = populated(make_store, tmp_path)
     target: SharedMemoryStore = make_store()
-    target.add_group_member("crew", "alice")
-    target.remember("already here", "group", agent_id="alice", group_id="crew")
+    target.operator.add_member("crew", "alice")
+    target.as_agent("alice", "crew").remember("already here", "group")
     before = rows_of(target)
     with pytest.raises(ImportFormatError, match=rf"line \d+: {table} row: "):
         target.import_(io.StringIO(with_row(lines, table, change, drop)))
@@ -145,13 +146,13 @@ def test_another_dimension_is_refused_before_anything_is_written(make_store: Sto
             item["row"]["value"] = "999"
     text = "\n".join(json.dumps(item) for item in bad) + "\n"
     for target in (make_store(), make_store()):
-        target.add_group_member("crew", "alice")
-        target.remember("already here", "group", agent_id="alice", group_id="crew")
+        target.operator.add_member("crew", "alice")
+        target.as_agent("alice", "crew").remember("already here", "group")
         before = rows_of(target)
         with pytest.raises(ImportModelError, match="embedding_dim '999'"):
             target.import_(io.StringIO(text))
         assert rows_of(target) == before
-        target.remember("still writable", "group", agent_id="alice", group_id="crew")
+        target.as_agent("alice", "crew").remember("still writable", "group")
 
 
 def test_a_file_cut_short_is_refused_and_changes_nothing(make_store: StoreFactory, tmp_path: Path) -> None:
@@ -174,45 +175,45 @@ def test_a_file_cut_short_is_refused_and_changes_nothing(make_store: StoreFactor
 
 def test_an_old_export_never_brings_back_a_fact_the_store_purged(make_store: StoreFactory, tmp_path: Path) -> None:
     store: SharedMemoryStore = make_store()
-    secret = store.remember("The admin password is hunter2", "global")
-    kept = store.remember("The office opens at nine", "global")
+    secret = store.operator.remember("The admin password is hunter2", "global")
+    kept = store.operator.remember("The office opens at nine", "global")
     backup = tmp_path / "backup.jsonl"
     store.export(backup)
-    store.forget(secret.id, "a secret")
+    store.operator.forget(secret.id, "a secret")
     assert store.import_(backup).closed == 0  # still forgotten: a closed fact is never reopened
-    assert store.purge(0) == 1
+    assert store.operator.purge(0) == 1
     report = store.import_(backup)
     assert report.purged == 1 and report.inserted == 0
     with pytest.raises(FactNotFoundError):
-        store.get(secret.id)
-    assert secret.id not in {h.id for h in store.search("admin password", "global")}
-    assert store.get(kept.id).status == "active"
-    assert [e.event for e in store.history(secret.id)] == ["created", "forgotten", "purged"]
+        store.operator.get(secret.id)
+    assert secret.id not in {h.id for h in store.operator.search("admin password", "global")}
+    assert store.operator.get(kept.id).status == "active"
+    assert [e.event for e in store.operator.history(secret.id)] == ["created", "forgotten", "purged"]
     other: SharedMemoryStore = make_store()  # a store that never purged it takes it, forgotten
-    assert other.import_(backup).purged == 0 and other.get(secret.id).status == "active"
+    assert other.import_(backup).purged == 0 and other.operator.get(secret.id).status == "active"
 
 
 def test_a_later_export_brings_the_approval_of_a_held_fact(make_store: StoreFactory, tmp_path: Path) -> None:
-    src: SharedMemoryStore = make_store(review_global_writes=True, global_writers=["lead"])
-    src.add_group_member("crew", "mallory")
-    held = src.remember("refunds need a receipt", "global", agent_id="mallory")
+    src: SharedMemoryStore = make_store(policy=WritePolicy(review_global_writes=True, global_writers=["lead"]))
+    src.operator.add_member("crew", "mallory")
+    held = src.as_agent("mallory").remember("refunds need a receipt", "global")
     first, later = tmp_path / "first.jsonl", tmp_path / "later.jsonl"
     src.export(first)
-    dst: SharedMemoryStore = make_store(review_global_writes=True, global_writers=["lead"])
+    dst: SharedMemoryStore = make_store(policy=WritePolicy(review_global_writes=True, global_writers=["lead"]))
     dst.import_(first, policy=True)
-    assert dst.get(held.id).status == "pending"
-    src.approve(held.id, agent_id="lead")
+    assert dst.operator.get(held.id).status == "pending"
+    src.as_agent("lead").approve(held.id)
     src.export(later)
     assert dst.import_(later).updated == 1
-    assert dst.get(held.id).status == "active"
-    assert held.id in {h.id for h in dst.search("refunds need a receipt", agent_id="lead")}
-    assert [e.event for e in dst.history(held.id)] == ["created", "approved"]
+    assert dst.operator.get(held.id).status == "active"
+    assert held.id in {h.id for h in dst.as_agent("lead").search("refunds need a receipt")}
+    assert [e.event for e in dst.operator.history(held.id)] == ["created", "approved"]
 
 
 def test_two_exports_to_one_path_never_mix(make_store: StoreFactory, tmp_path: Path) -> None:
     stores = [make_store() for _ in range(2)]
     for i, s in enumerate(stores):
-        s.remember_many([f"store {i} fact {j} about the export race" for j in range(40 * (i + 1))], "global")
+        s.operator.remember_many([f"store {i} fact {j} about the export race" for j in range(40 * (i + 1))], "global")
     path = tmp_path / "same.jsonl"
     errors: list[BaseException] = []
 
@@ -340,7 +341,7 @@ def test_a_store_s_own_export_imports_whatever_restatements_added(make_store: St
     # stores before the invisible-text rule kept a Hangul filler as content: the import check refused such a
     # store's own backup, whole
     src: SharedMemoryStore = make_store()
-    fact = src.remember("The runbook lives in the wiki", "global", tags=[f"a{i}" for i in range(20)])
+    fact = src.operator.remember("The runbook lives in the wiki", "global", tags=[f"a{i}" for i in range(20)])
     lines = list(export_lines(src))
     forty = [f"a{i}" for i in range(20)] + [f"b{i}" for i in range(20)]  # as an older store merged them
     rows = [json.loads(line) for line in lines]
@@ -353,7 +354,7 @@ def test_a_store_s_own_export_imports_whatever_restatements_added(make_store: St
     text = "\n".join([*lines[:-1], json.dumps(filler), json.dumps({"type": "end", "rows": len(lines) - 1})])
     target: SharedMemoryStore = make_store()
     assert target.import_(io.StringIO(text + "\n")).inserted == len(lines) - 1
-    assert len(target.get(fact.id).tags) == 40 and target.get("w_" + "f" * 20).content == "\u3164"
+    assert len(target.operator.get(fact.id).tags) == 40 and target.operator.get("w_" + "f" * 20).content == "\u3164"
 
 
 def test_a_fact_held_here_is_closed_whatever_purge_events_came_with_imports(
@@ -363,24 +364,24 @@ def test_a_fact_held_here_is_closed_whatever_purge_events_came_with_imports(
     # X was forgotten, from closing the X this store still holds: it was skipped as "purged here". The clock
     # is the test's: X lives a day, and the purge runs two days later, however slow the setup was.
     a: SharedMemoryStore = make_store()
-    fact = a.remember("The office opens at nine", "global", ttl_days=1)
+    fact = a.operator.remember("The office opens at nine", "global", ttl_days=1)
     first, purged, later = tmp_path / "first.jsonl", tmp_path / "purged.jsonl", tmp_path / "later.jsonl"
     a.export(first)
     b: SharedMemoryStore = make_store()
     d: SharedMemoryStore = make_store()
     for s in (b, d):
         s.import_(first)
-        s.remember("The office opens at nine", "global")  # restated without a ttl: it lives on here
-        assert s.get(fact.id).reinforcement == 2 and s.get(fact.id).expires_at is None
+        s.operator.remember("The office opens at nine", "global")  # restated without a ttl: it lives on here
+        assert s.operator.get(fact.id).reinforcement == 2 and s.operator.get(fact.id).expires_at is None
     now = time.time()
     monkeypatch.setattr(time, "time", lambda: now + 2 * 86400)
-    assert a.purge(0) == 1
+    assert a.operator.purge(0) == 1
     a.export(purged)
-    assert b.import_(purged).purged == 0 and b.get(fact.id).status == "active"  # and b holds its purged event
-    d.forget(fact.id, "the office moved")
+    assert b.import_(purged).purged == 0 and b.operator.get(fact.id).status == "active"  # and b holds its purged event
+    d.operator.forget(fact.id, "the office moved")
     d.export(later)
     report = b.import_(later)
-    assert (report.closed, report.purged) == (1, 0) and b.get(fact.id).status == "forgotten"
+    assert (report.closed, report.purged) == (1, 0) and b.operator.get(fact.id).status == "forgotten"
 
 
 def test_an_export_file_gets_the_mode_of_any_new_file(make_store: StoreFactory, tmp_path: Path) -> None:
@@ -389,7 +390,7 @@ def test_an_export_file_gets_the_mode_of_any_new_file(make_store: StoreFactory, 
     mask = os.umask(0o022)
     try:
         store: SharedMemoryStore = make_store()
-        store.remember("x", "global")
+        store.operator.remember("x", "global")
         path = tmp_path / "backup.jsonl"
         store.export(path)
         assert path.stat().st_mode & 0o777 == 0o644  # mkstemp made it 0600: hidden from a backup job
@@ -410,21 +411,21 @@ def test_a_later_export_carries_a_withdrawal_and_a_restatement_after_it(make_sto
     source: SharedMemoryStore = make_store()
     target: SharedMemoryStore = make_store()
     for agent in ("alice", "bob"):
-        source.add_group_member("crew", agent)
-    fact = source.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
-    source.remember("The launch is on March 3", "group", agent_id="bob", group_id="crew")
+        source.operator.add_member("crew", agent)
+    fact = source.as_agent("alice", "crew").remember("The launch is on March 3", "group")
+    source.as_agent("bob", "crew").remember("The launch is on March 3", "group")
     target.import_(copy(source), policy=True)
-    source.forget_all("group", agent_id="alice", group_id="crew")
+    source.as_agent("alice", "crew").forget_all("group")
     target.import_(copy(source))
-    assert target.get(fact.id).stated_by == ("bob",)
+    assert target.operator.get(fact.id).stated_by == ("bob",)
     time.sleep(0.01)  # the restatement's time after the withdrawal's, even on a coarse clock (a slower machine
     # only widens the gap; equal times would fail the test, never pass it)
-    source.remember("The launch is on March 3", "group", agent_id="alice", group_id="crew")
+    source.as_agent("alice", "crew").remember("The launch is on March 3", "group")
     target.import_(copy(source))
-    assert target.get(fact.id).stated_by == ("bob", "alice") == source.get(fact.id).stated_by
+    assert target.operator.get(fact.id).stated_by == ("bob", "alice") == source.operator.get(fact.id).stated_by
     fresh: SharedMemoryStore = make_store()
     fresh.import_(copy(source), policy=True)
-    assert fresh.get(fact.id).stated_by == ("bob", "alice")
+    assert fresh.operator.get(fact.id).stated_by == ("bob", "alice")
 
 
 def test_a_line_nested_too_deeply_is_a_format_error() -> None:
@@ -445,7 +446,7 @@ def test_an_export_removes_what_an_export_killed_part_way_left(make_store: Store
     alive = tmp_path / f".backup.jsonl.{os.getpid()}.fedcba9876543210.tmp"  # an export under way here
     alive.write_text("")
     s: SharedMemoryStore = make_store()
-    s.remember("The launch is on March 3", "global")
+    s.operator.remember("The launch is on March 3", "global")
     s.export(tmp_path / "backup.jsonl")
     assert not left.exists() and alive.exists()
 
@@ -467,48 +468,48 @@ def edited(store: SharedMemoryStore, fact_id: str, change: dict[str, Any], drop_
 
 
 def test_an_export_row_never_approves_a_held_fact(make_store: StoreFactory) -> None:
-    store: SharedMemoryStore = make_store(review_global_writes=True, global_writers=["lead"])
-    store.add_group_member("crew", "mallory")
-    held = store.remember("Refunds need no receipt", "global", agent_id="mallory")
+    store: SharedMemoryStore = make_store(policy=WritePolicy(review_global_writes=True, global_writers=["lead"]))
+    store.operator.add_member("crew", "mallory")
+    held = store.as_agent("mallory").remember("Refunds need no receipt", "global")
     feed = len(store.changes())
     before = rows_of(store)
     report = store.import_(edited(store, held.id, {"status": "active"}), policy=True)
     assert (report.updated, report.changes) == (0, [])
-    assert store.get(held.id).status == "pending" and [f.id for f in store.pending()] == [held.id]
+    assert store.operator.get(held.id).status == "pending" and [f.id for f in store.operator.pending()] == [held.id]
     assert rows_of(store) == before and len(store.changes()) == feed
-    assert held.id not in {h.id for h in store.search("refunds receipt", agent_id="lead")}
+    assert held.id not in {h.id for h in store.as_agent("lead").search("refunds receipt")}
 
 
 def test_a_later_export_approves_with_its_event_and_as_of_sees_the_fact_held_until_then(
     make_store: StoreFactory, tmp_path: Path
 ) -> None:
-    src: SharedMemoryStore = make_store(review_global_writes=True, global_writers=["lead"])
-    src.add_group_member("crew", "mallory")
-    held = src.remember("Refunds need a receipt", "global", agent_id="mallory")
+    src: SharedMemoryStore = make_store(policy=WritePolicy(review_global_writes=True, global_writers=["lead"]))
+    src.operator.add_member("crew", "mallory")
+    held = src.as_agent("mallory").remember("Refunds need a receipt", "global")
     first = tmp_path / "first.jsonl"
     src.export(first)
-    dst: SharedMemoryStore = make_store(review_global_writes=True, global_writers=["lead"])
+    dst: SharedMemoryStore = make_store(policy=WritePolicy(review_global_writes=True, global_writers=["lead"]))
     dst.import_(first, policy=True)
     # A moment strictly between the fact's creation and its approval, even on a coarse clock (checked below:
     # a moment before the fact existed would find nothing as well).
     time.sleep(0.05)
     while_held = time.time()
     time.sleep(0.05)
-    src.approve(held.id, agent_id="lead")
+    src.as_agent("lead").approve(held.id)
     seen = len(dst.changes())
     report = dst.import_(io.StringIO("\n".join(export_lines(src)) + "\n"))
     assert report.changes == [f"global: fact {held.id} approved by lead"] and report.updated == 1
     assert [c.event for c in dst.changes()][seen:] == ["approved"]  # the change feed sees it
-    assert dst.pending() == []
-    assert held.id in {h.id for h in dst.search("refunds need a receipt", agent_id="lead")}
-    assert dst.get(held.id).created_at < while_held
-    assert held.id not in {h.id for h in dst.search("refunds need a receipt", as_of=while_held)}
+    assert dst.operator.pending() == []
+    assert held.id in {h.id for h in dst.as_agent("lead").search("refunds need a receipt")}
+    assert dst.operator.get(held.id).created_at < while_held
+    assert held.id not in {h.id for h in dst.operator.search("refunds need a receipt", as_of=while_held)}
 
 
 def test_an_export_row_never_closes_co_authors_or_extends_a_fact(make_store: StoreFactory) -> None:
-    store: SharedMemoryStore = make_store(global_writers=["*"])
-    fact = store.remember("The deploy freeze starts Friday", "global", agent_id="alice", ttl_days=3, tags=["ops"])
-    other = store.remember("Badges are blue", "global", agent_id="bob")
+    store: SharedMemoryStore = make_store(policy=WritePolicy(global_writers=["*"]))
+    fact = store.as_agent("alice").remember("The deploy freeze starts Friday", "global", ttl_days=3, tags=["ops"])
+    other = store.as_agent("bob").remember("Badges are blue", "global")
     before, feed = rows_of(store), len(store.changes())
     forged = [
         {"status": "forgotten", "tombstone_by": "mallory", "tombstone_at": 1.0, "tombstone_reason": "forged"},
@@ -520,7 +521,7 @@ def test_an_export_row_never_closes_co_authors_or_extends_a_fact(make_store: Sto
         report = store.import_(edited(store, fact.id, change))
         assert (report.closed, report.updated, report.changes) == (0, 0, [])
     assert rows_of(store) == before and len(store.changes()) == feed
-    kept = store.get(fact.id)
+    kept = store.operator.get(fact.id)
     assert (kept.status, kept.stated_by, kept.reinforcement, kept.tags) == ("active", ("alice",), 1, ("ops",))
     # a row whose id is another fact here (other content or author) is refused whole, with its line
     for change in ({"content": "The deploy freeze is cancelled"}, {"created_by": "mallory"}):
@@ -535,14 +536,14 @@ def test_every_change_an_import_makes_to_a_fact_here_has_its_event_and_is_report
     def copy(store: SharedMemoryStore) -> io.StringIO:
         return io.StringIO("\n".join(export_lines(store)) + "\n")
 
-    a: SharedMemoryStore = make_store(global_writers=["*"])
-    b: SharedMemoryStore = make_store(global_writers=["*"])
-    said = a.remember("The build uses Bazel", "global", agent_id="alice", ttl_days=2)
-    gone = a.remember("The VPN password rotates monthly", "global", agent_id="alice")
+    a: SharedMemoryStore = make_store(policy=WritePolicy(global_writers=["*"]))
+    b: SharedMemoryStore = make_store(policy=WritePolicy(global_writers=["*"]))
+    said = a.as_agent("alice").remember("The build uses Bazel", "global", ttl_days=2)
+    gone = a.as_agent("alice").remember("The VPN password rotates monthly", "global")
     b.import_(copy(a))
-    a.remember("The build uses Bazel", "global", agent_id="bob", ttl_days=1)  # another author: counted only
-    a.remember("The build uses Bazel", "global", agent_id="alice", tags=["ci"])  # the author: no expiry now
-    a.forget(gone.id, "rotated weekly now")
+    a.as_agent("bob").remember("The build uses Bazel", "global", ttl_days=1)  # another author: counted only
+    a.as_agent("alice").remember("The build uses Bazel", "global", tags=["ci"])  # the author: no expiry now
+    a.operator.forget(gone.id, "rotated weekly now")
     seen = len(b.changes())
     report = b.import_(copy(a))
     assert report.changes == [
@@ -557,38 +558,41 @@ def test_every_change_an_import_makes_to_a_fact_here_has_its_event_and_is_report
         (gone.id, "forgotten"),
     ]
     for field in ("reinforcement", "stated_by", "tags", "expires_at", "status"):
-        assert getattr(b.get(said.id), field) == getattr(a.get(said.id), field), field
-    assert (b.get(gone.id).tombstone_reason, b.get(gone.id).tombstone_by) == ("rotated weekly now", "system")
+        assert getattr(b.operator.get(said.id), field) == getattr(a.operator.get(said.id), field), field
+    assert (b.operator.get(gone.id).tombstone_reason, b.operator.get(gone.id).tombstone_by) == (
+        "rotated weekly now",
+        "system",
+    )
     assert b.import_(copy(a)).changes == []  # repeated: nothing more
 
 
 # --------------------------------------------------------------------------- access policy
 def test_membership_and_privacy_are_imported_only_when_asked_and_listed(make_store: StoreFactory) -> None:
     src: SharedMemoryStore = make_store()
-    src.add_group_member("crew", "mallory")
-    src.remember("The launch is on March 3", "group", agent_id="mallory", group_id="crew")
-    src.set_agent_private("mallory")
-    src.remember("my notes", "agent", agent_id="mallory")
+    src.operator.add_member("crew", "mallory")
+    src.as_agent("mallory", "crew").remember("The launch is on March 3", "group")
+    src.operator.set_private("mallory")
+    src.as_agent("mallory").remember("my notes", "agent")
     text = "\n".join(export_lines(src)) + "\n"
     target: SharedMemoryStore = make_store()
-    target.remember("already here", "global")
+    target.operator.remember("already here", "global")
     before = rows_of(target)
     with pytest.raises(ImportFormatError, match=r"line \d+: the export sets access policy \(") as refused:
         target.import_(io.StringIO(text))
     assert "policy=True" in str(refused.value)
-    assert rows_of(target) == before and not target.group_members("crew")
+    assert rows_of(target) == before and not target.operator.members("crew")
     report = target.import_(io.StringIO(text), policy=True)
     assert sorted(report.changes) == [
         "agent:mallory: policy set: private (closed to other agents' reads)",
         "group:crew: policy set: member 'mallory'",
     ]
-    assert target.group_members("crew") == {"mallory"} and target.policy.is_private("mallory")
+    assert target.operator.members("crew") == {"mallory"} and target.engine.access.is_private("mallory")
     assert target.import_(io.StringIO(text)).changes == []  # already set here: nothing to ask for
 
 
 def test_an_import_never_creates_a_scope_for_the_operator_id(make_store: StoreFactory) -> None:
-    src: SharedMemoryStore = make_store(operator_id="root")
-    src.remember("I am not the operator elsewhere", "agent", agent_id="system")
+    src: SharedMemoryStore = make_store(policy=WritePolicy(operator_id="root"))
+    src.as_agent("system").remember("I am not the operator elsewhere", "agent")
     text = "\n".join(export_lines(src)) + "\n"
     target: SharedMemoryStore = make_store()  # operator_id "system"
     for policy in (False, True):
@@ -600,16 +604,16 @@ def test_an_import_never_creates_a_scope_for_the_operator_id(make_store: StoreFa
 # --------------------------------------------------------------------------- a snapshot per scope
 def test_a_snapshot_reads_the_scope_as_it_was_when_it_was_taken(make_store: StoreFactory) -> None:
     store: SharedMemoryStore = make_store()
-    first = store.remember("The office opens at nine", "global")
+    first = store.operator.remember("The office opens at nine", "global")
     global_ = first.scope
     with store.backend.snapshot(global_) as rows:
         assert [r["id"] for r in rows("facts")] == [first.id]
-        later = store.remember("The office closes at six", "global")  # this thread writes meanwhile
-        store.forget(first.id, "moved")
+        later = store.operator.remember("The office closes at six", "global")  # this thread writes meanwhile
+        store.operator.forget(first.id, "moved")
         assert [r["status"] for r in rows("facts")] == ["active"]
         assert [r["event"] for r in rows("audit")] == ["created"]
         assert [r["id"] for r in rows("facts", after_seq=0, limit=10)] == [first.id]
-    assert (store.get(first.id).status, store.get(later.id).status) == ("forgotten", "active")
+    assert (store.operator.get(first.id).status, store.operator.get(later.id).status) == ("forgotten", "active")
     with store.backend.snapshot(ScopeRef("group", "nobody")) as rows:
         assert rows("facts") == [] and rows("meta") == []
 
@@ -630,13 +634,15 @@ def export_is_consistent(lines: list[str]) -> tuple[int, int]:
 
 
 def test_an_export_taken_between_writes_is_one_moment_of_each_scope(make_store: StoreFactory) -> None:
-    store: SharedMemoryStore = make_store(global_writers=["*"])
-    ids = [r.id for r in store.remember_many([f"fact number {i} of the export" for i in range(1100)], "global")]
+    store: SharedMemoryStore = make_store(policy=WritePolicy(global_writers=["*"]))
+    ids = [
+        r.id for r in store.operator.remember_many([f"fact number {i} of the export" for i in range(1100)], "global")
+    ]
     lines = export_lines(store)
     taken = [next(lines) for _ in range(503)]  # the header, meta, 500 facts of the first batch of 1000
     for fid in ids[:20]:
-        store.forget(fid, "gone")
-    store.remember_many([f"written during the export {i}" for i in range(20)], "global")
+        store.operator.forget(fid, "gone")
+    store.operator.remember_many([f"written during the export {i}" for i in range(20)], "global")
     taken += list(lines)
     assert export_is_consistent(taken) == (0, 0)
     assert sum(1 for line in taken if '"table": "facts"' in line) == 1100
@@ -648,8 +654,8 @@ def _write_while_exported(place: tuple[str, ...], stop: str) -> None:
     store = open_place(place)
     i = 0
     while not os.path.exists(stop):
-        fact = store.remember(f"written by the other process {i}", "global")
-        store.forget(fact.id, "churn")
+        fact = store.operator.remember(f"written by the other process {i}", "global")
+        store.operator.forget(fact.id, "churn")
         i += 1
     store.close()
 
@@ -660,8 +666,8 @@ def test_an_export_taken_while_another_process_writes_is_consistent(make_store: 
 
     from test_feed import place_of
 
-    store: SharedMemoryStore = make_store(global_writers=["*"])
-    store.remember_many([f"fact number {i} before the export" for i in range(2500)], "global")
+    store: SharedMemoryStore = make_store(policy=WritePolicy(global_writers=["*"]))
+    store.operator.remember_many([f"fact number {i} before the export" for i in range(2500)], "global")
     stop = tmp_path / "stop"
     writer = mp.get_context("spawn").Process(target=_write_while_exported, args=(place_of(store), str(stop)))
     writer.start()
@@ -682,14 +688,14 @@ def test_an_export_taken_while_another_process_writes_is_consistent(make_store: 
 @pytest.mark.sqlite_only
 def test_an_export_never_takes_the_name_of_a_scope_file(make_store: StoreFactory) -> None:
     store: SharedMemoryStore = make_store()
-    store.remember("The office opens at nine", "global")
+    store.operator.remember("The office opens at nine", "global")
     root = Path(store.root)
     for name in ("agent_newbie.db", "group_crew.db", "global.db-wal", "agent_x.db-journal"):
         existed = (root / name).exists()  # the WAL of global.db: it is there
         with pytest.raises(FileExistsError, match="a scope's file"):
             store.export(root / name)
         assert (root / name).exists() == existed and not list(root.glob("*.tmp"))
-    store.remember("my first note", "agent", agent_id="newbie")  # its file is still free
+    store.as_agent("newbie").remember("my first note", "agent")  # its file is still free
     store.export(root / "backup.jsonl")  # another name in the store's directory is fine
     assert store.import_(root / "backup.jsonl").inserted == 0
 
@@ -700,7 +706,7 @@ def test_a_line_longer_than_the_limit_is_refused_with_its_number(
     import autogen_shared_memory.transfer as transfer
 
     src: SharedMemoryStore = make_store()
-    src.remember("The office opens at nine", "global")
+    src.operator.remember("The office opens at nine", "global")
     lines = list(export_lines(src))
     monkeypatch.setattr(transfer, "MIN_LINE_CHARS", 0)
     limit = transfer.max_line_chars(src)
@@ -718,7 +724,7 @@ def test_the_cli_refuses_to_import_a_device_or_a_pipe(make_store: StoreFactory, 
     from autogen_shared_memory.cli import app
 
     store: SharedMemoryStore = make_store()
-    store.remember("The office opens at nine", "global")
+    store.operator.remember("The office opens at nine", "global")
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     for source in ("/dev/zero", str(fifo)):

@@ -26,6 +26,7 @@ from autogen_shared_memory.core.lifecycle import (
 )
 from autogen_shared_memory.core.types import Fact
 from autogen_shared_memory.integration.autogen.tools import memory_tools
+from autogen_shared_memory.settings import DedupSettings, WritePolicy
 
 StoreFactory = Callable[..., SharedMemoryStore]
 
@@ -295,19 +296,19 @@ def test_valid_at_and_purge_due() -> None:
 
 # ------------------------------------------------------------------------- the rules through the store
 def test_a_distinct_fact_is_stored_and_the_similar_one_named(make_store: StoreFactory) -> None:
-    s = make_store(near_duplicate_threshold=0.6, similar_threshold=0.6)
-    old = s.remember("The Q3 report is due on October 14.", "global")
-    new = s.remember("The Q3 report is due on October 21.", "global")
+    s = make_store(dedup=DedupSettings(near_duplicate=0.6, similar=0.6))
+    old = s.operator.remember("The Q3 report is due on October 14.", "global")
+    new = s.operator.remember("The Q3 report is due on October 21.", "global")
     assert new.status == "created" and new.similar == (old.id,)
-    assert {h.content for h in s.search("Q3 report due", "global")} == {
+    assert {h.content for h in s.operator.search("Q3 report due", "global")} == {
         "The Q3 report is due on October 14.",
         "The Q3 report is due on October 21.",
     }
     # the same decision inside one batch
-    a, b = s.remember_many(["Staging listens on port 5432.", "Staging listens on port 5433."], "global")
+    a, b = s.operator.remember_many(["Staging listens on port 5432.", "Staging listens on port 5433."], "global")
     assert (a.status, b.status, b.similar) == ("created", "created", (a.id,))
     # a near duplicate with the same wording reinforces
-    again = s.remember("the Q3 report is due on October 21", "global")
+    again = s.operator.remember("the Q3 report is due on October 21", "global")
     assert again.status == "reinforced" and again.duplicate_of == new.id
 
 
@@ -328,59 +329,57 @@ def test_a_negation_is_never_merged_into_the_fact_it_negates(make_store: StoreFa
         ("Contractors can read the billing data.", "Contractors cannot read the billing data."),
         ("Reviewers can't merge their own changes.", "Reviewers can merge their own changes."),
     ]:
-        first = s.remember(said, "group", group_id="crew")
-        second = s.remember(negated, "group", group_id="crew")
+        first = s.as_operator("crew").remember(said, "group")
+        second = s.as_operator("crew").remember(negated, "group")
         assert (second.status, second.similar) == ("created", (first.id,)), (said, negated)
-        assert s.get(first.id).reinforcement == s.get(second.id).reinforcement == 1
-        assert {h.content for h in s.search(said, "group", group_id="crew", top_k=10)} >= {said, negated}
+        assert s.operator.get(first.id).reinforcement == s.operator.get(second.id).reinforcement == 1
+        assert {h.content for h in s.as_operator("crew").search(said, "group", top_k=10)} >= {said, negated}
 
 
 def test_an_exact_duplicate_is_found_by_its_hash_alone(make_store: StoreFactory) -> None:
     # Cosine merges off: only the content-hash lookup can find the restatements, whether the fact is stored
     # (a batch asks for its hashes in one query) or written earlier in the same batch.
-    store = make_store(near_duplicate_threshold=1.01, similar_threshold=1.01)
-    first = store.remember("Deploys happen on Fridays.", "group", group_id="crew")
-    receipts = store.remember_many(
-        ["deploys happen on fridays", "Reviews need two approvals.", "reviews need two approvals!"],
-        "group",
-        group_id="crew",
+    store = make_store(dedup=DedupSettings(near_duplicate=1.01, similar=1.01))
+    first = store.as_operator("crew").remember("Deploys happen on Fridays.", "group")
+    receipts = store.as_operator("crew").remember_many(
+        ["deploys happen on fridays", "Reviews need two approvals.", "reviews need two approvals!"], "group"
     )
     assert [r.status for r in receipts] == ["reinforced", "created", "reinforced"]
     assert receipts[0].duplicate_of == first.id and receipts[2].duplicate_of == receipts[1].id
-    assert store.get(first.id).reinforcement == 2
+    assert store.operator.get(first.id).reinforcement == 2
     assert [e.event for e in store.backend.history(first.scope, receipts[1].id)] == ["created", "reinforced"]
 
 
 def test_text_that_is_not_unicode_is_refused_and_nothing_written(make_store: StoreFactory) -> None:
     s = make_store()
     with pytest.raises(ValueError, match="fact content is not valid Unicode"):
-        s.remember("Build \ud83d ok", "global")  # half of an emoji, as a cut-off JSON string can carry
+        s.operator.remember("Build \ud83d ok", "global")  # half of an emoji, as a cut-off JSON string can carry
     assert s.stats() == [] or s.stats()[0].counts.get("active", 0) == 0
 
 
 def test_a_correction_always_wins(make_store: StoreFactory) -> None:
     s = make_store()
     for text in ("Freeze starts Monday", "freeze starts monday.", "Freeze starts Tuesday"):
-        old = s.remember("Freeze starts Monday", "global")
-        fix = s.remember(text, "global", supersedes=[old.id])
+        old = s.operator.remember("Freeze starts Monday", "global")
+        fix = s.operator.remember(text, "global", supersedes=[old.id])
         assert fix.status == "created" and fix.id != old.id and fix.superseded == (old.id,)
-        before, after = s.get(old.id), s.get(fix.id)
+        before, after = s.operator.get(old.id), s.operator.get(fix.id)
         assert before.status == "superseded" and before.superseded_by == fix.id
         assert before.valid_to == after.created_at and after.status == "active"
-        s.forget(fix.id)
+        s.operator.forget(fix.id)
 
 
 @pytest.mark.parametrize("workers", [6])
 def test_concurrent_corrections_have_exactly_one_winner(make_store: StoreFactory, workers: int) -> None:
     s = make_store()
-    old = s.remember("The on-call engineer is Dana", "global")
+    old = s.operator.remember("The on-call engineer is Dana", "global")
     results: list[str] = []
     barrier = threading.Barrier(workers)
 
     def correct(i: int) -> None:
         barrier.wait()
         try:
-            s.remember(f"The on-call engineer is engineer {i}", "global", supersedes=[old.id])
+            s.operator.remember(f"The on-call engineer is engineer {i}", "global", supersedes=[old.id])
             results.append("won")
         except ValueError as exc:
             assert "already superseded" in str(exc)
@@ -397,14 +396,14 @@ def test_concurrent_corrections_have_exactly_one_winner(make_store: StoreFactory
 
 
 def test_reinforcement_never_edits_another_authors_fact(make_store: StoreFactory) -> None:
-    s = make_store(global_writers=["*"])
-    bob = s.remember("Deploys happen on Tuesdays", "global", agent_id="bob", ttl_days=7, confidence=0.6, tags=["ops"])
-    before = s.get(bob.id)
-    alice = s.remember(
-        "deploys happen on tuesdays", "global", agent_id="alice", ttl_days=3, confidence=1.0, tags=["mine"]
+    s = make_store(policy=WritePolicy(global_writers=["*"]))
+    bob = s.as_agent("bob").remember("Deploys happen on Tuesdays", "global", ttl_days=7, confidence=0.6, tags=["ops"])
+    before = s.operator.get(bob.id)
+    alice = s.as_agent("alice").remember(
+        "deploys happen on tuesdays", "global", ttl_days=3, confidence=1.0, tags=["mine"]
     )
     assert alice.status == "reinforced" and alice.duplicate_of == bob.id
-    after = s.get(bob.id)
+    after = s.operator.get(bob.id)
     assert (after.expires_at, after.tags, after.confidence, after.created_by) == (
         before.expires_at,
         ("ops",),
@@ -412,84 +411,83 @@ def test_reinforcement_never_edits_another_authors_fact(make_store: StoreFactory
         "bob",
     )
     assert after.stated_by == ("bob", "alice") and after.reinforcement == 2
-    event = s.history(bob.id)[-1]
+    event = s.operator.history(bob.id)[-1]
     assert (event.event, event.actor, event.detail["tags"]) == ("reinforced", "alice", ["mine"])
     # a restatement that would outlive bob's expiring fact is kept as its own fact
-    durable = s.remember("Deploys happen on Tuesdays!", "global", agent_id="carol")
+    durable = s.as_agent("carol").remember("Deploys happen on Tuesdays!", "global")
     assert durable.status == "created" and durable.similar == (bob.id,)
-    assert s.get(bob.id).expires_at == before.expires_at
+    assert s.operator.get(bob.id).expires_at == before.expires_at
     # the author restating its own fact refreshes it
-    s.remember("Deploys happen on Tuesdays", "global", agent_id="bob", tags=["deploys"], confidence=0.9)
-    own = s.get(bob.id)
+    s.as_agent("bob").remember("Deploys happen on Tuesdays", "global", tags=["deploys"], confidence=0.9)
+    own = s.operator.get(bob.id)
     assert own.expires_at is None and own.tags == ("ops", "deploys") and own.confidence == 0.9
 
 
 def test_a_restatement_keeps_what_it_carried(make_store: StoreFactory) -> None:
     """Category, metadata and session of a restatement are never dropped: the author's fact takes the ones it
     lacked (values already there stay), and every restatement's are in its audit event."""
-    s = make_store(global_writers=["*"])
-    first = s.remember("The VPN rotates keys monthly.", "global", agent_id="bob", metadata={"source": "wiki"})
-    again = s.remember(
+    s = make_store(policy=WritePolicy(global_writers=["*"]))
+    first = s.as_agent("bob").remember("The VPN rotates keys monthly.", "global", metadata={"source": "wiki"})
+    again = s.as_agent("bob").remember(
         "the VPN rotates keys monthly",
         "global",
-        agent_id="bob",
         category="infra",
         metadata={"source": "runbook-42", "ticket": "OPS-7"},
         session_id="sess-2",
     )
     assert again.status == "reinforced" and again.duplicate_of == first.id
-    fact = s.get(first.id)
+    fact = s.operator.get(first.id)
     assert fact.category == "infra" and fact.metadata == {"source": "wiki", "ticket": "OPS-7"}
-    assert [h.id for h in s.search("VPN keys", "global", category="infra")] == [first.id]
-    event = s.history(first.id)[-1]
+    assert [h.id for h in s.operator.search("VPN keys", "global", category="infra")] == [first.id]
+    event = s.operator.history(first.id)[-1]
     assert event.detail["category"] == "infra" and event.detail["session_id"] == "sess-2"
     assert event.detail["metadata"] == {"source": "runbook-42", "ticket": "OPS-7"}
-    other = s.remember("The VPN rotates keys monthly", "global", agent_id="alice", category="security")
-    assert other.status == "reinforced" and s.get(first.id).category == "infra"  # another author's: audit only
-    assert s.history(first.id)[-1].detail["category"] == "security"
-    tagged = s.remember("Backups run at 02:00", "global", agent_id="bob", tags=[f"a{i}" for i in range(32)])
-    s.remember("Backups run at 02:00", "global", agent_id="bob", tags=[f"b{i}" for i in range(32)])
-    assert s.get(tagged.id).tags == tuple(f"a{i}" for i in range(32))  # at most 32, as a write may carry
-    assert s.history(tagged.id)[-1].detail["tags"] == [f"b{i}" for i in range(32)]  # the rest: in the audit
+    other = s.as_agent("alice").remember("The VPN rotates keys monthly", "global", category="security")
+    assert other.status == "reinforced" and s.operator.get(first.id).category == "infra"  # another author's: audit only
+    assert s.operator.history(first.id)[-1].detail["category"] == "security"
+    tagged = s.as_agent("bob").remember("Backups run at 02:00", "global", tags=[f"a{i}" for i in range(32)])
+    s.as_agent("bob").remember("Backups run at 02:00", "global", tags=[f"b{i}" for i in range(32)])
+    assert s.operator.get(tagged.id).tags == tuple(f"a{i}" for i in range(32))  # at most 32, as a write may carry
+    assert s.operator.history(tagged.id)[-1].detail["tags"] == [f"b{i}" for i in range(32)]  # the rest: in the audit
 
 
 def test_the_capsule_counts_distinct_agents_not_calls(make_store: StoreFactory) -> None:
-    s = make_store(global_writers=["*"])
+    s = make_store(policy=WritePolicy(global_writers=["*"]))
     for _ in range(20):
-        s.remember("Standup is at 9:15", "global", agent_id="bob")
-    assert "x20" not in s.recall("standup", "global") and "| x" not in s.recall("standup", "global")
-    s.remember("standup is at 9:15.", "global", agent_id="alice")
-    assert "| x2]" in s.recall("standup", "global")
-    assert s.search("standup", "global")[0].fact.reinforcement == 21
+        s.as_agent("bob").remember("Standup is at 9:15", "global")
+    assert "x20" not in s.operator.recall("standup", "global") and "| x" not in s.operator.recall("standup", "global")
+    s.as_agent("alice").remember("standup is at 9:15.", "global")
+    assert "| x2]" in s.operator.recall("standup", "global")
+    assert s.operator.search("standup", "global")[0].fact.reinforcement == 21
 
 
 def test_search_as_of_recalls_what_was_believed_then(make_store: StoreFactory) -> None:
     s = make_store()
-    first = s.remember("The launch date is March 3", "global")
+    first = s.operator.remember("The launch date is March 3", "global")
     t1 = time.time()
     time.sleep(0.01)
-    second = s.remember("The launch date is March 10", "global", supersedes=[first.id])
+    second = s.operator.remember("The launch date is March 10", "global", supersedes=[first.id])
     t2 = time.time()
     time.sleep(0.01)
-    s.forget(second.id, "launch cancelled")
-    expiring = s.remember("The launch room is booked", "global", ttl_days=1)
+    s.operator.forget(second.id, "launch cancelled")
+    expiring = s.operator.remember("The launch room is booked", "global", ttl_days=1)
 
     def believed(at: float) -> set[str]:
-        return {h.id for h in s.search("launch date room", "global", as_of=at, top_k=10)}
+        return {h.id for h in s.operator.search("launch date room", "global", as_of=at, top_k=10)}
 
     assert believed(t1) == {first.id}
     assert believed(t2) == {second.id}
     assert believed(time.time()) == {expiring.id}
     assert believed(time.time() + 2 * 86400) == set()  # expired by then
     assert believed(0.0) == set()  # before anything was written
-    assert s.get(first.id).valid_to == s.get(second.id).created_at
+    assert s.operator.get(first.id).valid_to == s.operator.get(second.id).created_at
 
 
 def test_a_write_is_stamped_when_it_commits_not_before_its_embedding(make_store: StoreFactory) -> None:
     """A correction's time was taken before the embedding: ``search(as_of=t)`` at a ``t`` while it was being
     embedded (readers saw the old fact) named the correction, and its TTL ran from that earlier time."""
     s = make_store()
-    old = s.remember("The VPN gateway is vpn1", "global")
+    old = s.operator.remember("The VPN gateway is vpn1", "global")
     embed, moments = s.embedder.embed, []
 
     def slow(texts: Any) -> Any:  # the batch is embedded while readers still see the old fact
@@ -499,11 +497,11 @@ def test_a_write_is_stamped_when_it_commits_not_before_its_embedding(make_store:
         return embed(texts)
 
     s.embedder.embed = slow  # type: ignore[method-assign]
-    new = s.remember("The VPN gateway is vpn2", "global", supersedes=[old.id], ttl_days=1)
+    new = s.operator.remember("The VPN gateway is vpn2", "global", supersedes=[old.id], ttl_days=1)
     moment = moments[0]
-    assert [h.id for h in s.search("VPN gateway", "global", as_of=moment)] == [old.id]
-    stored = s.get(new.id)
-    assert stored.created_at > moment and s.get(old.id).valid_to == stored.created_at
+    assert [h.id for h in s.operator.search("VPN gateway", "global", as_of=moment)] == [old.id]
+    stored = s.operator.get(new.id)
+    assert stored.created_at > moment and s.operator.get(old.id).valid_to == stored.created_at
     assert stored.expires_at == pytest.approx(stored.created_at + 86400, abs=1e-3)
 
 
@@ -512,8 +510,8 @@ def test_remember_tool_names_the_similar_fact_and_how_to_replace_it(make_store: 
 
     from autogen_core import CancellationToken
 
-    s = make_store(near_duplicate_threshold=0.6, similar_threshold=0.6)
-    s.add_group_member("crew", "alice")
+    s = make_store(dedup=DedupSettings(near_duplicate=0.6, similar=0.6))
+    s.operator.add_member("crew", "alice")
     _, remember, _ = memory_tools(s, "alice", "crew")
     token = CancellationToken()
     first = asyncio.run(remember.run_json({"fact": "The Q3 report is due on October 14.", "scope": "group"}, token))
@@ -531,18 +529,18 @@ def test_export_of_an_older_store_is_rehashed_on_import(tmp_path: Path) -> None:
     from autogen_shared_memory.testing import HashEmbedder
 
     source = SharedMemoryStore(tmp_path / "a", embedder=HashEmbedder())
-    fact = source.remember("Answers are formatted as markdown tables.", "global")
+    fact = source.operator.remember("Answers are formatted as markdown tables.", "global")
     path = tmp_path / "x.jsonl"
     source.export(path)
     path.write_text(path.read_text().replace(fact_hash := content_hash(fact_content(source, fact.id)), "0" * 64))
     assert fact_hash not in path.read_text()
     target = SharedMemoryStore(tmp_path / "b", embedder=HashEmbedder())
     target.import_(path)
-    assert target.remember("answers are formatted as Markdown tables", "global").duplicate_of == fact.id
+    assert target.operator.remember("answers are formatted as Markdown tables", "global").duplicate_of == fact.id
 
 
 def fact_content(store: SharedMemoryStore, fact_id: str) -> str:
-    return store.get(fact_id).content
+    return store.operator.get(fact_id).content
 
 
 @pytest.mark.parametrize(

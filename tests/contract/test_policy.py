@@ -7,89 +7,91 @@ from pathlib import Path
 
 import pytest
 
-from autogen_shared_memory import MemoryAccessDenied, SharedMemoryStore
+from autogen_shared_memory import MemoryAccessDenied, ScopeRef, SharedMemoryStore
 from autogen_shared_memory.integration.toolkit import BoundTools
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 
 
 def test_agent_scope_only_owner_writes_and_forgets(store: SharedMemoryStore) -> None:
-    r = store.remember("alice's private note on retries", "agent", agent_id="alice")
+    r = store.as_agent("alice").remember("alice's private note on retries", "agent")
     with pytest.raises(MemoryAccessDenied, match="'bob' may not forget facts in the agent scope of 'alice'"):
-        store.forget(r.id, agent_id="bob")
-    assert store.get(r.id).status == "active"
+        store.as_agent("bob").forget(r.id)
+    assert store.operator.get(r.id).status == "active"
     # writing "agent" scope always means the caller's own scope
-    own = store.remember("bob's note", "agent", agent_id="bob")
+    own = store.as_agent("bob").remember("bob's note", "agent")
     assert own.scope.owner == "bob"
 
 
 def test_cross_agent_read_is_explicit_and_can_be_refused(store: SharedMemoryStore) -> None:
-    store.remember("alice knows the staging password rotates", "agent", agent_id="alice")
-    assert store.search("staging password", agent_id="bob", group_id="crew") == []  # not in bob's scopes
-    hits = store.search("staging password", "agent", agent_id="bob", other_agent="alice")
+    store.as_agent("alice").remember("alice knows the staging password rotates", "agent")
+    assert store.as_agent("bob", "crew").search("staging password") == []  # not in bob's scopes
+    hits = store.as_agent("bob").search("staging password", "agent", other_agent="alice")
     assert len(hits) == 1
-    store.set_agent_private("alice")
+    store.operator.set_private("alice")
     with pytest.raises(MemoryAccessDenied, match="'alice': that agent is private"):
-        store.search("staging password", "agent", agent_id="bob", other_agent="alice")
-    assert len(store.search("staging password", "agent", agent_id="alice")) == 1
-    assert len(store.search("staging password", "agent", other_agent="alice")) == 1  # trusted code
-    store.set_agent_private("alice", False)
-    assert len(store.search("staging password", "agent", agent_id="bob", other_agent="alice")) == 1
+        store.as_agent("bob").search("staging password", "agent", other_agent="alice")
+    assert len(store.as_agent("alice").search("staging password", "agent")) == 1
+    assert len(store.operator.search("staging password", "agent", other_agent="alice")) == 1  # trusted code
+    store.operator.set_private("alice", False)
+    assert len(store.as_agent("bob").search("staging password", "agent", other_agent="alice")) == 1
 
 
 def test_group_scope_is_for_members(store: SharedMemoryStore) -> None:
-    store.remember("crew decision: use postgres", "group", agent_id="alice", group_id="crew")
+    store.as_agent("alice", "crew").remember("crew decision: use postgres", "group")
     with pytest.raises(MemoryAccessDenied, match="'mallory' may not write to group 'crew'"):
-        store.remember("crew decision: use mongo", "group", agent_id="mallory", group_id="crew")
+        store.as_agent("mallory", "crew").remember("crew decision: use mongo", "group")
     with pytest.raises(MemoryAccessDenied, match="may not read group 'crew'"):
-        store.search("decision", "group", agent_id="mallory", group_id="crew")
-    assert store.group_members("crew") == {"alice", "bob", "lead"}
-    store.remove_group_member("crew", "bob")
+        store.as_agent("mallory", "crew").search("decision", "group")
+    assert store.operator.members("crew") == {"alice", "bob", "lead"}
+    store.operator.remove_member("crew", "bob")
     with pytest.raises(MemoryAccessDenied):
-        store.search("decision", "group", agent_id="bob", group_id="crew")
+        store.as_agent("bob", "crew").search("decision", "group")
 
 
 def test_global_writers_allow_list(store: SharedMemoryStore) -> None:
     with pytest.raises(MemoryAccessDenied, match="'alice' may not write to the global scope"):
-        store.remember("policy: no PII in logs", "global", agent_id="alice")
-    r = store.remember("policy: no PII in logs", "global", agent_id="lead")
-    assert store.get(r.id).created_by == "lead"
+        store.as_agent("alice").remember("policy: no PII in logs", "global")
+    r = store.as_agent("lead").remember("policy: no PII in logs", "global")
+    assert store.operator.get(r.id).created_by == "lead"
     with pytest.raises(MemoryAccessDenied, match="forget facts in the global scope"):
-        store.forget(r.id, agent_id="alice")
-    assert len(store.search("PII logs", agent_id="alice")) == 1  # everyone reads global
-    store.forget(r.id, agent_id="lead")
+        store.as_agent("alice").forget(r.id)
+    assert len(store.as_agent("alice").search("PII logs")) == 1  # everyone reads global
+    store.as_agent("lead").forget(r.id)
 
 
 def test_global_writers_default_none_and_star(tmp_path: Path) -> None:
     closed = SharedMemoryStore(tmp_path / "a", embedder=HashEmbedder())
     with pytest.raises(MemoryAccessDenied):
-        closed.remember("x", "global", agent_id="anyone")
-    assert closed.remember("x", "global").status == "created"  # trusted code
-    open_ = SharedMemoryStore(tmp_path / "b", embedder=HashEmbedder(), global_writers=["*"])
-    assert open_.remember("x", "global", agent_id="anyone").status == "created"
+        closed.as_agent("anyone").remember("x", "global")
+    assert closed.operator.remember("x", "global").status == "created"  # trusted code
+    open_ = SharedMemoryStore(tmp_path / "b", embedder=HashEmbedder(), policy=WritePolicy(global_writers=["*"]))
+    assert open_.as_agent("anyone").remember("x", "global").status == "created"
 
 
 def test_denied_write_writes_nothing(store: SharedMemoryStore) -> None:
     with pytest.raises(MemoryAccessDenied):
-        store.remember_many(["ok for alice", {"content": "not ok", "scope": "global"}], "agent", agent_id="alice")
-    assert not (store.root / "agent_alice.db").exists()
+        store.as_agent("alice").remember_many(["ok for alice", {"content": "not ok", "scope": "global"}], "agent")
+    assert store.root is None or not (store.root / "agent_alice.db").exists()
+    assert not store.backend.exists(ScopeRef("agent", "alice"))
     assert isinstance(MemoryAccessDenied("x"), PermissionError)
 
 
 def test_one_agents_forget_of_another_agents_fact_is_denied(store: SharedMemoryStore) -> None:
-    private = store.remember("alice's private note on retries", "agent", agent_id="alice")
-    ruled = store.remember("policy: refunds need approval", "global", agent_id="lead")
+    private = store.as_agent("alice").remember("alice's private note on retries", "agent")
+    ruled = store.as_agent("lead").remember("policy: refunds need approval", "global")
     for fact_id in (private.id, ruled.id):
         with pytest.raises(MemoryAccessDenied, match="'bob' may not forget facts in the"):
-            store.forget(fact_id, "not needed", agent_id="bob")
-        assert store.get(fact_id).status == "active"
-        assert store.history(fact_id)[-1].event == "created"
+            store.as_agent("bob").forget(fact_id, "not needed")
+        assert store.operator.get(fact_id).status == "active"
+        assert store.operator.history(fact_id)[-1].event == "created"
 
 
 def test_the_bound_forget_tool_acts_as_its_agent_and_in_its_group(store: SharedMemoryStore) -> None:
-    private = store.remember("alice's private note on retries", "agent", agent_id="alice")
-    ruled = store.remember("policy: refunds need approval", "global", agent_id="lead")
-    store.add_group_member("other-team", "bob")
-    elsewhere = store.remember("other team: ship on Fridays", "group", agent_id="bob", group_id="other-team")
+    private = store.as_agent("alice").remember("alice's private note on retries", "agent")
+    ruled = store.as_agent("lead").remember("policy: refunds need approval", "global")
+    store.operator.add_member("other-team", "bob")
+    elsewhere = store.as_agent("bob", "other-team").remember("other team: ship on Fridays", "group")
     bob = BoundTools(store, "bob", "crew")
     answers = [asyncio.run(bob.forget(fact_id, "not needed")) for fact_id in (private.id, ruled.id, elsewhere.id)]
     assert answers[0].startswith("DENIED: agent 'bob' may not forget facts in the agent scope of 'alice'")
@@ -97,6 +99,6 @@ def test_the_bound_forget_tool_acts_as_its_agent_and_in_its_group(store: SharedM
     # bob is in other-team too, but these tools are bound to crew: that fact is not theirs to reach
     assert answers[2] == f"ERROR: no fact with id '{elsewhere.id}'. Search memory to find the right id."
     for fact_id in (private.id, ruled.id, elsewhere.id):
-        assert store.get(fact_id).status == "active"
+        assert store.operator.get(fact_id).status == "active"
     assert "forgot fact" in asyncio.run(BoundTools(store, "bob", "other-team").forget(elsewhere.id))
-    assert store.get(elsewhere.id).status == "forgotten"
+    assert store.operator.get(elsewhere.id).status == "forgotten"

@@ -19,6 +19,7 @@ from autogen_shared_memory.facts import MAX_QUERY_CHARS
 from autogen_shared_memory.integration.autogen.tools import memory_tools
 from autogen_shared_memory.search.fusion import rrf
 from autogen_shared_memory.search.text import query_terms, stem, stems_of
+from autogen_shared_memory.settings import DedupSettings, RecallSettings
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
@@ -121,14 +122,14 @@ def test_stem_matches_fts5_porter() -> None:
 
 
 def test_common_terms_are_pruned_from_large_scopes(tmp_path: Path) -> None:
-    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01)
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), dedup=DedupSettings(near_duplicate=1.01))
     facts = [f"the user asked about item{i} in the widget catalogue" for i in range(1500)]
-    store.remember_many(facts, "global")
-    backend, scope = store.backend, store.scope_ref("global")
+    store.operator.remember_many(facts, "global")
+    backend, scope = store.backend, store.engine.scope_ref("global")
     only = backend.lexical([scope], ["user", "widget", "item42"], 10, Filters())
     assert [f.content for f in backend.get(scope, [h[1] for h in only])] == [facts[42]]  # in every fact: dropped
     assert len(backend.lexical([scope], ["user", "widget"], 10, Filters())) == 10  # the rarest term is kept
-    hits = store.search("user widget item42", "global")
+    hits = store.operator.search("user widget item42", "global")
     assert hits[0].content == "the user asked about item42 in the widget catalogue"
 
 
@@ -144,29 +145,31 @@ def test_rrf() -> None:
 
 
 def test_search_with_nasty_queries_through_the_store(store: SharedMemoryStore) -> None:
-    store.remember("alpha beta gamma", "global")
+    store.operator.remember("alpha beta gamma", "global")
     for text in NASTY:
-        store.search(text, "global")
-    assert store.search('"alpha" NOT beta', "global")[0].content == "alpha beta gamma"
+        store.operator.search(text, "global")
+    assert store.operator.search('"alpha" NOT beta', "global")[0].content == "alpha beta gamma"
 
 
 def test_query_words_sharing_a_stem_on_a_large_scope(store: SharedMemoryStore) -> None:
     """'reported' and 'reports' share the stem 'report': the common-term check must not trip on it."""
-    store.remember_many([f"weekly report {i} for team {i % 40}" for i in range(1100)], "global")
-    hits = store.search("reported reports teams team 7", "global")
+    store.operator.remember_many([f"weekly report {i} for team {i % 40}" for i in range(1100)], "global")
+    hits = store.operator.search("reported reports teams team 7", "global")
     assert hits and "report" in hits[0].content
 
 
 def test_all_scopes_merge_lexical_matches_by_score_not_by_rank(make_store: StoreFactory) -> None:
     """A small scope's best keyword match (one weak term) must not outrank a big scope's strong match."""
-    store = make_store(semantic_weight=0.0)  # the lexical leg alone decides
-    store.add_group_member("crew", "alice")
-    store.remember_many(
-        ["Lisbon is sunny in May", *(f"alice note {i} on tea" for i in range(5))], "agent", agent_id="alice"
+    store = make_store(recall=RecallSettings(semantic_weight=0.0))  # the lexical leg alone decides
+    store.operator.add_member("crew", "alice")
+    store.as_agent("alice").remember_many(
+        ["Lisbon is sunny in May", *(f"alice note {i} on tea" for i in range(5))], "agent"
     )
     filler = [f"sprint {i} retro notes for squad {i % 7}" for i in range(50)]
-    store.remember_many([*filler, "the Lisbon office deploys the billing service on Fridays"], "group", group_id="crew")
-    hits = store.search("when does the Lisbon office deploy billing", agent_id="alice", group_id="crew", top_k=2)
+    store.as_operator("crew").remember_many(
+        [*filler, "the Lisbon office deploys the billing service on Fridays"], "group"
+    )
+    hits = store.as_agent("alice", "crew").search("when does the Lisbon office deploy billing", top_k=2)
     assert [h.content for h in hits] == [
         "the Lisbon office deploys the billing service on Fridays",
         "Lisbon is sunny in May",
@@ -176,13 +179,13 @@ def test_all_scopes_merge_lexical_matches_by_score_not_by_rank(make_store: Store
 
 def test_a_small_scopes_full_match_outranks_a_big_scopes_one_word_match(make_store: StoreFactory) -> None:
     """Raw BM25 grows with a scope's size (IDF): scores are normalised by the query's IDF mass per scope."""
-    store = make_store(semantic_weight=0.0)
-    store.add_group_member("crew", "alice")
+    store = make_store(recall=RecallSettings(semantic_weight=0.0))
+    store.operator.add_member("crew", "alice")
     mine = ["alice drinks oolong tea at noon", *(f"alice note {i} about weather" for i in range(5))]
-    store.remember_many(mine, "agent", agent_id="alice")
+    store.as_agent("alice").remember_many(mine, "agent")
     theirs = [f"sprint {i} retro notes for squad {i % 7}" for i in range(300)]
-    store.remember_many([*theirs, "the oolong shipment arrived late"], "group", group_id="crew")
-    hits = store.search("oolong tea at noon", agent_id="alice", group_id="crew", top_k=2)
+    store.as_operator("crew").remember_many([*theirs, "the oolong shipment arrived late"], "group")
+    hits = store.as_agent("alice", "crew").search("oolong tea at noon", top_k=2)
     assert [h.content for h in hits] == ["alice drinks oolong tea at noon", "the oolong shipment arrived late"]
 
 
@@ -190,10 +193,10 @@ def test_lexical_postings_budget_keeps_the_rarest_terms(tmp_path: Path) -> None:
     from autogen_shared_memory.backends.sqlite import SQLiteBackend
 
     backend = SQLiteBackend(tmp_path, max_common_term_ratio=1.0, max_lexical_postings=2000)
-    store = SharedMemoryStore(tmp_path, backend=backend, embedder=HashEmbedder(), near_duplicate_threshold=1.01)
+    store = SharedMemoryStore(backend, embedder=HashEmbedder(), dedup=DedupSettings(near_duplicate=1.01))
     facts = [f"note {i} {'apple' if i % 2 else 'berry'} {'cedar' if i % 5 == 0 else ''}" for i in range(2400)]
-    store.remember_many(facts, "global")  # apple: 1200 facts, berry: 1200, cedar: 480
-    scope = store.scope_ref("global")
+    store.operator.remember_many(facts, "global")  # apple: 1200 facts, berry: 1200, cedar: 480
+    scope = store.engine.scope_ref("global")
 
     def matched(terms: list[str]) -> list[str]:
         found = backend.get(scope, [h[1] for h in backend.lexical([scope], terms, 10_000, Filters())])
@@ -219,14 +222,14 @@ def test_stems_of_matches_the_fts5_index() -> None:
 
 def test_a_query_at_the_length_limit_is_searched_and_one_character_more_is_refused(store: SharedMemoryStore) -> None:
     assert MAX_QUERY_CHARS == 4096
-    fact = store.remember("The deploy window is Friday", "global")
+    fact = store.operator.remember("The deploy window is Friday", "global")
     longest = "deploy window " + "x" * (MAX_QUERY_CHARS - 14)
     assert len(longest) == MAX_QUERY_CHARS
-    assert [h.id for h in store.search(longest, "global")] == [fact.id]
-    assert fact.id in store.recall(longest, "global")
+    assert [h.id for h in store.operator.search(longest, "global")] == [fact.id]
+    assert fact.id in store.operator.recall(longest, "global")
     search = memory_tools(store, "alice")[0]
     assert fact.id in asyncio.run(search.run_json({"query": longest}, CancellationToken()))
-    for call in (store.search, store.recall):
+    for call in (store.operator.search, store.operator.recall):
         with pytest.raises(ValueError, match="query is 4097 characters; the limit is 4096"):
             call(longest + "x", "global")
     answer = asyncio.run(search.run_json({"query": longest + "x"}, CancellationToken()))

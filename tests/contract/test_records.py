@@ -18,6 +18,7 @@ from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import SingleThreadedAgentRuntime
 
 from autogen_shared_memory import MemoryAccessDenied, ScopeRef, SharedMemoryStore
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 from autogen_shared_memory.transfer import ImportFormatError
 from autogen_shared_memory.views.agents import TaskNotFoundError, UnknownAgentError
@@ -58,7 +59,7 @@ def test_own_records_and_insights(store: SharedMemoryStore) -> None:
     assert alice.get_my_tool_history("nope") == []
     r = alice.store_insight("quality", "q3.pdf has poor OCR quality", source="observed_pattern")
     alice.store_insight("preference", "User wants summaries as bullet points", source="user_correction")
-    fact = store.get(r.id)
+    fact = store.operator.get(r.id)
     assert (fact.scope.kind, fact.owner, fact.category, fact.metadata["source"]) == (
         "agent",
         "alice",
@@ -67,7 +68,7 @@ def test_own_records_and_insights(store: SharedMemoryStore) -> None:
     )
     assert [f.content for f in alice.get_my_insights("quality")] == ["q3.pdf has poor OCR quality"]
     assert len(alice.get_my_insights()) == 2
-    store.remember("a plain note, not an insight", "agent", agent_id="alice")
+    store.as_agent("alice").remember("a plain note, not an insight", "agent")
     assert len(alice.get_my_insights()) == 2  # insights are the categorised facts
 
 
@@ -77,7 +78,7 @@ def test_cross_agent_insights_and_errors(store: SharedMemoryStore) -> None:
     assert [f.content for f in gaia.get_agent_insights("doc")] == ["sales_report.pdf has 45 indexed chunks"]
     with pytest.raises(UnknownAgentError, match="'ghost'"):
         gaia.get_agent_insights("ghost")
-    store.set_agent_private("doc")
+    store.operator.set_private("doc")
     with pytest.raises(MemoryAccessDenied, match="private"):
         gaia.get_agent_insights("doc")
 
@@ -139,9 +140,9 @@ def test_record_full_text_matches_alike_on_every_backend(store: SharedMemoryStor
     lead = store.for_agent("lead")
     for text in texts:
         lead.log_conversation("assistant", text)
-    assert {r.content for r in store.conversation("lead", query=query)} == found
-    store.add_group_member("crew", "lead")
-    store.case_log("crew", "lead").append(texts)
+    assert {r.content for r in store.operator.conversation("lead", query=query)} == found
+    store.operator.add_member("crew", "lead")
+    store.as_agent("lead", "crew").case_log().append(texts)
     terms = query_terms(query)
     matched = store.backend.rows(ScopeRef("group", "crew"), "case_log", query_terms=terms) if terms else []
     assert {r["summary"] for r in matched} == found
@@ -150,7 +151,7 @@ def test_record_full_text_matches_alike_on_every_backend(store: SharedMemoryStor
 def test_a_full_text_match_is_for_record_tables_with_an_index(store: SharedMemoryStore) -> None:
     """Facts are matched by the search's lexical leg (each process's postings), not by ``rows``: every backend
     refuses ``query_terms`` on a table without a full-text index, alike, and before reading anything."""
-    store.remember("the staging deploy failed", "group", agent_id="alice", group_id="crew")
+    store.as_agent("alice", "crew").remember("the staging deploy failed", "group")
     store.for_agent("alice").log_conversation("assistant", "The staging deploy failed at 3pm")
     crew, alice = ScopeRef("group", "crew"), ScopeRef("agent", "alice")
     for scope, table in [(crew, "facts"), (crew, "audit"), (crew, "meta"), (alice, "tool_calls")]:
@@ -225,7 +226,7 @@ def test_tasks_lifecycle_and_result_fact(store: SharedMemoryStore) -> None:
         lead.complete_task(task.id, "done by lead")
     done = alice.complete_task(task.id, {"summary": "Revenue up 12%", "pages": 4})
     assert done.status == "completed" and done.completed_at is not None and done.fact_id
-    fact = store.get(done.fact_id)
+    fact = store.operator.get(done.fact_id)
     assert fact.scope.kind == "group" and fact.category == "task_result" and "Revenue up 12%" in fact.content
     assert fact.metadata["task_id"] == task.id and fact.created_by == "alice"
     with pytest.raises(ValueError, match="already completed"):
@@ -238,8 +239,8 @@ def test_tasks_lifecycle_and_result_fact(store: SharedMemoryStore) -> None:
     result = "日本語の要約。" * 1500  # 31,500 bytes in 10,500 characters: a cut by characters was 3x too long
     done = alice.complete_task(long.id, result)
     assert done.status == "completed" and alice.get_task(long.id).result == result
-    fact = store.get(done.fact_id or "")
-    assert len(fact.content.encode()) <= store.max_fact_bytes // 2 and "[truncated from" in fact.content
+    fact = store.operator.get(done.fact_id or "")
+    assert len(fact.content.encode()) <= store.policy.max_fact_bytes // 2 and "[truncated from" in fact.content
     with pytest.raises(TaskNotFoundError):
         lead.get_task("k_nope")
     with pytest.raises(UnknownAgentError, match="not a member"):
@@ -251,7 +252,7 @@ def test_tasks_lifecycle_and_result_fact(store: SharedMemoryStore) -> None:
     solo = store.for_agent("solo")
     own = solo.create_task("personal errand")
     assert solo.complete_task(own.id, "ok").status == "completed"
-    assert store.get(solo.get_task(own.id).fact_id or "").scope.kind == "agent"
+    assert store.operator.get(solo.get_task(own.id).fact_id or "").scope.kind == "agent"
     with pytest.raises(ValueError, match="only create tasks for itself"):
         solo.create_task("x", assignee="other")
 
@@ -260,14 +261,14 @@ def test_tasks_lifecycle_and_result_fact(store: SharedMemoryStore) -> None:
 
 
 def test_case_log_append_read_checkpoint_resume(store: SharedMemoryStore) -> None:
-    alice, bob = store.case_log("crew", "alice"), store.case_log("crew", "bob")
+    alice, bob = store.as_agent("alice", "crew").case_log(), store.as_agent("bob", "crew").case_log()
     first = alice.append("Customer reports login failures since 09:00")
     assert len(first.ids) == 1 and first.context_version == 1
     batch = bob.append(["Root cause: expired SSO certificate", "Certificate renewed at 10:15"])
     assert batch.context_version == 3 and alice.version == 3
     entries = alice.entries()
     assert [e.version for e in entries] == [1, 2, 3] and entries[0].author == "alice"
-    assert entries[0].session_id == store.session_id
+    assert entries[0].session_id == store.engine.session_id
     assert alice.checkpoint(first.ids[0]) is not None
     assert [e.summary for e in alice.resume()] == [
         "Root cause: expired SSO certificate",
@@ -283,9 +284,9 @@ def test_case_log_append_read_checkpoint_resume(store: SharedMemoryStore) -> Non
 
 
 def test_case_log_reconcile_current_view_and_search(store: SharedMemoryStore) -> None:
-    log = store.case_log("crew", "alice")
+    log = store.as_agent("alice", "crew").case_log()
     a = log.append("Refund approved: 120 EUR").ids[0]
-    b = store.case_log("crew", "bob").append("Refund approved: 150 EUR").ids[0]
+    b = store.as_agent("bob", "crew").case_log().append("Refund approved: 150 EUR").ids[0]
     fix = log.append([{"summary": "Refund is 150 EUR (reconciled)", "supersedes": [a, b]}]).ids[0]
     assert len(log.entries()) == 3  # full history
     assert [e.id for e in log.entries(current=True)] == [fix]
@@ -297,7 +298,7 @@ def test_case_log_reconcile_current_view_and_search(store: SharedMemoryStore) ->
 
 
 def test_case_log_bad_input_writes_nothing(store: SharedMemoryStore) -> None:
-    log = store.case_log("crew", "alice")
+    log = store.as_agent("alice", "crew").case_log()
     with pytest.raises(ValueError, match="at most 512"):
         log.append(["fine", "x" * 513])
     with pytest.raises(ValueError, match="1 to 20"):
@@ -308,23 +309,23 @@ def test_case_log_bad_input_writes_nothing(store: SharedMemoryStore) -> None:
         log.append("   ")
     assert log.version == 0
     with pytest.raises(MemoryAccessDenied, match="not a member"):
-        store.case_log("crew", "mallory").append("I was here")
+        store.as_agent("mallory", "crew").case_log().append("I was here")
 
 
 def test_case_log_is_append_only_in_the_database(store: SharedMemoryStore) -> None:
-    store.case_log("crew", "alice").append("an entry")
+    store.as_agent("alice", "crew").case_log().append("an entry")
     with pytest.raises(Exception, match="append-only"):
         raw_sql(store, "crew", "UPDATE {case_log} SET summary = 'rewritten'")
     with pytest.raises(Exception, match="append-only"):
         raw_sql(store, "crew", "DELETE FROM {case_log}")
     with pytest.raises(ValueError, match="append-only"):
-        store.backend.delete_records(store.scope_ref("group", group_id="crew"), "case_log")
-    assert store.case_log("crew", "bob").entries()[0].summary == "an entry"
+        store.backend.delete_records(store.engine.scope_ref("group", group_id="crew"), "case_log")
+    assert store.as_agent("bob", "crew").case_log().entries()[0].summary == "an entry"
 
 
 def _append_worker(root: str, proc: int, n: int, out: Any) -> None:
     store = SharedMemoryStore(root, embedder=HashEmbedder())
-    log = store.case_log("crew", f"p{proc}")
+    log = store.as_agent(f"p{proc}", "crew").case_log()
     results = []
     i = 0
     while i < n:
@@ -338,7 +339,7 @@ def _append_worker(root: str, proc: int, n: int, out: Any) -> None:
 def test_concurrent_appends_from_processes_lose_nothing(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     for p in range(4):
-        store.add_group_member("crew", f"p{p}")
+        store.operator.add_member("crew", f"p{p}")
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=_append_worker, args=(str(tmp_path), p, 30, out)) for p in range(4)]
@@ -348,7 +349,7 @@ def test_concurrent_appends_from_processes_lose_nothing(tmp_path: Path) -> None:
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    entries = store.case_log("crew", "p0").entries()
+    entries = store.as_agent("p0", "crew").case_log().entries()
     assert len(entries) == 120 and len({e.id for e in entries}) == 120
     versions = [e.version for e in entries]
     assert versions == sorted(versions) and len(set(versions)) == 120
@@ -453,18 +454,18 @@ def test_purge_records_per_kind_and_case_log_only_when_asked(
     alice.case_log.append("old case entry")
     real = time.time
     monkeypatch.setattr(time, "time", lambda: real() + 10 * 86400)
-    assert store.purge_records(5, kinds=["conversations"]) == {"conversations": 1}
+    assert store.operator.purge_records(5, kinds=["conversations"]) == {"conversations": 1}
     assert alice.get_my_tool_history() != [] and len(alice.case_log.entries()) == 1
-    counts = store.purge_records(5, kinds=["tool_calls"], include_case_log=True)
+    counts = store.operator.purge_records(5, kinds=["tool_calls"], include_case_log=True)
     assert counts == {"tool_calls": 1, "case_log": 1}
     assert alice.case_log.entries() == []
     with pytest.raises(ValueError, match="unknown record kinds"):
-        store.purge_records(5, kinds=["facts"])
+        store.operator.purge_records(5, kinds=["facts"])
     for days in (10**400, float("inf"), float("nan"), -1):  # 10**400 raised OverflowError
         with pytest.raises(ValueError, match="older_than must be a number of days"):
-            store.purge_records(days)
+            store.operator.purge_records(days)
         with pytest.raises(ValueError, match="older_than must be a number of days"):
-            store.purge(days)
+            store.operator.purge(days)
     alice.case_log.append("the guard is back after a purge")
     with pytest.raises(Exception, match="append-only"):
         raw_sql(store, "crew", "DELETE FROM {case_log}")
@@ -472,11 +473,11 @@ def test_purge_records_per_kind_and_case_log_only_when_asked(
 
 def _populate(store: SharedMemoryStore) -> dict[str, Any]:
     alice = store.for_agent("alice", "crew")
-    keep = store.remember("Deploys happen on Thursdays", "group", agent_id="alice", group_id="crew", tags=["ops"])
-    old = store.remember("Freeze starts Monday", "global")
-    store.remember("Freeze starts Wednesday", "global", supersedes=[old.id])
+    keep = store.as_agent("alice", "crew").remember("Deploys happen on Thursdays", "group", tags=["ops"])
+    old = store.operator.remember("Freeze starts Monday", "global")
+    store.operator.remember("Freeze starts Wednesday", "global", supersedes=[old.id])
     gone = alice.store_insight("pref", "likes tea")
-    store.forget(gone.id, "wrong", agent_id="alice")
+    store.as_agent("alice").forget(gone.id, "wrong")
     alice.log_conversation("assistant", "hello from alice")
     alice.log_tool_call("search", {"q": "x"}, "ok", True, 1.5)
     alice.case_log.append("case opened")
@@ -484,7 +485,7 @@ def _populate(store: SharedMemoryStore) -> dict[str, Any]:
     alice.register(capabilities=["ops"])
     alice.create_task("write docs")
     store.state.store_agent_state("alice", "u1", "k", {"v": 1})
-    store.set_agent_private("alice")
+    store.operator.set_private("alice")
     return {"keep": keep.id, "old": old.id, "gone": gone.id}
 
 
@@ -497,39 +498,43 @@ def test_export_import_round_trip_is_lossless(store: SharedMemoryStore, tmp_path
     report = target.import_(path, policy=True)  # the memberships and privacy too
     assert report.inserted == rows and not report.skipped_bad
     for fid in ids.values():
-        a, b = store.get(fid), target.get(fid)
+        a, b = store.operator.get(fid), target.operator.get(fid)
         assert a == b
-    assert [e.event for e in target.history(ids["old"])] == [e.event for e in store.history(ids["old"])]
-    assert target.search("deploy thursday", "group", group_id="crew")[0].id == ids["keep"]
+    assert [e.event for e in target.operator.history(ids["old"])] == [
+        e.event for e in store.operator.history(ids["old"])
+    ]
+    assert target.as_operator("crew").search("deploy thursday", "group")[0].id == ids["keep"]
 
     def vectors(s: SharedMemoryStore) -> dict[str, bytes]:
         return {row["id"]: row["embedding"] for t, row in s.backend.export_scope(ScopeRef("global")) if t == "facts"}
 
     assert vectors(store) == vectors(target) and len(vectors(store)) == 2
     t_alice = target.for_agent("alice", "crew")
-    assert [r.content for r in target.conversation("alice")] == ["hello from alice"]
+    assert [r.content for r in target.operator.conversation("alice")] == ["hello from alice"]
     assert t_alice.get_my_tool_history()[0].duration_ms == 1.5
     assert [e.summary for e in t_alice.case_log.entries()] == ["case opened"]
     assert t_alice.get_user_profile("lang").value == "en"  # type: ignore[union-attr]
     assert t_alice.get_agent_capabilities("alice") == ["ops"]
     assert t_alice.list_tasks()[0].title == "write docs"
     assert target.state.retrieve_agent_state("alice", "u1", "k") == {"v": 1}
-    assert target.policy.is_private("alice") and target.group_members("crew") == store.group_members("crew")
+    assert target.engine.access.is_private("alice") and target.operator.members("crew") == store.operator.members(
+        "crew"
+    )
     assert target.import_(path).inserted == 0  # repeatable: nothing duplicated
-    assert len(target.conversation("alice")) == 1
+    assert len(target.operator.conversation("alice")) == 1
 
 
 def test_export_one_agent(store: SharedMemoryStore, tmp_path: Path) -> None:
     _populate(store)
     buffer = io.StringIO()
-    store.export(buffer, agent_id="alice")
+    store.export(buffer, agent="alice")
     lines = [json.loads(x) for x in buffer.getvalue().splitlines()]
     scopes = {(x["scope"]["kind"], x["scope"]["owner"]) for x in lines if x["type"] == "row"}
     assert scopes == {("agent", "alice"), ("global", "")}
     assert {x["table"] for x in lines if x["type"] == "row" and x["scope"]["kind"] == "global"} == {"agent_directory"}
     target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
     target.import_(io.StringIO(buffer.getvalue()), policy=True)  # alice is private
-    assert target.conversation("alice")[0].content == "hello from alice"
+    assert target.operator.conversation("alice")[0].content == "hello from alice"
 
 
 def test_bad_import_file_writes_nothing(store: SharedMemoryStore, tmp_path: Path) -> None:
@@ -584,8 +589,8 @@ def _b64(value: dict[str, str]) -> bytes:
 def test_an_import_refuses_a_fact_a_write_would_refuse(
     store: SharedMemoryStore, tmp_path: Path, change: Any, message: str
 ) -> None:
-    store.add_group_member("crew", "alice")
-    store.remember("Deploys happen on Tuesdays", "group", agent_id="alice", group_id="crew")
+    store.operator.add_member("crew", "alice")
+    store.as_agent("alice", "crew").remember("Deploys happen on Tuesdays", "group")
     good = tmp_path / "good.jsonl"
     store.export(good)
     lines = [json.loads(line) for line in good.read_text().splitlines()]
@@ -624,7 +629,7 @@ async def test_automatic_recording_through_a_team_run(store: SharedMemoryStore) 
     me = store.for_agent("crew:writer", "crew")  # attach names the team's agents "<group_id>:<name>"
     info = me.get_agent("crew:writer")
     assert info.description == "Writes drafts" and info.status == "active" and info.last_active_at is not None
-    said = store.conversation("crew:writer")
+    said = store.operator.conversation("crew:writer")
     assert said[0].content == "draft ready" and said[0].task_id == "k_launch"
     assert said[0].session_id == recorder.session_id
     recorder.close()
@@ -637,7 +642,7 @@ def test_records_with_text_no_backend_stores_alike_are_kept_with_escapes(make_st
     from autogen_shared_memory.core.records import ConversationRecord, ToolCallRecord
 
     s = make_store()
-    s.log_records(
+    s.engine.log_records(
         [
             ConversationRecord(agent_id="alice", content="hello there", context={"note": "x\ud83d", "k\x00": 1}),
             ToolCallRecord(
@@ -645,9 +650,9 @@ def test_records_with_text_no_backend_stores_alike_are_kept_with_escapes(make_st
             ),
         ]
     )
-    (call,) = s.tool_history("alice")
+    (call,) = s.operator.tool_history("alice")
     assert call.tool_args == {"query": "a\\x00b", "n": "nan"}
-    (said,) = s.conversation("alice")
+    (said,) = s.operator.conversation("alice")
     assert said.context == {"note": "x\\ud83d", "k\\x00": 1}
     path = tmp_path / "old.jsonl"
     s.export(path)
@@ -658,7 +663,7 @@ def test_records_with_text_no_backend_stores_alike_are_kept_with_escapes(make_st
     path.write_text("".join(json.dumps(item) + "\n" for item in lines))
     target = make_store()
     target.import_(path)
-    (imported,) = target.tool_history("alice")
+    (imported,) = target.operator.tool_history("alice")
     assert imported.tool_args == {"query": "a\\x00b", "lone": "\\ud83d"}
     with pytest.raises(ValueError, match="NUL"):  # a value set on purpose is refused, as a fact would be
         s.for_agent("alice").update_user_profile("k", {"v": "a\x00b"})
@@ -668,31 +673,39 @@ def test_records_with_text_no_backend_stores_alike_are_kept_with_escapes(make_st
 def test_a_later_export_closes_what_it_forgot_or_superseded(make_store: Any, tmp_path: Path) -> None:
     """Importing an export taken later applies the forgets and corrections made since: the fact it forgot
     and the one it superseded were recalled again here, next to their correction."""
-    a, b = make_store(global_writers=["*"]), make_store(global_writers=["*"])
-    forgotten = a.remember("The VPN password rotates monthly.", "global")
-    old = a.remember("The office closes at 18:00.", "global")
-    kept = a.remember("Badges are blue.", "global")
+    a, b = make_store(policy=WritePolicy(global_writers=["*"])), make_store(policy=WritePolicy(global_writers=["*"]))
+    forgotten = a.operator.remember("The VPN password rotates monthly.", "global")
+    old = a.operator.remember("The office closes at 18:00.", "global")
+    kept = a.operator.remember("Badges are blue.", "global")
     a.export(tmp_path / "first.jsonl")
     b.import_(tmp_path / "first.jsonl")
-    a.forget(forgotten.id, reason="wrong")
-    new = a.remember("The office closes at 19:00.", "global", supersedes=[old.id])
+    a.operator.forget(forgotten.id, reason="wrong")
+    new = a.operator.remember("The office closes at 19:00.", "global", supersedes=[old.id])
     a.export(tmp_path / "later.jsonl")
     report = b.import_(tmp_path / "later.jsonl")
     assert report.closed == 2
-    assert [b.get(f.id).status for f in (forgotten, old, kept, new)] == ["forgotten", "superseded", "active", "active"]
-    assert b.get(old.id).superseded_by == new.id
-    assert [h.id for h in b.search("office closes", "global")] == [new.id]
-    assert forgotten.id not in [h.id for h in b.search("VPN password", "global")]
+    assert [b.operator.get(f.id).status for f in (forgotten, old, kept, new)] == [
+        "forgotten",
+        "superseded",
+        "active",
+        "active",
+    ]
+    assert b.operator.get(old.id).superseded_by == new.id
+    assert [h.id for h in b.operator.search("office closes", "global")] == [new.id]
+    assert forgotten.id not in [h.id for h in b.operator.search("VPN password", "global")]
     b.import_(tmp_path / "first.jsonl")  # an older export never reopens a closed fact
-    assert b.get(forgotten.id).status == "forgotten" and b.get(old.id).status == "superseded"
+    assert b.operator.get(forgotten.id).status == "forgotten" and b.operator.get(old.id).status == "superseded"
     lines = [json.loads(line) for line in (tmp_path / "later.jsonl").read_text().splitlines()]
     for item in lines:  # another history of the same fact never rewrites its tombstone
         if item.get("table") == "facts" and item["row"]["id"] == forgotten.id:
             item["row"].update(tombstone_reason="another story", tombstone_by="mallory")
     (tmp_path / "other.jsonl").write_text("".join(json.dumps(item) + "\n" for item in lines))
     assert b.import_(tmp_path / "other.jsonl").closed == 0
-    assert b.history(forgotten.id)[-1].detail == {"reason": "wrong"}
-    assert (b.get(forgotten.id).tombstone_reason, b.get(forgotten.id).tombstone_by) == ("wrong", "system")
+    assert b.operator.history(forgotten.id)[-1].detail == {"reason": "wrong"}
+    assert (b.operator.get(forgotten.id).tombstone_reason, b.operator.get(forgotten.id).tombstone_by) == (
+        "wrong",
+        "system",
+    )
 
 
 def test_two_first_registrations_of_an_agent_keep_both_fields(make_store: Any) -> None:
@@ -725,42 +738,41 @@ def test_a_later_export_brings_what_was_added_and_what_was_purged(make_store: An
     """Restatements, their authors, tags and metadata keys, a task's progress and a profile change made after
     a first import arrive with a later export; a fact forgotten and then purged there is closed here; events
     of one transaction that share their time are all kept."""
-    a, b = make_store(global_writers=["*"]), make_store(global_writers=["*"])
-    fact = a.remember("The build uses Bazel.", "global", agent_id="alice", tags=["ops"])
-    secret = a.remember("The admin password is hunter2.", "global")
+    a, b = make_store(policy=WritePolicy(global_writers=["*"])), make_store(policy=WritePolicy(global_writers=["*"]))
+    fact = a.as_agent("alice").remember("The build uses Bazel.", "global", tags=["ops"])
+    secret = a.operator.remember("The admin password is hunter2.", "global")
     alice = a.for_agent("alice")
     task = alice.create_task("write docs")
     alice.update_user_profile("tz", "UTC")
     a.export(tmp_path / "first.jsonl")
     b.import_(tmp_path / "first.jsonl")
-    a.remember_many(  # three restatements in one transaction: same time, same actor, three details
+    a.as_agent("alice").remember_many(  # three restatements in one transaction: same time, same actor, three details
         [
             "The build uses Bazel.",
             {"content": "The build uses Bazel.", "tags": ["ci"], "metadata": {"src": "wiki"}, "category": "build"},
             {"content": "the build uses bazel", "confidence": 0.9},
         ],
         "global",
-        agent_id="alice",
     )
-    a.remember("The build uses Bazel.", "global", agent_id="bob")
+    a.as_agent("bob").remember("The build uses Bazel.", "global")
     alice.complete_task(task.id, "done")
     alice.update_user_profile("tz", "Europe/Paris")
-    a.forget(secret.id, "leaked")
-    a.purge(older_than=0)
+    a.operator.forget(secret.id, "leaked")
+    a.operator.purge(older_than=0)
     a.export(tmp_path / "later.jsonl")
     report = b.import_(tmp_path / "later.jsonl")
-    source, copy = a.get(fact.id), b.get(fact.id)
+    source, copy = a.operator.get(fact.id), b.operator.get(fact.id)
     for field in ("reinforcement", "stated_by", "tags", "metadata", "category"):
         assert getattr(copy, field) == getattr(source, field), field
-    assert [e.detail for e in b.history(fact.id)] == [e.detail for e in a.history(fact.id)]
-    assert b.get(secret.id).status == "forgotten" and b.get(secret.id).tombstone_reason == "leaked"
-    assert secret.id not in [h.id for h in b.search("admin password", "global")]
+    assert [e.detail for e in b.operator.history(fact.id)] == [e.detail for e in a.operator.history(fact.id)]
+    assert b.operator.get(secret.id).status == "forgotten" and b.operator.get(secret.id).tombstone_reason == "leaked"
+    assert secret.id not in [h.id for h in b.operator.search("admin password", "global")]
     assert b.for_agent("alice").get_user_profile("tz").value == "Europe/Paris"  # type: ignore[union-attr]
     assert b.for_agent("alice").get_task(task.id).status == "completed"
     assert report.closed == 1 and report.updated == 3  # the fact, the task, the profile entry
     again = b.import_(tmp_path / "later.jsonl")  # repeatable: nothing more
     assert (again.inserted, again.closed, again.updated) == (0, 0, 0)
-    assert len(b.history(fact.id)) == len(a.history(fact.id))
+    assert len(b.operator.history(fact.id)) == len(a.operator.history(fact.id))
 
 
 @pytest.mark.parametrize("duration", [float("inf"), float("nan"), "5", True])
@@ -777,13 +789,13 @@ def test_a_tool_call_duration_must_be_a_finite_number(store: SharedMemoryStore, 
 def test_record_filters_with_bytes_records_escape_find_them_on_every_backend(store: SharedMemoryStore) -> None:
     """A NUL in a filter: SQLite answered [], PostgreSQL raised a raw DataError. Filters are now read as the
     records store such text (escaped), so the record logged with it is found."""
-    store.log_tool_call("alice", "bad\x00tool", {"x": 1}, "ok", session_id="s\x00")
-    store.log_message("alice", "hello", session_id="s\x00")
-    assert [r.tool_name for r in store.tool_history("alice", tool_name="bad\x00tool")] == ["bad\\x00tool"]
-    assert [r.content for r in store.conversation("alice", session_id="s\x00")] == ["hello"]
-    assert store.conversation("alice", session_id="\ud800") == []
+    store.as_agent("alice").log_tool_call("bad\x00tool", {"x": 1}, "ok", session_id="s\x00")
+    store.as_agent("alice").log_message("hello", session_id="s\x00")
+    assert [r.tool_name for r in store.operator.tool_history("alice", tool_name="bad\x00tool")] == ["bad\\x00tool"]
+    assert [r.content for r in store.operator.conversation("alice", session_id="s\x00")] == ["hello"]
+    assert store.operator.conversation("alice", session_id="\ud800") == []
     with pytest.raises(TypeError, match="session_id must be a str"):
-        store.conversation("alice", session_id=5)  # type: ignore[arg-type]
+        store.operator.conversation("alice", session_id=5)  # type: ignore[arg-type]
 
 
 def test_a_limit_shorter_than_the_cut_marker_still_bounds_the_text() -> None:

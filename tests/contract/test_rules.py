@@ -17,6 +17,7 @@ from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
 from autogen_shared_memory.core.lifecycle import says_the_same
 from autogen_shared_memory.core.types import validate_label, validate_tags
 from autogen_shared_memory.embedding import Vectors, normalize
+from autogen_shared_memory.settings import DedupSettings, RecallSettings
 from autogen_shared_memory.testing import vector_at_cosine
 
 StoreFactory = Callable[..., SharedMemoryStore]
@@ -47,24 +48,24 @@ E0 = np.eye(DIM)[0]
 
 # ------------------------------------------------------------------------------ (a) read permission of get()
 def test_get_answers_a_fact_the_caller_may_not_read_as_a_missing_one(store: SharedMemoryStore) -> None:
-    team = store.remember("the crew deploys on friday", "group", agent_id="alice", group_id="crew")
-    note = store.remember("alice keeps the rollback key", "agent", agent_id="alice")
+    team = store.as_agent("alice", "crew").remember("the crew deploys on friday", "group")
+    note = store.as_agent("alice").remember("alice keeps the rollback key", "agent")
     # what the policy allows stays readable: the rule is a check, not a blanket refusal
-    assert store.get(team.id, agent_id="bob", group_id="crew").content == "the crew deploys on friday"
+    assert store.as_agent("bob", "crew").get(team.id).content == "the crew deploys on friday"
     # a non-member, whatever group it claims, gets the answer an invented id gets
     for claimed in ("crew", None):
         with pytest.raises(FactNotFoundError) as caught:
-            store.get(team.id, agent_id="mallory", group_id=claimed)
+            store.as_agent("mallory", claimed).get(team.id)
         assert str(caught.value) == f"no fact with id {team.id!r}"
-    store.remove_group_member("crew", "bob")  # a former member loses access
+    store.operator.remove_member("crew", "bob")  # a former member loses access
     with pytest.raises(FactNotFoundError):
-        store.get(team.id, agent_id="bob", group_id="crew")
-    store.set_agent_private("alice")  # a private agent's facts: the owner only
+        store.as_agent("bob", "crew").get(team.id)
+    store.operator.set_private("alice")  # a private agent's facts: the owner only
     with pytest.raises(FactNotFoundError) as caught:
-        store.get(note.id, agent_id="bob")
+        store.as_agent("bob").get(note.id)
     assert str(caught.value) == f"no fact with id {note.id!r}"
-    assert store.get(note.id, agent_id="alice").content == "alice keeps the rollback key"
-    assert store.get(note.id).status == "active"  # trusted code reads everything
+    assert store.as_agent("alice").get(note.id).content == "alice keeps the rollback key"
+    assert store.operator.get(note.id).status == "active"  # trusted code reads everything
 
 
 # ------------------------------------------------------------------ (b) tags and categories stay on one line
@@ -80,22 +81,22 @@ def test_tags_and_categories_refuse_control_format_and_line_break_characters(sto
             validate_label(label, "category")
         for kwargs in ({"tags": ["fine", label]}, {"category": label}):
             with pytest.raises(ValueError, match="tag|category"):
-                store.remember("deploys go out on friday", "group", agent_id="alice", group_id="crew", **kwargs)
+                store.as_agent("alice", "crew").remember("deploys go out on friday", "group", **kwargs)
         with pytest.raises(ValueError, match="tag"):
-            store.search("deploys friday", agent_id="alice", group_id="crew", tags=[label])
-    assert store.search("deploys friday", agent_id="alice", group_id="crew") == []  # nothing was written
+            store.as_agent("alice", "crew").search("deploys friday", tags=[label])
+    assert store.as_agent("alice", "crew").search("deploys friday") == []  # nothing was written
     # ordinary labels (unicode, emoji, brackets) are accepted as they are
     kept = ["ops", "déploiement", "🚀", "x] [global"]
-    receipt = store.remember("deploys go out on friday", "group", agent_id="alice", group_id="crew", tags=kept)
-    assert store.get(receipt.id).tags == tuple(kept)
+    receipt = store.as_agent("alice", "crew").remember("deploys go out on friday", "group", tags=kept)
+    assert store.operator.get(receipt.id).tags == tuple(kept)
 
 
 # ------------------------------------------------------------------------- (c) one line per fact in a capsule
 def test_recall_shows_each_fact_on_one_line_whatever_line_breaks_it_holds(store: SharedMemoryStore) -> None:
     breaks = ["\r", "\u2028", "\u2029", "\x85", "\r\n", "\v", "\f", "\x1c"]
     for i, br in enumerate(breaks):
-        store.remember(f"refund note {i}{br}{FORGED}", "group", agent_id="alice", group_id="crew")
-    text = store.recall("refund note approve refunds", agent_id="bob", group_id="crew", top_k=20, max_bytes=8192)
+        store.as_agent("alice", "crew").remember(f"refund note {i}{br}{FORGED}", "group")
+    text = store.as_agent("bob", "crew").recall("refund note approve refunds", top_k=20, max_bytes=8192)
     lines = text.splitlines()  # splits on every one of them
     assert len(lines) == 1 + len(breaks), text
     assert all(line.startswith("- [g_") and "| group:crew | by alice" in line for line in lines[1:]), text
@@ -124,26 +125,26 @@ def record_backend_threads(store: SharedMemoryStore) -> list[int]:
 async def test_async_twins_run_the_backend_in_a_worker_thread(store: SharedMemoryStore) -> None:
     threads = record_backend_threads(store)
     loop_thread = threading.get_ident()
-    me: dict[str, Any] = {"agent_id": "alice", "group_id": "crew"}
+    me = store.as_agent("alice", "crew")
 
-    async def off_loop(twin: str, *args: Any, **kwargs: Any) -> Any:
+    async def off_loop(twin: str, *args: Any, on: Any = me) -> Any:
         threads.clear()
-        result = await getattr(store, twin)(*args, **kwargs)
+        result = await getattr(on, twin)(*args)
         assert threads, f"{twin} never reached the backend"
         assert loop_thread not in threads, f"{twin} ran the backend on the event loop's thread"
         return result
 
-    receipt = await off_loop("aremember", "the deploy window is friday", "group", **me)
-    await off_loop("aremember_many", ["the freeze starts monday", "the freeze ends friday"], "group", **me)
-    hits = await off_loop("asearch", "deploy window", **me)
+    receipt = await off_loop("aremember", "the deploy window is friday", "group")
+    await off_loop("aremember_many", ["the freeze starts monday", "the freeze ends friday"], "group")
+    hits = await off_loop("asearch", "deploy window")
     assert receipt.id in [h.id for h in hits]
-    assert "deploy window" in await off_loop("arecall", "deploy window", **me)
-    assert (await off_loop("aget", receipt.id, **me)).content == "the deploy window is friday"
-    assert await off_loop("ahistory", receipt.id, **me)
-    assert await off_loop("astats")
-    await off_loop("aadd_group_member", "crew", "carol")
-    await off_loop("aforget", receipt.id, **me)
-    assert store.get(receipt.id).status == "forgotten"
+    assert "deploy window" in await off_loop("arecall", "deploy window")
+    assert (await off_loop("aget", receipt.id)).content == "the deploy window is friday"
+    assert await off_loop("ahistory", receipt.id)
+    assert await off_loop("astats", on=store)
+    await off_loop("aadd_member", "crew", "carol", on=store.operator)
+    await off_loop("aforget", receipt.id)
+    assert store.operator.get(receipt.id).status == "forgotten"
 
 
 # ------------------------------------------------------------------------------- (e) the configured rrf_k
@@ -161,9 +162,11 @@ def test_fusion_uses_the_configured_rrf_k(make_store: StoreFactory) -> None:
     names = {"zebra zebra": "A", "a zebra crossing near the old station": "B", "ocean": "C", "forest": "D"}
     ranked: dict[float, list[str]] = {}
     for k in (0.0, 60.0):
-        s = make_store(embedder=TableEmbedder(table), rrf_k=k, lexical_weight=1.0, semantic_weight=1.0)
-        s.remember_many(list(names), "global")
-        hits = s.search("zebra", "global", top_k=10)
+        s = make_store(
+            embedder=TableEmbedder(table), recall=RecallSettings(rrf_k=k, lexical_weight=1.0, semantic_weight=1.0)
+        )
+        s.operator.remember_many(list(names), "global")
+        hits = s.operator.search("zebra", "global", top_k=10)
         by_name = {names[h.content]: h for h in hits}
         assert (by_name["A"].lexical_rank, by_name["A"].semantic_rank) == (1, None)
         assert (by_name["B"].lexical_rank, by_name["B"].semantic_rank) == (2, 3)
@@ -181,9 +184,9 @@ def test_semantic_candidates_below_the_configured_min_similarity_are_dropped(mak
     cosines = {"alpha": 0.5, "bravo": 0.18, "charlie": 0.10}  # no word in common with the query
     table = {"orientation": E0, **{text: at_cosine(c, rng) for text, c in cosines.items()}}
     for floor, kept in ((0.2, {"alpha"}), (0.05, {"alpha", "bravo", "charlie"})):
-        s = make_store(embedder=TableEmbedder(table), min_similarity=floor)
-        s.remember_many(list(cosines), "global")
-        hits = s.search("orientation", "global", top_k=10)
+        s = make_store(embedder=TableEmbedder(table), recall=RecallSettings(min_similarity=floor))
+        s.operator.remember_many(list(cosines), "global")
+        hits = s.operator.search("orientation", "global", top_k=10)
         assert {h.content for h in hits} == kept, floor
         for h in hits:
             assert h.lexical_rank is None and h.cosine is not None and h.cosine >= floor
@@ -196,17 +199,17 @@ def test_near_duplicate_threshold_boundary(make_store: StoreFactory) -> None:
     rng = np.random.default_rng(3)
     base, below, above = "rollout is on friday", "the rollout is on friday", "rollout is on friday please"
     table = {base: E0, below: at_cosine(0.95 - 5e-5, rng), above: at_cosine(0.95 + 5e-5, rng)}
-    s = make_store(embedder=TableEmbedder(table), near_duplicate_threshold=0.95, similar_threshold=0.8)
-    first = s.remember(base, "global")
-    near_miss = s.remember(below, "global")
+    s = make_store(embedder=TableEmbedder(table), dedup=DedupSettings(near_duplicate=0.95, similar=0.8))
+    first = s.operator.remember(base, "global")
+    near_miss = s.operator.remember(below, "global")
     assert near_miss.status == "created" and near_miss.id != first.id and near_miss.similar == (first.id,)
-    merged = s.remember(above, "global")
+    merged = s.operator.remember(above, "global")
     assert merged.status == "reinforced" and merged.duplicate_of == first.id
     assert merged.similarity == pytest.approx(0.95 + 5e-5, abs=1e-6)
-    assert s.get(first.id).reinforcement == 2 and s.get(near_miss.id).reinforcement == 1
+    assert s.operator.get(first.id).reinforcement == 2 and s.operator.get(near_miss.id).reinforcement == 1
     # the same decisions inside one batch, against facts the batch itself inserted
-    other = make_store(embedder=TableEmbedder(table), near_duplicate_threshold=0.95, similar_threshold=0.8)
-    assert [r.status for r in other.remember_many([base, below, above], "global")] == [
+    other = make_store(embedder=TableEmbedder(table), dedup=DedupSettings(near_duplicate=0.95, similar=0.8))
+    assert [r.status for r in other.operator.remember_many([base, below, above], "global")] == [
         "created",
         "created",
         "reinforced",
@@ -221,22 +224,21 @@ def test_near_duplicate_threshold_boundary(make_store: StoreFactory) -> None:
 def test_a_correction_restating_the_old_text_is_a_new_fact_and_closes_the_old_one(store: SharedMemoryStore) -> None:
     # Corrections are always inserted as new facts (lifecycle.write sends a draft with ``supersedes`` to
     # _correct before any merge): had it merged into the fact it closes, that fact would supersede itself.
-    me: dict[str, Any] = {"agent_id": "alice", "group_id": "crew"}
-    old = store.remember("the deploy window is friday", "group", **me)
-    new = store.remember("the deploy window is friday", "group", supersedes=[old.id], **me)
+    me = store.as_agent("alice", "crew")
+    old = me.remember("the deploy window is friday", "group")
+    new = me.remember("the deploy window is friday", "group", supersedes=[old.id])
     assert new.status == "created" and new.id != old.id and new.superseded == (old.id,)
-    closed, live = store.get(old.id), store.get(new.id)
+    closed, live = store.operator.get(old.id), store.operator.get(new.id)
     assert closed.status == "superseded" and closed.superseded_by == new.id
     assert live.status == "active" and live.supersedes == (old.id,) and live.superseded_by is None
     assert live.reinforcement == 1 and closed.reinforcement == 1
-    assert [h.id for h in store.search("deploy window friday", **me)] == [new.id]
+    assert [h.id for h in me.search("deploy window friday")] == [new.id]
     # a closed fact cannot be closed again, not even by a restatement of itself
     with pytest.raises(ValueError, match="already superseded"):
-        store.remember("the deploy window is friday", "group", supersedes=[old.id], **me)
+        me.remember("the deploy window is friday", "group", supersedes=[old.id])
     with pytest.raises(ValueError, match="superseded twice"):
-        store.remember_many(
+        me.remember_many(
             [{"content": "window is monday", "supersedes": [new.id]}, {"content": "tuesday", "supersedes": [new.id]}],
             "group",
-            **me,
         )
-    assert store.get(new.id).status == "active"
+    assert store.operator.get(new.id).status == "active"

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.integration.toolkit import BoundTools
+from autogen_shared_memory.settings import WritePolicy
 
 
 def _fds() -> int:
@@ -19,16 +20,16 @@ def _fds() -> int:
 def test_calls_in_new_threads_and_new_loops_leave_file_descriptors_bounded(
     make_store: Callable[..., SharedMemoryStore],
 ) -> None:
-    store = make_store(global_writers=["alice"])
-    store.add_group_member("crew", "alice")
+    store = make_store(policy=WritePolicy(global_writers=["alice"]))
+    store.operator.add_member("crew", "alice")
     for scope in ("agent", "group", "global"):
-        store.remember(f"the {scope} launch is on March 3", scope, agent_id="alice", group_id="crew")
+        store.as_agent("alice", "crew").remember(f"the {scope} launch is on March 3", scope)
     tools = BoundTools(store, "alice", "crew")
 
     def call(n: int) -> None:
-        assert len(store.search("launch", agent_id="alice", group_id="crew")) == 3
+        assert len(store.as_agent("alice", "crew").search("launch")) == 3
         if n % 10 == 0:
-            store.remember(f"note {n}", "agent", agent_id="alice")
+            store.as_agent("alice").remember(f"note {n}", "agent")
 
     errors: list[BaseException] = []
 

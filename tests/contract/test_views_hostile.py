@@ -15,7 +15,7 @@ from autogen_shared_memory.views.caselog import CheckpointError
 @pytest.fixture
 def crew(store: SharedMemoryStore) -> SharedMemoryStore:
     for agent in ("lead", "alice", "bob"):
-        store.add_group_member("crew", agent)
+        store.operator.add_member("crew", agent)
     return store
 
 
@@ -24,18 +24,18 @@ def test_a_task_reassigned_before_its_completion_is_written_is_not_completed(cre
     the agent it no longer belonged to."""
     lead, alice = crew.for_agent("lead", "crew"), crew.for_agent("alice", "crew")
     task = lead.create_task("Summarise the report", assignee="alice")
-    remember = crew.remember
+    remember = crew.engine.remember
 
     def reassign_meanwhile(*args: Any, **kwargs: Any) -> Any:  # between alice's check and her write
         lead.assign_task(task.id, "bob")
         return remember(*args, **kwargs)
 
-    crew.remember = reassign_meanwhile  # type: ignore[method-assign]
+    crew.engine.remember = reassign_meanwhile  # type: ignore[method-assign]
     with pytest.raises(MemoryAccessDenied, match="assigned to 'bob'"):
         alice.complete_task(task.id, "done")
-    crew.remember = remember  # type: ignore[method-assign]
+    crew.engine.remember = remember  # type: ignore[method-assign]
     assert lead.get_task(task.id).status == "assigned" and lead.get_task(task.id).agent_id == "bob"
-    assert crew.search("Summarise the report", "group", group_id="crew") == []  # its result fact went
+    assert crew.as_operator("crew").search("Summarise the report", "group") == []  # its result fact went
 
 
 def test_losing_a_completion_race_keeps_the_fact_the_winner_holds(crew: SharedMemoryStore) -> None:
@@ -43,19 +43,19 @@ def test_losing_a_completion_race_keeps_the_fact_the_winner_holds(crew: SharedMe
     completed task pointed at a forgotten fact."""
     lead, alice = crew.for_agent("lead", "crew"), crew.for_agent("alice", "crew")
     task = lead.create_task("Count the votes", assignee="alice")
-    remember = crew.remember
+    remember = crew.engine.remember
 
     def win_meanwhile(*args: Any, **kwargs: Any) -> Any:
         receipt = remember(*args, **kwargs)
-        crew.remember = remember  # type: ignore[method-assign]
+        crew.engine.remember = remember  # type: ignore[method-assign]
         alice.complete_task(task.id, "42 votes")  # the same result: the same fact, reinforced
         return receipt
 
-    crew.remember = win_meanwhile  # type: ignore[method-assign]
+    crew.engine.remember = win_meanwhile  # type: ignore[method-assign]
     with pytest.raises(ValueError, match="already completed"):
         alice.complete_task(task.id, "42 votes")
     done = lead.get_task(task.id)
-    assert done.status == "completed" and crew.get(done.fact_id or "").status == "active"
+    assert done.status == "completed" and crew.operator.get(done.fact_id or "").status == "active"
 
 
 def test_lookups_with_keys_no_backend_can_hold_answer_not_found(crew: SharedMemoryStore) -> None:
@@ -98,19 +98,19 @@ def test_record_fields_are_checked_and_text_is_kept_escaped(crew: SharedMemorySt
     stored as '{x}' there and refused by SQLite; a lone surrogate in a result lost the record; deep context
     raised RecursionError; a huge duration OverflowError."""
     with pytest.raises(ValueError, match="session_id is 10000 bytes"):
-        crew.log_message("alice", "hello", session_id="s" * 10_000)
+        crew.as_agent("alice").log_message("hello", session_id="s" * 10_000)
     with pytest.raises(TypeError, match="role must be a str"):
-        crew.log_message("alice", "hello", role=["x"])  # type: ignore[arg-type]
+        crew.as_agent("alice").log_message("hello", role=["x"])  # type: ignore[arg-type]
     deep: Any = {}
     for _ in range(3000):
         deep = {"a": deep}
     with pytest.raises(TypeError, match="context must be JSON-serialisable"):
-        crew.log_message("alice", "hello", context=deep)
+        crew.as_agent("alice").log_message("hello", context=deep)
     with pytest.raises(ValueError, match="duration_ms"):
-        crew.log_tool_call("alice", "t", {}, "ok", duration_ms=10**400)
-    assert crew.log_tool_call("alice", "t", {}, "r\ud800").result == "r\\ud800"
-    assert crew.log_message("alice", "a\ud800b").content == "a\\ud800b"
-    assert [r.content for r in crew.conversation("alice")] == ["a\\ud800b"]
+        crew.as_agent("alice").log_tool_call("t", {}, "ok", duration_ms=10**400)
+    assert crew.as_agent("alice").log_tool_call("t", {}, "r\ud800").result == "r\\ud800"
+    assert crew.as_agent("alice").log_message("a\ud800b").content == "a\\ud800b"
+    assert [r.content for r in crew.operator.conversation("alice")] == ["a\\ud800b"]
 
 
 def test_directory_fields_are_checked(crew: SharedMemoryStore) -> None:

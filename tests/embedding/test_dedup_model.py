@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
+from autogen_shared_memory.settings import WritePolicy
 
 pytestmark = pytest.mark.model
 
@@ -27,13 +28,13 @@ def real(tmp_path: Path, minilm: OnnxEmbedder) -> SharedMemoryStore:
 
 def clear(store: SharedMemoryStore) -> None:
     """Forget every live fact: the next pair meets none of the earlier ones."""
-    store.forget_all("global")
+    store.operator.forget_all("global")
 
 
 def test_every_one_detail_different_pair_is_kept(real: SharedMemoryStore) -> None:
     merged, unnamed = [], []
     for pair in CORPUS["distinct"]:  # each pair written as one batch, then forgotten: pairs never meet
-        a, b = real.remember_many([pair["a"], pair["b"]], "global")
+        a, b = real.operator.remember_many([pair["a"], pair["b"]], "global")
         if b.status != "created":
             merged.append(pair)
         elif a.id not in b.similar:
@@ -71,30 +72,30 @@ def test_every_one_detail_different_pair_is_kept(real: SharedMemoryStore) -> Non
 def test_a_mark_that_is_part_of_what_was_said_keeps_facts_apart(
     real: SharedMemoryStore, first: str, second: str
 ) -> None:
-    kept = real.remember(first, "global")
-    other = real.remember(second, "global")
+    kept = real.operator.remember(first, "global")
+    other = real.operator.remember(second, "global")
     assert other.status == "created" and other.id != kept.id
     assert {f.content for f in real.backend.get(kept.scope, [kept.id, other.id])} == {first, second}
 
 
 def test_every_correction_wins_and_an_undeclared_one_is_kept(real: SharedMemoryStore) -> None:
     for pair in CORPUS["corrections"]:
-        old = real.remember(pair["old"], "global")
-        new = real.remember(pair["new"], "global", supersedes=[old.id])
+        old = real.operator.remember(pair["old"], "global")
+        new = real.operator.remember(pair["new"], "global", supersedes=[old.id])
         assert new.status == "created" and new.superseded == (old.id,), pair
-        assert real.get(old.id).superseded_by == new.id
+        assert real.operator.get(old.id).superseded_by == new.id
         clear(real)
         # without supersedes the new value is kept next to the old one, never merged into it
-        plain = real.remember(pair["old"], "global")
-        assert real.remember(pair["new"], "global").id != plain.id, pair
+        plain = real.operator.remember(pair["old"], "global")
+        assert real.operator.remember(pair["new"], "global").id != plain.id, pair
         clear(real)
 
 
 def test_true_duplicates_reinforce(real: SharedMemoryStore) -> None:
     missed = []
     for pair in CORPUS["duplicates"]:
-        a = real.remember(pair["a"], "global")
-        b = real.remember(pair["b"], "global")
+        a = real.operator.remember(pair["a"], "global")
+        b = real.operator.remember(pair["b"], "global")
         if b.duplicate_of != a.id:
             missed.append(pair)
         clear(real)
@@ -105,16 +106,18 @@ def test_true_duplicates_reinforce(real: SharedMemoryStore) -> None:
 
 def test_long_facts_sharing_the_models_window_stay_apart(real: SharedMemoryStore) -> None:
     head = " ".join(f"Step {n}: the migration team checks the replica lag and the backup job." for n in range(40))
-    a = real.remember(head + " Finally the old cluster is archived.", "global")
-    b = real.remember(head + " Finally the old cluster is deleted.", "global")
+    a = real.operator.remember(head + " Finally the old cluster is archived.", "global")
+    b = real.operator.remember(head + " Finally the old cluster is deleted.", "global")
     assert b.status == "created" and b.similar == (a.id,)
-    assert real.remember(head + " finally the old cluster is deleted", "global").duplicate_of == b.id
+    assert real.operator.remember(head + " finally the old cluster is deleted", "global").duplicate_of == b.id
 
 
 def _templated_writer(root: str, worker: int, out: Any) -> None:
     store = SharedMemoryStore(root)
     receipts = [
-        store.remember(f"Order {1000 + 60 * worker + n} ships from warehouse {n % 3 + 1} on day {n % 7 + 1}.", "global")
+        store.operator.remember(
+            f"Order {1000 + 60 * worker + n} ships from warehouse {n % 3 + 1} on day {n % 7 + 1}.", "global"
+        )
         for n in range(60)
     ]
     out.put(sum(r.status == "created" for r in receipts))
@@ -139,18 +142,20 @@ def test_approving_a_held_restatement_merges_by_the_same_rule(tmp_path: Path, mi
     from autogen_shared_memory.core.lifecycle import normalise
 
     reference = SharedMemoryStore(tmp_path / "reference", embedder=minilm)
-    store = SharedMemoryStore(tmp_path / "held", embedder=minilm, review_global_writes=True, global_writers=["lead"])
+    store = SharedMemoryStore(
+        tmp_path / "held", embedder=minilm, policy=WritePolicy(review_global_writes=True, global_writers=["lead"])
+    )
     near = ("Deploys happen on Tuesdays after the standup.", "Deploys happen on Tuesdays after standup.")
     pairs = [near] + [(p["a"], p["b"]) for p in CORPUS["distinct"][:10] + CORPUS["duplicates"][::8]]
     merged_by_cosine = 0
     for first, second in pairs:
-        expected = reference.remember(first, "global").id == reference.remember(second, "global").id
+        expected = reference.operator.remember(first, "global").id == reference.operator.remember(second, "global").id
         clear(reference)
-        held = store.remember(second, "global", agent_id="intern")
-        live = store.remember(first, "global", agent_id="lead")
-        kept = store.approve(held.id, agent_id="lead")
+        held = store.as_agent("intern").remember(second, "global")
+        live = store.as_agent("lead").remember(first, "global")
+        kept = store.as_agent("lead").approve(held.id)
         assert (kept.id == live.id) == expected, (first, second)
-        assert store.get(held.id).status == ("forgotten" if expected else "active")
+        assert store.operator.get(held.id).status == ("forgotten" if expected else "active")
         assert kept.stated_by == (("lead", "intern") if expected else ("intern",))
         merged_by_cosine += expected and normalise(first) != normalise(second)
         clear(store)

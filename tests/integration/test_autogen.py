@@ -108,9 +108,9 @@ async def test_private_fact_goes_to_the_agents_own_file(store: SharedMemoryStore
     team, _ = crew()
     store.attach(team, group_id="launch-crew")
     await team.run(task="go")  # 5 messages: the researcher speaks twice, its second call is private
-    hit = store.search("verify dates", "agent", agent_id="launch-crew:researcher")[0]
+    hit = store.as_agent("launch-crew:researcher").search("verify dates", "agent")[0]
     assert hit.fact.created_by == "launch-crew:researcher"
-    assert store.search("verify dates", agent_id="launch-crew:writer", group_id="launch-crew") == []
+    assert store.as_agent("launch-crew:writer", "launch-crew").search("verify dates") == []
 
 
 def test_attach_twice_is_idempotent_and_detach_removes_everything(store: SharedMemoryStore) -> None:
@@ -124,10 +124,10 @@ def test_attach_twice_is_idempotent_and_detach_removes_everything(store: SharedM
     assert agent._system_messages[0].content.count("## Shared memory") == 1
     assert first.agents["researcher"].workbench is second.agents["researcher"].workbench
     members = {"launch:researcher", "launch:writer", "launch:reviewer"}
-    assert store.group_members("launch") == members
+    assert store.operator.members("launch") == members
     assert sorted(store.detach(team)) == ["researcher", "reviewer", "writer"]
     assert agent._workbench == before_wb and agent._system_messages == before_sys
-    assert store.group_members("launch") == members  # shared state stays
+    assert store.operator.members("launch") == members  # shared state stays
     with pytest.raises(ValueError, match="already attached to group"):
         store.attach(team, group_id="x")
         store.attach(team, group_id="y")
@@ -170,7 +170,7 @@ def test_bad_explicit_group_id_is_rejected_before_any_change(store: SharedMemory
 
 
 async def test_agent_without_function_calling_gets_read_only_recall(store: SharedMemoryStore) -> None:
-    store.remember("The customer prefers email", "group", group_id="desk")
+    store.as_operator("desk").remember("The customer prefers email", "group")
     replay = client("Noted.", info=NO_TOOLS)
     agent = AssistantAgent("support", model_client=replay)
     with pytest.warns(UserWarning, match="'support' does not declare function calling .* read-only recall") as said:
@@ -244,20 +244,20 @@ async def test_swarm_handoff_agent_keeps_handoffs_and_gets_memory(store: SharedM
 
 
 async def test_tools_for_core_api_loops(store: SharedMemoryStore) -> None:
-    assert "planner" not in store.group_members("crew")
+    assert "planner" not in store.operator.members("crew")
     search, remember, forget = store.tools_for("planner", "crew")
-    assert "planner" in store.group_members("crew")  # enrolled, as attach does: no tools that deny everything
+    assert "planner" in store.operator.members("crew")  # enrolled, as attach does: no tools that deny everything
     token = CancellationToken()
     out = await remember.run_json({"fact": "Budget is 10k", "scope": "group", "tags": ["budget"]}, token)
     fact_id = out.split()[2]
-    assert out.startswith("created fact g_") and store.get(fact_id).created_by == "planner"
+    assert out.startswith("created fact g_") and store.operator.get(fact_id).created_by == "planner"
     again = await remember.run_json({"fact": "budget is 10k", "scope": "group"}, token)
     assert again.startswith(f"reinforced fact {fact_id}")
     assert fact_id in await search.run_json({"query": "budget"}, token)
     assert (await forget.run_json({"fact_id": "w_0000000000000000dead"}, token)).startswith("ERROR: no fact")
     assert (await forget.run_json({"fact_id": "not an id"}, token)).startswith("ERROR:")
     assert (await forget.run_json({"fact_id": fact_id, "reason": "wrong"}, token)).startswith("forgot fact")
-    assert store.get(fact_id).tombstone_by == "planner"
+    assert store.operator.get(fact_id).tombstone_by == "planner"
     denied = await remember.run_json({"fact": "x", "scope": "global"}, token)
     assert denied.startswith("DENIED") and "'planner'" in denied
     lonely = store.tools_for("solo")[1]
@@ -265,7 +265,7 @@ async def test_tools_for_core_api_loops(store: SharedMemoryStore) -> None:
     schema = search.schema
     assert set(schema["parameters"]["properties"]) == {"query", "scope", "top_k", "max_capsule_bytes"}
     assert "agent_id" not in json.dumps(remember.schema) and "group_id" not in json.dumps(remember.schema)
-    history = store.tool_history("planner", limit=100)  # tools_for tools record their own calls
+    history = store.operator.tool_history("planner", limit=100)  # tools_for tools record their own calls
     assert len(history) == 7 and history[0].tool_name == "memory_remember" and history[0].success is False
     assert history[-1].tool_args == {
         "fact": "Budget is 10k",
@@ -297,10 +297,10 @@ async def test_memory_protocol_view(store: SharedMemoryStore) -> None:
     await view.update_context(context)
     capsule = str((await context.get_messages())[-1].content)
     assert "left out by the size limit" in capsule  # bounded, never the whole store
-    store.remember("bob's own group fact about standup", "group", agent_id="bob", group_id="crew")
+    store.as_agent("bob", "crew").remember("bob's own group fact about standup", "group")
     mine = store.stats()[0].counts["active"] - 1  # all but bob's
     await view.clear()
-    assert [h.fact.created_by for h in store.search("standup", "group", group_id="crew", top_k=50)] == ["bob"]
+    assert [h.fact.created_by for h in store.as_operator("crew").search("standup", "group", top_k=50)] == ["bob"]
     assert store.stats()[0].counts["forgotten"] == mine > 2  # tombstones, not deletes
     await view.close()
     assert not store.closed
@@ -309,7 +309,7 @@ async def test_memory_protocol_view(store: SharedMemoryStore) -> None:
 async def test_component_round_trips(store: SharedMemoryStore) -> None:
     view = SharedMemory(store, "alice", "crew", top_k=3)
     loaded = SharedMemory.load_component(view.dump_component())
-    assert loaded.store is store  # the same process-wide instance for the same config
+    assert loaded.store is store.engine  # the same process-wide instance for the same config
     assert (loaded.agent_id, loaded.group_id, loaded._config.top_k) == ("alice", "crew", 3)
     agent = AssistantAgent("alice", model_client=client(), memory=[view])
     agent_loaded = AssistantAgent.load_component(agent.dump_component())
@@ -327,7 +327,7 @@ async def test_component_round_trips(store: SharedMemoryStore) -> None:
     memory_wb = reloaded._workbench[-1]
     out = await memory_wb.call_tool("memory_remember", {"fact": "loaded tools work", "scope": "group"})
     assert "created fact" in out.to_text()
-    assert store.search("loaded tools work", "group", group_id="launch")[0].fact.created_by == "launch:researcher"
+    assert store.as_operator("launch").search("loaded tools work", "group")[0].fact.created_by == "launch:researcher"
     again = SharedMemoryStore.load_component(store.dump_component())
     assert again is store
 
@@ -346,18 +346,18 @@ async def test_runtime_handler_records_team_messages_and_tool_calls(store: Share
     # the task's "user" is not an agent of the team: no agent file, under any name
     assert recorder.flush()
     agents = ("launch:researcher", "launch:writer", "launch:reviewer")
-    files = {scope_file_name(store.scope_ref("agent", agent_id=a)) for a in agents}
+    files = {scope_file_name(store.engine.scope_ref("agent", agent_id=a)) for a in agents}
     assert {f.name for f in store.root.glob("agent_*.db")} == files
-    calls = store.tool_history("launch:researcher")
+    calls = store.operator.tool_history("launch:researcher")
     assert [(c.tool_name, c.success) for c in calls] == [("memory_remember", True)] * 2
     assert calls[-1].tool_args == {"fact": "The launch is on March 3", "scope": "group"}  # newest first
     assert calls[0].duration_ms is not None and calls[0].duration_ms >= 0
     assert calls[0].session_id == recorder.session_id
-    denied = store.tool_history("launch:reviewer")[0]
+    denied = store.operator.tool_history("launch:reviewer")[0]
     assert denied.success is False and denied.result and denied.result.startswith("DENIED")
-    said = store.conversation("launch:writer")
+    said = store.operator.conversation("launch:writer")
     assert len(said) == 1 and "The launch is on March 3" in said[0].content
-    assert store.conversation("launch:writer", query="launch")[0].id == said[0].id
+    assert store.operator.conversation("launch:writer", query="launch")[0].id == said[0].id
     recorder.close()
 
 
@@ -389,9 +389,9 @@ class Planner(RoutedAgent):
 
 async def test_core_runtime_service_agent_and_recorded_tool_calls(store: SharedMemoryStore) -> None:
     runtime = SingleThreadedAgentRuntime()
-    recorder = store.register(runtime)
+    recorder = store.runtime_handler(runtime)
     await store.register_service(runtime)
-    store.add_group_member("ops", "planner")
+    store.operator.add_member("ops", "planner")
 
     def add(a: int, b: int) -> int:
         return a + b
@@ -405,12 +405,12 @@ async def test_core_runtime_service_agent_and_recorded_tool_calls(store: SharedM
     assert stored_ok is True and "Deploy window is 22:00 UTC" in found and "by planner" in found
     assert denied_ok is False and tool_result == "5"
     assert bad.startswith("ERROR: invalid arguments (scope: Input should be") and "\n" not in bad, bad
-    assert store.search("deploy window", "group", group_id="ops")[0].fact.created_by == "planner"
+    assert store.as_operator("ops").search("deploy window", "group")[0].fact.created_by == "planner"
     await recorder.aflush()
-    calls = store.tool_history("planner")
+    calls = store.operator.tool_history("planner")
     assert [(c.tool_name, c.tool_args, c.result, c.success) for c in calls] == [("add", {"a": 2, "b": 3}, "5", True)]
     assert calls[0].duration_ms is not None
-    sent = [r.context["type"] for r in store.conversation("planner", limit=50)]
+    sent = [r.context["type"] for r in store.operator.conversation("planner", limit=50)]
     assert sent.count("RememberRequest") == 3 and "SearchRequest" in sent
     recorder.close()
 
@@ -423,7 +423,7 @@ async def test_recorder_failure_never_breaks_the_runtime(
     def boom(records: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(store, "log_records", boom)
+    monkeypatch.setattr(store.engine, "log_records", boom)
     runtime = SingleThreadedAgentRuntime(intervention_handlers=[recorder])
     team, _ = crew()
     team = RoundRobinGroupChat(team._participants, termination_condition=MaxMessageTermination(5), runtime=runtime)
@@ -440,7 +440,7 @@ async def test_recorder_failure_never_breaks_the_runtime(
 async def test_memory_view_of_a_non_member_injects_nothing_and_logs_once(
     store: SharedMemoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store.remember("crew standup is at 9:30", "group", agent_id="alice", group_id="crew")
+    store.as_agent("alice", "crew").remember("crew standup is at 9:30", "group")
     view = store.memory_for("mallory", "crew")
     context = UnboundedChatCompletionContext()
     await context.add_message(UserMessage(content="when is standup", source="user"))
@@ -480,7 +480,7 @@ async def main() -> None:
         await runtime.send_message(Ping(f"ping {{i}}"), AgentId("quiet", "default"))
     await runtime.stop_when_idle()
     assert recorder.flush(10)
-    print(len(store.conversation("quiet")))
+    print(len(store.operator.conversation("quiet")))
 
 asyncio.run(main())
 """
@@ -492,8 +492,8 @@ asyncio.run(main())
 async def test_a_long_or_broken_user_message_never_ends_the_turn(store: SharedMemoryStore) -> None:
     """Recall searches a long message by its start and broken Unicode with escapes: a recall agent's run
     went on to raise "query is 4832 characters" or "not valid Unicode text"."""
-    store.add_group_member("desk", "support")
-    store.remember("The document summary style is three bullets", "group", group_id="desk")
+    store.operator.add_member("desk", "support")
+    store.as_operator("desk").remember("The document summary style is three bullets", "group")
     view = store.memory_for("support", "desk")
     for text in ("Please summarise this document summary: " + "lorem ipsum " * 400, "document summary \ud83d"):
         context = UnboundedChatCompletionContext()
@@ -504,18 +504,18 @@ async def test_a_long_or_broken_user_message_never_ends_the_turn(store: SharedMe
 
 async def test_a_tool_call_the_store_cannot_serve_answers_error(store: SharedMemoryStore, make_store: Any) -> None:
     """Another embedding model's scope, or a store that fails, is an ERROR answer, never an exception."""
-    store.remember("first fact", "agent", agent_id="alice")
+    store.as_agent("alice").remember("first fact", "agent")
     other = make_store(same_as=store, embedder=HashEmbedder(model_id="other-model"))
     search, remember, _ = memory_tools(other, "alice")
     for tool, args in ((remember, {"fact": "second", "scope": "agent"}), (search, {"query": "fact", "scope": "agent"})):
         answer = await tool.run_json(args, CancellationToken())
         assert isinstance(answer, str) and answer.startswith("ERROR: ") and "other-model" in answer, answer
 
-    async def broken(*args: Any, **kwargs: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("connection lost")
 
     search, _, _ = memory_tools(store, "alice")
-    store.asearch = broken  # type: ignore[method-assign]
+    store.engine.search = broken  # type: ignore[method-assign]
     answer = await search.run_json({"query": "fact"}, CancellationToken())
     assert answer == "ERROR: the shared memory store failed (RuntimeError). Nothing was changed."
 
@@ -576,7 +576,7 @@ async def test_runtime_pairs_each_tool_result_with_its_own_call(store: SharedMem
     await runtime.stop_when_idle()
     await recorder.aflush()
     for agent, city in (("alice", "Paris"), ("bob", "Tokyo")):
-        assert [(c.tool_args, c.result) for c in store.tool_history(agent)] == [
+        assert [(c.tool_args, c.result) for c in store.operator.tool_history(agent)] == [
             ({"city": city}, f"weather in {city}: sunny")
         ]
 
@@ -591,15 +591,15 @@ def test_an_agent_made_from_another_agents_dumped_config_is_refused(store: Share
     writer = AssistantAgent.load_component(config)
     with pytest.raises(ValueError, match="'writer' already has shared memory bound to agent 'crew:researcher'"):
         store.attach(writer, group_id="crew")
-    assert "crew:writer" not in store.group_members("crew")  # nothing attached
+    assert "crew:writer" not in store.operator.members("crew")  # nothing attached
 
 
 async def test_two_memory_views_on_one_agent_each_keep_their_capsule(store: SharedMemoryStore, tmp_path: Path) -> None:
     """A second store attached to a recall agent was accepted, and each view's update_context removed the
     other's capsule: only the last view's facts reached the model."""
     other = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder())
-    store.remember("The launch venue is Hall B", "global")
-    other.remember("The launch caterer is Acme", "global")
+    store.operator.remember("The launch venue is Hall B", "global")
+    other.operator.remember("The launch caterer is Acme", "global")
     agent = AssistantAgent("planner", model_client=client("ok", info=NO_TOOLS))
     with pytest.warns(UserWarning, match="read-only recall"):
         store.attach(agent, group_id="g")
@@ -653,12 +653,12 @@ async def test_runtime_records_the_text_sent_with_tool_calls_and_long_names_once
     await runtime.stop_when_idle()
     await recorder.aflush()
     one, two = (memory_id(a.name) for a in agents[:2])
-    said = [(r.content, r.context["type"]) for r in store.conversation(one, limit=10)]
+    said = [(r.content, r.context["type"]) for r in store.operator.conversation(one, limit=10)]
     assert ("I will ping first.", "ThoughtEvent") in said
-    assert [c.tool_name for c in store.tool_history(one)] == ["ping"]
-    assert [c.tool_name for c in store.tool_history(two)] == ["ping"]
-    assert store.tool_history(long) == []
-    assert [r.content for r in store.conversation("thinker")] == ["Paris."]
+    assert [c.tool_name for c in store.operator.tool_history(one)] == ["ping"]
+    assert [c.tool_name for c in store.operator.tool_history(two)] == ["ping"]
+    assert store.operator.tool_history(long) == []
+    assert [r.content for r in store.operator.conversation("thinker")] == ["Paris."]
     recorder.close()
 
 
@@ -694,7 +694,7 @@ async def test_a_memory_call_of_recording_tools_on_a_recording_runtime_is_record
     await runtime.stop_when_idle()
     await recorder.aflush()
     assert out.startswith("created fact")
-    calls = store.tool_history("analyst")
+    calls = store.operator.tool_history("analyst")
     assert [(c.tool_name, c.call_id) for c in calls] == [("memory_remember", "c1")]
     recorder.close()
 
@@ -710,10 +710,10 @@ async def test_a_call_noted_as_recorded_is_one_agents_and_noted_only_once_writte
     assert not recorded_by_tool(store, "bob", REMEMBER, "1")
     assert recorded_by_tool(store, "alice", REMEMBER, "1") and not recorded_by_tool(store, "alice", REMEMBER, "1")
 
-    async def broken(*args: Any, **kwargs: Any) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(store, "alog_tool_call", broken)
+    monkeypatch.setattr(store.engine, "log_tool_call", broken)
     await BoundTools(store, "carol", record_calls=True).call(REMEMBER, {"fact": "c", "scope": "agent"}, "2")
     assert not recorded_by_tool(store, "carol", REMEMBER, "2")  # not written: the runtime's record is kept
 

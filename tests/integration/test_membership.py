@@ -37,18 +37,18 @@ def test_detach_leaves_the_membership_another_process_relies_on(tmp_path: Path) 
         here.attach(short_job, group_id="launch")
         there.attach(service, group_id="launch")
         here.detach(short_job)
-        assert there.group_members("launch") == {"launch:planner"}, make.__name__
-        there.remember("The launch is on March 3", "group", agent_id="launch:planner", group_id="launch")
+        assert there.operator.members("launch") == {"launch:planner"}, make.__name__
+        there.as_agent("launch:planner", "launch").remember("The launch is on March 3", "group")
         here.close()
         there.close()
 
 
 def test_detach_keeps_a_membership_trusted_code_added(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    store.add_group_member("ops", "ops:planner")  # trusted code's decision, before any attach
+    store.operator.add_member("ops", "ops:planner")  # trusted code's decision, before any attach
     for make in (autogen_agent, ag2_agent, maf_agent):
         agent = make()
         store.attach(agent, group_id="ops")
         store.detach(agent)
-        assert store.group_members("ops") == {"ops:planner"}, make.__name__
+        assert store.operator.members("ops") == {"ops:planner"}, make.__name__
     store.close()

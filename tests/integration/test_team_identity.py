@@ -109,10 +109,10 @@ async def test_unrelated_teams_with_the_same_agent_names_share_nothing(
     )
     assert await globex() == ["[memory: no matching facts]"] * 2, framework  # not the note, not the rule
     # the note is the acme writer's, the rule acme's: keyed by the team, whatever the agents are called
-    (note,) = store.search(NOTE, "agent", agent_id=f"support-acme:{name}")
+    (note,) = store.as_agent(f"support-acme:{name}").search(NOTE, "agent")
     assert note.fact.created_by == f"support-acme:{name}" and note.fact.scope.owner == f"support-acme:{name}"
-    assert store.search(NOTE, "agent", agent_id=name) == []  # no bare-name scope any team could share
-    assert store.group_members("support-globex") == {f"support-globex:{n}" for n in (name, other(framework))}
+    assert store.as_agent(name).search(NOTE, "agent") == []  # no bare-name scope any team could share
+    assert store.operator.members("support-globex") == {f"support-globex:{n}" for n in (name, other(framework))}
 
 
 def other(framework: str) -> str:
@@ -135,13 +135,13 @@ async def test_a_teams_memory_survives_a_change_of_roster(store: SharedMemorySto
 
 
 def test_an_autogen_team_of_another_type_and_roster_keeps_its_group(store: SharedMemoryStore) -> None:
-    store.remember(RULE, "group", group_id="support-acme")
+    store.as_operator("support-acme").remember(RULE, "group")
     writer = AssistantAgent("writer", model_client=scripted_client())
     editor = AssistantAgent("editor", model_client=scripted_client())
     team = SelectorGroupChat([writer, editor], model_client=scripted_client())
     attachment = store.attach(team, group_id="support-acme")
     assert attachment.group_id == "support-acme"
-    assert store.search(RULE, "group", agent_id="support-acme:editor", group_id="support-acme")
+    assert store.as_agent("support-acme:editor", "support-acme").search(RULE, "group")
 
 
 @pytest.mark.parametrize("framework", sorted(TEAMS))

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.settings import WritePolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -49,10 +50,10 @@ def test_three_frameworks_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     # the parent's checks are real: a private note copied into the group is reported
     monkeypatch.syspath_prepend(str(EXAMPLES))
     example = importlib.import_module("three_frameworks")
-    store = SharedMemoryStore(root, global_writers=example.GLOBAL_WRITERS)
+    store = SharedMemoryStore(root, policy=WritePolicy(global_writers=example.GLOBAL_WRITERS))
     try:
         note = example.TEAMS["ag2"].private_note
-        store.remember(note, "group", agent_id="launch:ag2_reviewer", group_id=example.GROUP)
+        store.as_agent("launch:ag2_reviewer", example.GROUP).remember(note, "group")
         children = {fw: SimpleNamespace(proc=SimpleNamespace(pid=0)) for fw in example.TEAMS}
         problems = example.verify(store, children)
     finally:

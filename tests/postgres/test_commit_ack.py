@@ -22,27 +22,25 @@ pytestmark = pytest.mark.usefixtures("pg_dsn")
 def test_a_commit_whose_answer_was_lost_is_applied_once(pg_dsn: str) -> None:
     proxy = Proxy(pg_dsn)
     name = f"t{uuid.uuid4().hex[:16]}"
-    store = SharedMemoryStore(
-        backend=PostgresBackend(proxy.dsn, schema=name, min_size=1, max_size=2), embedder=HashEmbedder()
-    )
+    store = SharedMemoryStore(PostgresBackend(proxy.dsn, schema=name, min_size=1, max_size=2), embedder=HashEmbedder())
     fact = "the deploy window is Tuesday 14:00 UTC"
-    created = store.remember(fact, "global")
-    before = store.get(created.id).reinforcement
+    created = store.operator.remember(fact, "global")
+    before = store.operator.get(created.id).reinforcement
 
     proxy.lose_next_commit_answer()
-    again = store.remember(fact, "global")  # said a second time: reinforced once
+    again = store.operator.remember(fact, "global")  # said a second time: reinforced once
     assert proxy.lost_answers == 1
     assert again.status == "reinforced" and again.id == created.id
-    assert store.get(created.id).reinforcement == before + 1  # a retry would make it + 2
-    assert [e.event for e in store.history(created.id)].count("reinforced") == 1
+    assert store.operator.get(created.id).reinforcement == before + 1  # a retry would make it + 2
+    assert [e.event for e in store.operator.history(created.id)].count("reinforced") == 1
 
-    fresh = store.remember("the release train leaves on Thursdays", "global")
+    fresh = store.operator.remember("the release train leaves on Thursdays", "global")
     assert fresh.status == "created"
     proxy.lose_next_commit_answer()
-    forgotten = store.forget(fresh.id)  # a retry would find the fact already forgotten
+    forgotten = store.operator.forget(fresh.id)  # a retry would find the fact already forgotten
     assert proxy.lost_answers == 2
     assert forgotten.status == "forgotten"
-    assert [e.event for e in store.history(fresh.id)] == ["created", "forgotten"]
+    assert [e.event for e in store.operator.history(fresh.id)] == ["created", "forgotten"]
     store.close()
     proxy.close()
 
@@ -87,16 +85,15 @@ def test_a_lost_commit_still_in_progress_is_waited_for_not_run_again(pg_dsn: str
     then would queue behind it on the scope's lock and apply it a second time once it commits."""
     proxy = HeldCommitProxy(pg_dsn)
     store = SharedMemoryStore(
-        backend=PostgresBackend(proxy.dsn, schema=f"t{uuid.uuid4().hex[:16]}", min_size=1, max_size=2),
-        embedder=HashEmbedder(),
+        PostgresBackend(proxy.dsn, schema=f"t{uuid.uuid4().hex[:16]}", min_size=1, max_size=2), embedder=HashEmbedder()
     )
     fact = "the deploy window is Tuesday 14:00 UTC"
-    created = store.remember(fact, "global")
+    created = store.operator.remember(fact, "global")
     proxy.lose_next_commit_answer()
-    again = store.remember(fact, "global")
+    again = store.operator.remember(fact, "global")
     assert proxy.lost_answers == 1 and proxy.status_answered.is_set()  # asked while the COMMIT was held back
     assert again.status == "reinforced" and again.id == created.id
-    assert store.get(created.id).reinforcement == 2  # run again: 3
-    assert [e.event for e in store.history(created.id)] == ["created", "reinforced"]
+    assert store.operator.get(created.id).reinforcement == 2  # run again: 3
+    assert [e.event for e in store.operator.history(created.id)] == ["created", "reinforced"]
     store.close()
     proxy.close()

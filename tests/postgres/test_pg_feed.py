@@ -26,7 +26,7 @@ def schema() -> str:
 
 
 def open_store(dsn: str, name: str) -> SharedMemoryStore:
-    return SharedMemoryStore(backend=PostgresBackend(dsn, schema=name, max_size=3), embedder=HashEmbedder())
+    return SharedMemoryStore(PostgresBackend(dsn, schema=name, max_size=3), embedder=HashEmbedder())
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
@@ -44,8 +44,8 @@ def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeR
     ``seen`` by now (a fixed sleep proves nothing on a loaded machine). Returns the sentinels' ids."""
     ids = set()
     for scope in scopes:
-        where = {"agent": {"agent_id": scope.owner}, "group": {"group_id": scope.owner}}.get(scope.kind, {})
-        ids.add(store.remember(f"sentinel {uuid.uuid4().hex}", scope.kind, **where).id)  # type: ignore[arg-type]
+        writer = store.as_agent(scope.owner) if scope.kind == "agent" else store.as_operator(scope.owner or None)
+        ids.add(writer.remember(f"sentinel {uuid.uuid4().hex}", scope.kind).id)  # type: ignore[arg-type]
     assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
     return ids
 
@@ -90,7 +90,7 @@ def _writer(dsn: str, name: str, n: int, out: Any) -> None:
     ids = []
     for i in range(n):
         group = f"s{i}" if i % 2 == 0 else "crew"
-        ids.append(store.remember(f"fact {i} from the writer process", "group", group_id=group).id)
+        ids.append(store.as_operator(group).remember(f"fact {i} from the writer process", "group").id)
         time.sleep(0.01)  # pacing: the writes span many kills of the listener (the test checks it was killed)
     store.close()
     out.put(ids)
@@ -139,11 +139,11 @@ def test_writes_committed_while_the_listener_cannot_reconnect_are_delivered_afte
     writer = open_store(pg_dsn, name)
     seen: list[Change] = []
     sub = subscriber.subscribe(seen.append)
-    writer.remember("before the outage", "global")
+    writer.operator.remember("before the outage", "global")
     assert wait_for(lambda: len(seen) == 1, 20)
     proxy.cut()
     assert wait_for(lambda: listener_pids(pg_dsn) == [], 20)
-    during = [writer.remember(f"during the outage {i}", "group", group_id=f"alone{i}").id for i in range(5)]
+    during = [writer.as_operator(f"alone{i}").remember(f"during the outage {i}", "group").id for i in range(5)]
     assert wait_for(lambda: reconnects_failed(caplog) >= 2, 20)  # the listener keeps failing to reconnect
     proxy.restore()
     assert wait_for(lambda: len(seen) == 6, 30), f"delivered {len(seen) - 1} of the 5 writes made during the outage"
@@ -164,12 +164,12 @@ def test_tenants_in_one_database_do_not_hear_each_other(pg_dsn: str) -> None:
     stop_wakeups = store.backend.subscribe(lambda scope, event: woken.append(scope))  # type: ignore[attr-defined]
     seen: list[Change] = []
     sub = store.subscribe(seen.append)
-    other.remember("another tenant's secret plan", "group", group_id="crew")
-    store.remember("our own fact", "group", group_id="crew")
+    other.as_operator("crew").remember("another tenant's secret plan", "group")
+    store.as_operator("crew").remember("our own fact", "group")
     # One listening connection gets notifications in commit order: had it heard the other tenant's write, that
     # wake-up would be in woken before ours, which never equals a single one then.
     assert wait_for(lambda: len(seen) == 1 and woken == [ScopeRef("group", "crew")], 10)
-    assert store.get(seen[0].fact_id).content == "our own fact"
+    assert store.operator.get(seen[0].fact_id).content == "our own fact"
     sub()
     stop_wakeups()
     store.close()
@@ -196,16 +196,16 @@ def test_many_subscriptions_in_one_process_share_one_listening_connection(pg_dsn
     their_sub = other.subscribe(their_seen.append)  # another schema (tenant) on the same server: same connection
     assert len(listener_pids(pg_dsn)) == 1
     assert client_connections(pg_dsn) - before <= 3 + 3 + 1  # the two pools and one listener
-    first = store.remember("every subscription hears this", "group", group_id="crew").id
+    first = store.as_operator("crew").remember("every subscription hears this", "group").id
     assert wait_for(lambda: all(len(s) == 1 for s in seen), 30), f"{sum(not s for s in seen)} never heard it"
     assert all(s[0].fact_id == first for s in seen)
     subs[0]()  # stopping one stops none of the others
-    second = store.remember("all but the stopped one hear this", "global").id
+    second = store.operator.remember("all but the stopped one hear this", "global").id
     assert wait_for(lambda: all(len(s) == 2 for s in seen[1:]), 30)
     assert all(s[1].fact_id == second for s in seen[1:]) and len(seen[0]) == 1
-    theirs_id = other.remember("another tenant's fact", "global").id
+    theirs_id = other.operator.remember("another tenant's fact", "global").id
     assert wait_for(lambda: len(their_seen) == 1, 30) and their_seen[0].fact_id == theirs_id
-    third = store.remember("a sentinel: heard after theirs, had they been heard", "global").id
+    third = store.operator.remember("a sentinel: heard after theirs, had they been heard", "global").id
     assert wait_for(lambda: all(len(s) == 3 for s in seen[1:]), 30)
     assert all(s[2].fact_id == third for s in seen[1:]) and len(seen[0]) == 1  # not theirs
     for sub in subs[1:]:
@@ -230,7 +230,7 @@ def test_the_shared_listener_reconnects_and_every_subscription_catches_up(
     subs = [subscriber.subscribe(seen[i].append) for i in range(5)]
     proxy.cut()
     assert wait_for(lambda: listener_pids(pg_dsn) == [], 20)
-    during = {writer.remember(f"during the outage {i}", "group", group_id=f"alone{i}").id for i in range(3)}
+    during = {writer.as_operator(f"alone{i}").remember(f"during the outage {i}", "group").id for i in range(3)}
     assert wait_for(lambda: reconnects_failed(caplog) >= 1, 20)  # it tried again meanwhile, and failed
     proxy.restore()
     assert wait_for(lambda: all(len(s) == 3 for s in seen), 30), [len(s) for s in seen]

@@ -29,4 +29,4 @@ def test_postgresqls_limits_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_quotes_and_backslashes_cannot_leave_a_lexeme() -> None:
-    assert fulltext._quoted("o'k\\") == "'o''k\\\\'"
+    assert fulltext.quoted("o'k\\") == "'o''k\\\\'"

@@ -32,20 +32,22 @@ def test_an_outage_fails_calls_within_the_connect_timeout_and_the_store_recovers
     monkeypatch.setattr(AttemptWithBackoff, "INITIAL_DELAY", 60.0)  # as far as a long outage backs it off
     proxy = Proxy(pg_dsn)
     backend = PostgresBackend(proxy.dsn, schema=schema(), min_size=1, max_size=2, connect_timeout=1)
-    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
-    store.remember("written before the outage", "global")
+    store = SharedMemoryStore(backend, embedder=HashEmbedder())
+    store.operator.remember("written before the outage", "global")
     proxy.cut()
     for _ in range(3):  # failing calls while the pool's reconnection attempts back off
         started = time.monotonic()
         with pytest.raises(BackendUnavailableError, match="PostgreSQL") as info:
-            store.search("outage", "global")
+            store.operator.search("outage", "global")
         # The pool says how long it waited for a connection: connect_timeout, not psycopg_pool's 30 s.
         assert "couldn't get a connection after 1.00 sec" in str(info.value.__cause__)
         # The whole call: at most two waits of connect_timeout per attempt (the pool, then the probe of the
         # server), with slack for a loaded machine, still far below the 30 s of a single default wait.
         assert time.monotonic() - started < 2 * backend.connect_timeout * (backend.retries + 1) + 15
     proxy.restore()
-    assert [h.content for h in store.search("written before the outage", "global")] == ["written before the outage"]
+    assert [h.content for h in store.operator.search("written before the outage", "global")] == [
+        "written before the outage"
+    ]
     store.close()
     proxy.close()
 
@@ -55,17 +57,17 @@ def test_a_stuck_writer_makes_a_write_fail_after_lock_timeout_not_wait_forever(p
     (SQLite fails after busy_timeout); a statement or lock timeout was also retried as a lost connection."""
     name = schema()
     store = SharedMemoryStore(
-        backend=PostgresBackend(pg_dsn, schema=name, lock_timeout=0.5, retries=2), embedder=HashEmbedder()
+        PostgresBackend(pg_dsn, schema=name, lock_timeout=0.5, retries=2), embedder=HashEmbedder()
     )
-    store.remember("the scope exists", "global")
+    store.operator.remember("the scope exists", "global")
     with psycopg.connect(pg_dsn) as stuck:  # a transaction holding the scope's row, and going nowhere
         stuck.execute(f"SELECT rev FROM {name}.asm_scopes WHERE scope_kind = 'global' FOR UPDATE")
         with pytest.raises(BackendUnavailableError, match="lock_timeout 0.5 s") as info:
-            store.remember("a write that must wait", "global")
+            store.operator.remember("a write that must wait", "global")
         assert "nothing was written" in str(info.value)
         stuck.rollback()
-    assert store.search("a write that must wait", "global") == []
-    assert store.remember("a write that must wait", "global").status == "created"
+    assert store.operator.search("a write that must wait", "global") == []
+    assert store.operator.remember("a write that must wait", "global").status == "created"
     store.close()
 
 
@@ -73,8 +75,8 @@ def test_a_role_that_may_only_read_and_write_opens_a_deployment_made_before(pg_d
     """Every open ran CREATE SCHEMA / CREATE TABLE IF NOT EXISTS, which PostgreSQL refuses to a role without
     the CREATE right even when the object exists."""
     name, role = schema(), f"rw_{uuid.uuid4().hex[:8]}"
-    owner = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
-    owner.remember("The deploy window is Thursday", "global")
+    owner = SharedMemoryStore(PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    owner.operator.remember("The deploy window is Thursday", "global")
     owner.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
@@ -83,9 +85,9 @@ def test_a_role_that_may_only_read_and_write_opens_a_deployment_made_before(pg_d
         conn.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {name} TO {role}")
     try:
         dsn = make_conninfo(pg_dsn, user=role, password="pw")
-        app = SharedMemoryStore(backend=PostgresBackend(dsn, schema=name), embedder=HashEmbedder())
-        assert [h.content for h in app.search("deploy window", "global")] == ["The deploy window is Thursday"]
-        assert app.remember("The freeze starts Friday", "global").status == "created"
+        app = SharedMemoryStore(PostgresBackend(dsn, schema=name), embedder=HashEmbedder())
+        assert [h.content for h in app.operator.search("deploy window", "global")] == ["The deploy window is Thursday"]
+        assert app.operator.remember("The freeze starts Friday", "global").status == "created"
         app.close()
         with pytest.raises(BackendUnavailableError, match=f"may not create or upgrade schema {name}_new"):
             PostgresBackend(dsn, schema=f"{name}_new")
@@ -106,9 +108,11 @@ def test_pgvector_in_a_schema_of_its_own(pg_dsn: str) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CREATE SCHEMA extensions")
             conn.execute("CREATE EXTENSION vector WITH SCHEMA extensions")
-        store = SharedMemoryStore(backend=PostgresBackend(dsn, schema="app"), embedder=HashEmbedder())
-        store.remember("The vector type lives in extensions", "global")
-        assert [h.content for h in store.search("vector type", "global")] == ["The vector type lives in extensions"]
+        store = SharedMemoryStore(PostgresBackend(dsn, schema="app"), embedder=HashEmbedder())
+        store.operator.remember("The vector type lives in extensions", "global")
+        assert [h.content for h in store.operator.search("vector type", "global")] == [
+            "The vector type lives in extensions"
+        ]
         store.close()
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -127,8 +131,8 @@ def test_a_busy_pool_is_waited_for_not_replaced(pg_dsn: str) -> None:
     import threading
 
     backend = PostgresBackend(pg_dsn, schema=schema(), min_size=1, max_size=2, connect_timeout=1, retries=4)
-    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
-    store.remember("The deploy window is Thursday", "global")
+    store = SharedMemoryStore(backend, embedder=HashEmbedder())
+    store.operator.remember("The deploy window is Thursday", "global")
     first = backend.pool
     holding = threading.Barrier(3, timeout=60)  # both holders have a connection, and the test knows it
     release = threading.Event()
@@ -155,7 +159,9 @@ def test_a_busy_pool_is_waited_for_not_replaced(pg_dsn: str) -> None:
 
     backend._renew_pool = renew_then_release  # type: ignore[method-assign]
     try:
-        assert [h.content for h in store.search("deploy window", "global")] == ["The deploy window is Thursday"]
+        assert [h.content for h in store.operator.search("deploy window", "global")] == [
+            "The deploy window is Thursday"
+        ]
     finally:
         release.set()
     assert renewals == [True]  # it did wait out a busy pool (once), and was told to try again

@@ -14,6 +14,7 @@ import pytest
 
 from autogen_shared_memory import FactNotFoundError, ScopeRef, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import SCHEMA_VERSION, BackendUnavailableError, PostgresBackend, redact
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 
 pytestmark = pytest.mark.usefixtures("pg_dsn")
@@ -69,9 +70,9 @@ def test_missing_pgvector_says_how_to_enable_it(pg_dsn: str) -> None:
 
 
 def test_store_from_dsn_argument_and_env(pg_dsn: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    store = SharedMemoryStore(dsn=pg_dsn, embedder=HashEmbedder())
+    store = SharedMemoryStore(pg_dsn, embedder=HashEmbedder())
     assert isinstance(store.backend, PostgresBackend)
-    assert store.dump_component().config["dsn"] == pg_dsn  # explicit: kept (docs/postgres.md says so)
+    assert store.dump_component().config["location"] == pg_dsn  # explicit: kept (docs/postgres.md says so)
     store.close()
     monkeypatch.setenv("AUTOGEN_SHARED_MEMORY_DSN", pg_dsn)
     from_env = SharedMemoryStore(embedder=HashEmbedder())
@@ -97,18 +98,20 @@ def _terminate_other_connections(dsn: str) -> int:
 
 def test_dropped_connections_are_retried_and_nothing_is_half_written(pg_dsn: str) -> None:
     backend = PostgresBackend(pg_dsn, schema=schema(), min_size=2, max_size=2)
-    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
-    store.remember("written before the network outage", "global")
+    store = SharedMemoryStore(backend, embedder=HashEmbedder())
+    store.operator.remember("written before the network outage", "global")
     assert _terminate_other_connections(pg_dsn) >= 1
-    receipt = store.remember("recorded once connections recovered", "global")  # the dead pooled connection is replaced
+    receipt = store.operator.remember(
+        "recorded once connections recovered", "global"
+    )  # the dead pooled connection is replaced
     assert receipt.status == "created" and store.stats()[0].counts["active"] == 2
     no_retry = PostgresBackend(pg_dsn, schema=backend.schema, min_size=1, max_size=1, retries=0)
-    fragile = SharedMemoryStore(backend=no_retry, embedder=HashEmbedder())
-    fragile.search("warm up", "global")
+    fragile = SharedMemoryStore(no_retry, embedder=HashEmbedder())
+    fragile.operator.search("warm up", "global")
     _terminate_other_connections(pg_dsn)
     with pytest.raises(BackendUnavailableError, match="nothing was half-written"):
-        fragile.remember_many(["one of a batch", "two of a batch"], "global")
-    assert [h.content for h in store.search("batch", "global")] == []  # all or nothing
+        fragile.operator.remember_many(["one of a batch", "two of a batch"], "global")
+    assert [h.content for h in store.operator.search("batch", "global")] == []  # all or nothing
     fragile.close()
     store.close()
 
@@ -124,8 +127,8 @@ def test_listen_notify_tells_other_hosts_about_writes(pg_dsn: str) -> None:
         event.set()
 
     stop = listener.subscribe(on_change)  # returns once LISTEN is in place
-    writer = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
-    writer.remember("a fact from another host", "group", group_id="crew")
+    writer = SharedMemoryStore(PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    writer.as_operator("crew").remember("a fact from another host", "group")
     assert event.wait(60)
     assert seen[0] == (ScopeRef("group", "crew"), "write")
     stop()
@@ -135,34 +138,31 @@ def test_listen_notify_tells_other_hosts_about_writes(pg_dsn: str) -> None:
 
 def _pg_worker(dsn: str, name: str, proc: int, out: Any, done_writing: Any) -> None:
     store = SharedMemoryStore(
-        backend=PostgresBackend(dsn, schema=name, max_size=3), embedder=HashEmbedder(), global_writers=["*"]
+        PostgresBackend(dsn, schema=name, max_size=3), embedder=HashEmbedder(), policy=WritePolicy(global_writers=["*"])
     )
     errors, created = [], []
     for i in range(25):
         try:
-            r = store.remember(
-                f"host{proc} fact{i} token{proc * 100 + i}",
-                "global" if i % 2 else "group",
-                agent_id=f"h{proc}",
-                group_id="crew",
+            r = store.as_agent(f"h{proc}", "crew").remember(
+                f"host{proc} fact{i} token{proc * 100 + i}", "global" if i % 2 else "group"
             )
             created.append(r.id)
             if i % 5 == 0:
-                store.forget(r.id, agent_id=f"h{proc}", group_id="crew")
-            store.search(f"fact{i}", agent_id=f"h{proc}", group_id="crew")
+                store.as_agent(f"h{proc}", "crew").forget(r.id)
+            store.as_agent(f"h{proc}", "crew").search(f"fact{i}")
         except Exception as exc:
             errors.append(repr(exc))
     done_writing.wait(timeout=240)  # a host that started late has not written yet
-    seen = sum(1 for other in range(4) if store.search(f"token{other * 100 + 1}", "global", top_k=1))
+    seen = sum(1 for other in range(4) if store.operator.search(f"token{other * 100 + 1}", "global", top_k=1))
     store.close()
     out.put((proc, errors, created, seen))
 
 
 def test_several_processes_write_and_read_through_postgres(pg_dsn: str) -> None:
     name = schema()
-    setup = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    setup = SharedMemoryStore(PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
     for p in range(4):
-        setup.add_group_member("crew", f"h{p}")
+        setup.operator.add_member("crew", f"h{p}")
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     done_writing = ctx.Barrier(4)
@@ -204,16 +204,16 @@ def test_schema_creation_is_safe_when_processes_start_at_once(pg_dsn: str) -> No
 
 def test_sqlite_to_postgres_and_back_is_lossless(pg_dsn: str, tmp_path: Path) -> None:
     source = SharedMemoryStore(tmp_path / "a", embedder=HashEmbedder())
-    source.add_group_member("crew", "alice")
-    old = source.remember("Freeze starts Monday", "global")
-    source.remember("Freeze starts Wednesday", "global", supersedes=[old.id])
-    source.remember("deploy on thursdays", "group", agent_id="alice", group_id="crew", tags=["ops"], ttl_days=3)
+    source.operator.add_member("crew", "alice")
+    old = source.operator.remember("Freeze starts Monday", "global")
+    source.operator.remember("Freeze starts Wednesday", "global", supersedes=[old.id])
+    source.as_agent("alice", "crew").remember("deploy on thursdays", "group", tags=["ops"], ttl_days=3)
     source.for_agent("alice", "crew").case_log.append("case opened")
     source.for_agent("alice").log_conversation("assistant", "hello")
     source.state.store_agent_state("alice", "u1", "k", {"v": [1, 2]})
     first = tmp_path / "a.jsonl"
     source.export(first)
-    pg = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=schema()), embedder=HashEmbedder())
+    pg = SharedMemoryStore(PostgresBackend(pg_dsn, schema=schema()), embedder=HashEmbedder())
     progress: list[int] = []
     pg.import_(first, policy=True, progress=progress.append)
     assert sum(progress) == len(first.read_text().splitlines()) - 2
@@ -228,14 +228,14 @@ def test_sqlite_to_postgres_and_back_is_lossless(pg_dsn: str, tmp_path: Path) ->
         return sorted(line for line in path.read_text().splitlines() if '"type": "header"' not in line)
 
     assert rows(first) == rows(middle) == rows(last)
-    assert pg.search("freeze", "global")[0].content == "Freeze starts Wednesday"
+    assert pg.operator.search("freeze", "global")[0].content == "Freeze starts Wednesday"
     pg.close()
 
 
 def test_schema_1_is_migrated_with_stated_by_and_new_hashes(pg_dsn: str) -> None:
     name = schema()
-    store = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
-    fact = store.remember("Fact from the old schema.", "global")
+    store = SharedMemoryStore(PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    fact = store.operator.remember("Fact from the old schema.", "global")
     store.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 1, with a restatement by bob
         conn.execute(f"ALTER TABLE {name}.asm_facts DROP COLUMN stated_by")
@@ -246,21 +246,21 @@ def test_schema_1_is_migrated_with_stated_by_and_new_hashes(pg_dsn: str) -> None
             (fact.id,),
         )
         conn.execute(f"UPDATE {name}.asm_schema SET version = 1")
-    reopened = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
-    assert reopened.get(fact.id).stated_by == ("system", "bob")
-    assert reopened.remember("fact from the old schema", "global").duplicate_of == fact.id
+    reopened = SharedMemoryStore(PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    assert reopened.operator.get(fact.id).stated_by == ("system", "bob")
+    assert reopened.operator.remember("fact from the old schema", "global").duplicate_of == fact.id
     reopened.close()
 
 
 def test_a_fact_is_found_by_id_alone_through_the_id_index(pg_dsn: str) -> None:
     name = schema()
-    store = SharedMemoryStore(backend=PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
-    ids = [store.remember(f"fact of group {g}", "group", group_id=f"g{g}").id for g in range(20)]
-    private = store.remember("alice drinks green tea", "agent", agent_id="alice").id
-    assert store.get(ids[13]).content == "fact of group 13"
-    assert store.get(private).scope == ScopeRef("agent", "alice")
+    store = SharedMemoryStore(PostgresBackend(pg_dsn, schema=name), embedder=HashEmbedder())
+    ids = [store.as_operator(f"g{g}").remember(f"fact of group {g}", "group").id for g in range(20)]
+    private = store.as_agent("alice").remember("alice drinks green tea", "agent").id
+    assert store.operator.get(ids[13]).content == "fact of group 13"
+    assert store.operator.get(private).scope == ScopeRef("agent", "alice")
     with pytest.raises(FactNotFoundError):
-        store.get("g_0000000000000000beef")
+        store.operator.get("g_0000000000000000beef")
     with psycopg.connect(pg_dsn) as conn:  # one probe of an index, not a scan of every scope's rows
         conn.execute(f"SET search_path TO {name}, public")
         conn.execute("SET enable_seqscan = off")
@@ -275,8 +275,8 @@ def test_the_listener_keeps_one_connection_and_listens_when_subscribe_returns(pg
     backend = PostgresBackend(pg_dsn, schema=schema())
     heard = threading.Event()
     stop = backend.subscribe(lambda scope, event: heard.set())
-    store = SharedMemoryStore(backend=backend, embedder=HashEmbedder())
-    store.remember("written right after subscribe returned", "global")
+    store = SharedMemoryStore(backend, embedder=HashEmbedder())
+    store.operator.remember("written right after subscribe returned", "global")
     assert heard.wait(60)
 
     def listeners() -> list[Any]:
@@ -300,8 +300,8 @@ def test_writes_and_searches_sharing_a_small_pool_never_wait_on_each_other(pg_ds
     # searches, every call stalled for the pool's 30 s timeout, three times, then failed. The lock now comes
     # after the connection everywhere.
     backend = PostgresBackend(pg_dsn, schema=schema(), max_size=2, vector_index=index, ann_min_facts=100)  # type: ignore[arg-type]
-    store = SharedMemoryStore(Path("unused"), backend=backend, embedder=HashEmbedder())
-    store.remember_many([f"base fact {i} about deploys" for i in range(200)], "global")
+    store = SharedMemoryStore(backend, embedder=HashEmbedder())
+    store.operator.remember_many([f"base fact {i} about deploys" for i in range(200)], "global")
     stop, errors, slowest = threading.Event(), [], [0.0]
 
     def call(work: Any) -> None:
@@ -314,8 +314,8 @@ def test_writes_and_searches_sharing_a_small_pool_never_wait_on_each_other(pg_ds
             slowest[0] = max(slowest[0], time.monotonic() - start)
 
     counter = iter(range(1 << 30))
-    jobs = [lambda: store.remember(f"fresh fact {next(counter)} about servers", "global")]
-    jobs += [lambda r=r: store.search(f"deploys {r}", "global") for r in range(4)]
+    jobs = [lambda: store.operator.remember(f"fresh fact {next(counter)} about servers", "global")]
+    jobs += [lambda r=r: store.operator.search(f"deploys {r}", "global") for r in range(4)]
     if index == "hnsw":
         jobs.append(lambda: backend.build_ann(ScopeRef("global")))
     threads = [threading.Thread(target=call, args=(job,), daemon=True) for job in jobs]

@@ -11,7 +11,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from autogen_shared_memory import FactNotFoundError, ScopeRef, SharedMemoryStore
+from autogen_shared_memory import DedupSettings, FactNotFoundError, ScopeRef, SharedMemoryStore
 from autogen_shared_memory.backends.postgres import SCHEMA_VERSION, PostgresBackend
 from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.search.text import query_terms
@@ -56,7 +56,7 @@ def schema() -> str:
 
 
 def open_store(dsn: str, name: str, **kwargs: Any) -> SharedMemoryStore:
-    return SharedMemoryStore(backend=PostgresBackend(dsn, schema=name), embedder=HashEmbedder(), **kwargs)
+    return SharedMemoryStore(PostgresBackend(dsn, schema=name), embedder=HashEmbedder(), **kwargs)
 
 
 def semantic_ids(store: SharedMemoryStore, text: str, k: int = 10) -> list[str]:
@@ -71,18 +71,18 @@ def lexical_ids(store: SharedMemoryStore, text: str, k: int = 10) -> list[str]:
 def test_a_second_process_sees_every_kind_of_write_through_its_refreshed_copy(pg_dsn: str) -> None:
     name = schema()
     a, b = open_store(pg_dsn, name), open_store(pg_dsn, name)
-    first = a.remember("the deploy window is friday evening", "group", group_id="crew")
+    first = a.as_operator("crew").remember("the deploy window is friday evening", "group")
     assert semantic_ids(b, "the deploy window is friday evening")[:1] == [first.id]  # b loads the scope
     assert lexical_ids(b, "friday deploy") == [first.id]  # b indexes the scope's text
-    second = a.remember("the staging database runs on port 5433", "group", group_id="crew")
+    second = a.as_operator("crew").remember("the staging database runs on port 5433", "group")
     assert second.id in semantic_ids(b, "the staging database runs on port 5433")  # new row, by revision
     assert lexical_ids(b, "staging 5433") == [second.id]
-    a.forget(first.id, group_id="crew")
+    a.as_operator("crew").forget(first.id)
     assert first.id not in semantic_ids(b, "the deploy window is friday evening")  # status change
     assert lexical_ids(b, "friday deploy") == []
-    a.purge(0)
+    a.operator.purge(0)
     assert first.id not in semantic_ids(b, "the deploy window is friday evening")  # rows gone: reload
-    assert b.search("staging database port", "group", group_id="crew", top_k=1)[0].fact.id == second.id
+    assert b.as_operator("crew").search("staging database port", "group", top_k=1)[0].fact.id == second.id
     a.close()
     b.close()
 
@@ -90,11 +90,11 @@ def test_a_second_process_sees_every_kind_of_write_through_its_refreshed_copy(pg
 def test_a_batch_sees_its_own_earlier_drafts_and_stored_duplicates(pg_dsn: str) -> None:
     store = open_store(pg_dsn, schema())
     texts = [f"fact number {i} about the payments service" for i in range(300)]
-    receipts = store.remember_many([*texts, "Fact number 7 about the payments service."], "group", group_id="crew")
+    receipts = store.as_operator("crew").remember_many([*texts, "Fact number 7 about the payments service."], "group")
     assert [r.status for r in receipts[:300]] == ["created"] * 300
     assert receipts[300].status == "reinforced" and receipts[300].duplicate_of == receipts[7].id
-    again = store.remember_many(
-        ["fact number 3 about the payments service", "a brand new fact"], "group", group_id="crew"
+    again = store.as_operator("crew").remember_many(
+        ["fact number 3 about the payments service", "a brand new fact"], "group"
     )
     assert again[0].duplicate_of == receipts[3].id and again[1].status == "created"
     assert store.backend.stats(G).counts["active"] == 301
@@ -105,11 +105,11 @@ def test_a_batch_sees_its_own_earlier_drafts_and_stored_duplicates(pg_dsn: str) 
 
 def test_a_failed_write_leaves_no_trace_in_the_copy(pg_dsn: str) -> None:
     store = open_store(pg_dsn, schema())
-    kept = store.remember("the release train leaves on tuesdays", "group", group_id="crew")
+    kept = store.as_operator("crew").remember("the release train leaves on tuesdays", "group")
     bogus = kept.id[:-4] + ("0000" if not kept.id.endswith("0000") else "1111")
     with pytest.raises(FactNotFoundError):  # the second draft fails: the whole batch is rolled back
-        store.remember_many(
-            ["a fact that is rolled back", {"content": "bad", "supersedes": [bogus]}], "group", group_id="crew"
+        store.as_operator("crew").remember_many(
+            ["a fact that is rolled back", {"content": "bad", "supersedes": [bogus]}], "group"
         )
     assert semantic_ids(store, "a fact that is rolled back")[0] == kept.id
     assert store.backend.stats(G).counts["active"] == 1
@@ -117,9 +117,9 @@ def test_a_failed_write_leaves_no_trace_in_the_copy(pg_dsn: str) -> None:
 
 
 def test_the_lexical_leg_scores_a_bounded_set_of_postings(pg_dsn: str) -> None:
-    store = open_store(pg_dsn, schema(), near_duplicate_threshold=1.01)
-    store.remember_many([f"team note {i}: the team met" for i in range(1500)], "group", group_id="crew")
-    rare = store.remember("the team chose zookeeper for leader election", "group", group_id="crew")
+    store = open_store(pg_dsn, schema(), dedup=DedupSettings(near_duplicate=1.01))
+    store.as_operator("crew").remember_many([f"team note {i}: the team met" for i in range(1500)], "group")
+    rare = store.as_operator("crew").remember("the team chose zookeeper for leader election", "group")
     backend = store.backend
     assert isinstance(backend, PostgresBackend)
     hits = backend.lexical([G], ["team", "zookeeper"], 5, Filters())
@@ -134,8 +134,8 @@ def test_the_lexical_leg_scores_a_bounded_set_of_postings(pg_dsn: str) -> None:
 
 def test_statistics_are_taken_after_the_table_grows(pg_dsn: str) -> None:
     name = schema()
-    store = open_store(pg_dsn, name, near_duplicate_threshold=1.01)
-    store.remember_many([f"fact {i} of the first load" for i in range(1200)], "group", group_id="crew")
+    store = open_store(pg_dsn, name, dedup=DedupSettings(near_duplicate=1.01))
+    store.as_operator("crew").remember_many([f"fact {i} of the first load" for i in range(1200)], "group")
     deadline = time.monotonic() + 30
     tuples = -1.0
     while time.monotonic() < deadline and tuples < 1000:  # VACUUM ANALYZE runs in the background
@@ -150,9 +150,9 @@ def test_statistics_are_taken_after_the_table_grows(pg_dsn: str) -> None:
 def test_hnsw_vector_index_answers_like_the_exact_scan(pg_dsn: str) -> None:
     pytest.importorskip("hnswlib")
     name = schema()
-    store = open_store(pg_dsn, name, near_duplicate_threshold=1.01)
+    store = open_store(pg_dsn, name, dedup=DedupSettings(near_duplicate=1.01))
     texts = [f"service {i} is owned by team {i % 7} and deployed in region {i % 5}" for i in range(400)]
-    store.remember_many(texts, "group", group_id="crew")
+    store.as_operator("crew").remember_many(texts, "group")
     graph = PostgresBackend(pg_dsn, schema=name, vector_index="hnsw", ann_min_facts=100)
     assert graph.build_ann(G)
     for text in texts[:20]:
@@ -179,7 +179,7 @@ def layout(conn: psycopg.Connection[Any], name: str) -> dict[str, list[Any]]:
 def test_schema_3_is_migrated(pg_dsn: str) -> None:
     name = schema()
     store = open_store(pg_dsn, name)
-    fact = store.remember("kafka retention is seven days", "group", group_id="crew")
+    fact = store.as_operator("crew").remember("kafka retention is seven days", "group")
     store.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 3, with its HNSW index and tsvector
         conn.execute(f"SET search_path TO {name}, public")
@@ -192,14 +192,14 @@ def test_schema_3_is_migrated(pg_dsn: str) -> None:
         )
         conn.execute("UPDATE asm_schema SET version = 3")
     reopened = open_store(pg_dsn, name)
-    assert reopened.search("kafka retention", "group", group_id="crew")[0].fact.id == fact.id
+    assert reopened.as_operator("crew").search("kafka retention", "group")[0].fact.id == fact.id
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"SET search_path TO {name}, public")
         assert conn.execute("SELECT version FROM asm_schema").fetchone() == (SCHEMA_VERSION,)
         names = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (name,))}
         assert conn.execute("SELECT to_regclass('asm_terms')").fetchone() == (None,)
     assert "asm_facts_hnsw_8" not in names and "asm_facts_rev" in names and "asm_facts_tsv" not in names
-    second = reopened.remember("kafka brokers run version 3.7", "group", group_id="crew")
+    second = reopened.as_operator("crew").remember("kafka brokers run version 3.7", "group")
     assert second.id in semantic_ids(reopened, "kafka brokers run version 3.7")
     reopened.close()
 
@@ -211,8 +211,8 @@ def test_schema_5_drops_the_facts_full_text_and_term_counts_and_keeps_everything
     name, fresh = schema(), schema()
     open_store(pg_dsn, fresh).close()
     store = open_store(pg_dsn, name)
-    kept = store.remember("the heron nests by the old mill", "group", group_id="crew")
-    gone = store.remember("a fact that is forgotten and purged", "group", group_id="crew")
+    kept = store.as_operator("crew").remember("the heron nests by the old mill", "group")
+    gone = store.as_operator("crew").remember("a fact that is forgotten and purged", "group")
     store.for_agent("lead").log_conversation("assistant", "the heron flew off")
     store.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 4, its counts taken over the rows
@@ -222,16 +222,16 @@ def test_schema_5_drops_the_facts_full_text_and_term_counts_and_keeps_everything
         conn.execute("UPDATE asm_schema SET version = 4")
         assert conn.execute("SELECT df FROM asm_terms WHERE lexeme = 'heron'").fetchone() == (1,)
     reopened = open_store(pg_dsn, name)
-    assert [h.fact.id for h in reopened.search("heron mill", "group", group_id="crew")] == [kept.id]
-    reopened.forget(gone.id, group_id="crew")
-    assert reopened.purge(0) == 1  # deletes a row: no trigger is left to count into a dropped table
-    added = reopened.remember("herons return to the mill each spring", "group", group_id="crew")
-    assert {h.fact.id for h in reopened.search("heron mill", "group", group_id="crew")} == {kept.id, added.id}
-    assert [r.content for r in reopened.conversation("lead", query="heron")] == ["the heron flew off"]
+    assert [h.fact.id for h in reopened.as_operator("crew").search("heron mill", "group")] == [kept.id]
+    reopened.as_operator("crew").forget(gone.id)
+    assert reopened.operator.purge(0) == 1  # deletes a row: no trigger is left to count into a dropped table
+    added = reopened.as_operator("crew").remember("herons return to the mill each spring", "group")
+    assert {h.fact.id for h in reopened.as_operator("crew").search("heron mill", "group")} == {kept.id, added.id}
+    assert [r.content for r in reopened.operator.conversation("lead", query="heron")] == ["the heron flew off"]
     found = reopened.backend.rows(ScopeRef("agent", "lead"), "conversations", query_terms=["heron"])
     assert [r["content"] for r in found] == ["the heron flew off"]
     with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (8,)
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (9,)
         assert conn.execute(f"SELECT count(*) FROM {name}.asm_facts").fetchone() == (2,)
         migrated, new = layout(conn, name), layout(conn, fresh)
     assert migrated == new  # nothing of the facts' full text is left, and nothing else went
@@ -263,7 +263,7 @@ def test_schema_7_keeps_record_json_as_written_and_reads_what_jsonb_kept(pg_dsn:
     new = lead.get_user_profile("new")
     assert new is not None and list(new.value) == ["b", "a"] and isinstance(new.value["b"], float)
     with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (8,)
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (9,)
         migrated, made = layout(conn, name), layout(conn, fresh)
     assert migrated == made and ("asm_user_profile", "value", "json") in migrated["columns"]
     reopened.close()
@@ -278,8 +278,8 @@ def test_schema_8_writes_record_full_text_as_fts5_reads_it_and_fills_existing_ro
     store = open_store(pg_dsn, name)
     store.for_agent("lead").log_conversation("assistant", "Café déjà vu: the build is red")
     store.for_agent("lead").log_conversation("assistant", "It's John's turn")  # "s": a word of one letter
-    store.add_group_member("crew", "lead")
-    store.case_log("crew", "lead").append("the café opens at nine")
+    store.operator.add_member("crew", "lead")
+    store.as_agent("lead", "crew").case_log().append("the café opens at nine")
     store.close()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to schema 7
         conn.execute(f"SET search_path TO {name}, public")
@@ -293,13 +293,15 @@ def test_schema_8_writes_record_full_text_as_fts5_reads_it_and_fills_existing_ro
         conn.execute("UPDATE asm_schema SET version = 7")
         assert conn.execute("SELECT count(*) FROM asm_conversations WHERE tsv @@ 'cafe'::tsquery").fetchone() == (0,)
     reopened = open_store(pg_dsn, name)
-    assert [r.content for r in reopened.conversation("lead", query="cafe the")] == ["Café déjà vu: the build is red"]
-    assert [r.content for r in reopened.conversation("lead", query="john")] == ["It's John's turn"]
+    assert [r.content for r in reopened.operator.conversation("lead", query="cafe the")] == [
+        "Café déjà vu: the build is red"
+    ]
+    assert [r.content for r in reopened.operator.conversation("lead", query="john")] == ["It's John's turn"]
     found = reopened.backend.rows(ScopeRef("group", "crew"), "case_log", query_terms=["cafe"])
     assert [r["summary"] for r in found] == ["the café opens at nine"]
-    reopened.case_log("crew", "lead").append("the café closes at six")  # the append-only guard is back
+    reopened.as_agent("lead", "crew").case_log().append("the café closes at six")  # the append-only guard is back
     with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (8,)
+        assert conn.execute(f"SELECT version FROM {name}.asm_schema").fetchone() == (SCHEMA_VERSION,) == (9,)
         migrated, made = layout(conn, name), layout(conn, fresh)
         with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
             conn.execute(f"UPDATE {name}.asm_case_log SET summary = 'x'")
@@ -317,14 +319,14 @@ def test_a_record_of_many_distinct_words_is_stored_and_found_by_them(pg_dsn: str
     lead = store.for_agent("lead")
     lead.log_conversation("assistant", text)
     lead.log_conversation("assistant", "It's John's turn")
-    assert [r.content[:5] for r in store.conversation("lead", query=words[3])] == [text[:5]]
-    assert [r.content for r in store.conversation("lead", query="it's")] == ["It's John's turn"]
+    assert [r.content[:5] for r in store.operator.conversation("lead", query=words[3])] == [text[:5]]
+    assert [r.content for r in store.operator.conversation("lead", query="it's")] == ["It's John's turn"]
     store.close()
 
 
 def test_vectors_round_trip_exactly_through_the_copy(pg_dsn: str) -> None:
     store = open_store(pg_dsn, schema())
-    store.remember("an exact vector", "group", group_id="crew")
+    store.as_operator("crew").remember("an exact vector", "group")
     rows = store.backend.rows(G, "facts")
     stored = np.frombuffer(rows[0]["embedding"], dtype=np.float32)
     assert np.array_equal(stored, store.embedder.embed(["an exact vector"])[0].astype(np.float32))
@@ -339,13 +341,13 @@ def test_the_lexical_leg_ranks_as_sqlite_does(pg_dsn: str, tmp_path: Any) -> Non
         for i in range(400)
     ]
     stores = [
-        open_store(pg_dsn, schema(), near_duplicate_threshold=1.01),
-        SharedMemoryStore(tmp_path, embedder=HashEmbedder(), near_duplicate_threshold=1.01),
+        open_store(pg_dsn, schema(), dedup=DedupSettings(near_duplicate=1.01)),
+        SharedMemoryStore(tmp_path, embedder=HashEmbedder(), dedup=DedupSettings(near_duplicate=1.01)),
     ]
     for store in stores:
-        store.remember_many(items, "group", group_id="crew")
-        gone = store.search("note 7", "group", group_id="crew", top_k=1)[0].fact
-        store.forget(gone.id, group_id="crew")
+        store.as_operator("crew").remember_many(items, "group")
+        gone = store.as_operator("crew").search("note 7", "group", top_k=1)[0].fact
+        store.as_operator("crew").forget(gone.id)
 
     def ranked(store: SharedMemoryStore, query: str, filters: Filters) -> list[tuple[str, float]]:
         hits = store.backend.lexical([G], query_terms(query), 30, filters)

@@ -13,6 +13,7 @@ from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SQLiteBackend
 from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.search.lexical import choose_terms
+from autogen_shared_memory.settings import DedupSettings
 from autogen_shared_memory.testing import HashEmbedder
 
 GLOBAL = ScopeRef("global")
@@ -30,7 +31,7 @@ def fact(i: int) -> str:
 
 def open_store(root: object, **options: object) -> tuple[SharedMemoryStore, SQLiteBackend]:
     backend = SQLiteBackend(root, **options)  # type: ignore[arg-type]
-    store = SharedMemoryStore(root, backend=backend, embedder=HashEmbedder(), near_duplicate_threshold=1.01)  # type: ignore[arg-type]
+    store = SharedMemoryStore(backend, embedder=HashEmbedder(), dedup=DedupSettings(near_duplicate=1.01))  # type: ignore[arg-type]
     return store, backend
 
 
@@ -39,7 +40,7 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> SQLiteBackend:
     store, backend = open_store(
         tmp_path_factory.mktemp("lexical"), max_common_term_ratio=1.0, max_lexical_postings=10**6
     )
-    store.remember_many([fact(i) for i in range(2000)], "global")
+    store.operator.remember_many([fact(i) for i in range(2000)], "global")
     return backend
 
 
@@ -71,7 +72,7 @@ def test_the_ranking_is_fts5_bm25_of_the_file(backend: SQLiteBackend, terms: lis
 
 def test_the_budget_scores_the_rarest_terms_only(tmp_path: object) -> None:
     store, backend = open_store(tmp_path, max_common_term_ratio=1.0, max_lexical_postings=400)
-    store.remember_many([fact(i) for i in range(2000)], "global")
+    store.operator.remember_many([fact(i) for i in range(2000)], "global")
     hits = backend.lexical([GLOBAL], ["gamma", "alpha", "beta"], 10_000, Filters())
     # alpha (50) + beta (286) fit in 400 postings, gamma (667) does not: only facts with alpha or beta score.
     assert len(hits) == sum(has_alpha(i) or i % 7 == 0 for i in range(2000))
@@ -80,12 +81,12 @@ def test_the_budget_scores_the_rarest_terms_only(tmp_path: object) -> None:
 
 def test_the_status_rule_and_narrowing_filters(tmp_path: object) -> None:
     store, backend = open_store(tmp_path)
-    store.add_group_member("crew", "ann")
-    kept = store.remember("the kafka broker lag alert fired", "group", group_id="crew", tags=["ops"])
-    gone = store.remember("kafka consumers were restarted", "group", group_id="crew", tags=["ops"])
-    other = store.remember("kafka topic naming rules", "group", group_id="crew", tags=["docs"])
-    store.forget(gone.id, group_id="crew")
-    crew = store.scope_ref("group", group_id="crew")
+    store.operator.add_member("crew", "ann")
+    kept = store.as_operator("crew").remember("the kafka broker lag alert fired", "group", tags=["ops"])
+    gone = store.as_operator("crew").remember("kafka consumers were restarted", "group", tags=["ops"])
+    other = store.as_operator("crew").remember("kafka topic naming rules", "group", tags=["docs"])
+    store.as_operator("crew").forget(gone.id)
+    crew = store.engine.scope_ref("group", group_id="crew")
     ids = {h[1] for h in backend.lexical([crew], ["kafka"], 10, Filters())}
     assert ids == {kept.id, other.id}  # a forgotten fact does not score
     assert {h[1] for h in backend.lexical([crew], ["kafka"], 10, Filters(include_inactive=True))} == {
@@ -102,14 +103,14 @@ def test_the_status_rule_and_narrowing_filters(tmp_path: object) -> None:
 
 def test_postings_follow_another_writer_and_a_purge(tmp_path: object) -> None:
     store, backend = open_store(tmp_path)
-    first = store.remember("the pager rotation starts on monday", "global")
+    first = store.operator.remember("the pager rotation starts on monday", "global")
     assert [h[1] for h in backend.lexical([GLOBAL], ["pager"], 10, Filters())] == [first.id]
     other, _ = open_store(tmp_path)  # another process's connections and caches
-    second = other.remember("the pager app needs a new token", "global")
+    second = other.operator.remember("the pager app needs a new token", "global")
     assert {h[1] for h in backend.lexical([GLOBAL], ["pager"], 10, Filters())} == {first.id, second.id}
-    other.forget(first.id)
-    other.purge(0)  # rows deleted: the epoch moves on, positions are rebuilt
-    third = other.remember("token rotation is quarterly", "global")
+    other.operator.forget(first.id)
+    other.operator.purge(0)  # rows deleted: the epoch moves on, positions are rebuilt
+    third = other.operator.remember("token rotation is quarterly", "global")
     assert [h[1] for h in backend.lexical([GLOBAL], ["pager"], 10, Filters())] == [second.id]
     assert {h[1] for h in backend.lexical([GLOBAL], ["token", "rotation"], 10, Filters())} == {second.id, third.id}
 

@@ -11,6 +11,7 @@ import pytest
 from autogen_shared_memory.core.types import Filters, ScopeRef
 from autogen_shared_memory.search import engine
 from autogen_shared_memory.search.fusion import neighbour_context, rrf
+from autogen_shared_memory.settings import RecallSettings
 
 GROUP, GLOBAL = ScopeRef("group", "crew"), ScopeRef("global")
 
@@ -42,17 +43,16 @@ class Scripted:
         return {f: self.next_to.get(f, (None, None)) for f in fact_ids}
 
 
-def settings(**overrides: object) -> engine.Settings:
+def settings(**overrides: object) -> RecallSettings:
     base: dict[str, object] = {
-        "depth": 50,
-        "top_k": 5,
+        "search_depth": 50,
         "min_similarity": 0.15,
         "lexical_weight": 1.0,
         "semantic_weight": 0.5,
         "rrf_k": 5.0,
-        "scope_weights": {"agent": 1.0, "group": 1.0, "global": 1.0},
+        "context_weights": None,
     }
-    return engine.Settings(**{**base, **overrides})  # type: ignore[arg-type]
+    return RecallSettings(**{**base, **overrides})  # type: ignore[arg-type]
 
 
 def embed(texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -64,7 +64,7 @@ def test_both_legs_fuse_by_reciprocal_rank_with_their_weights() -> None:
         lexical=[(GROUP, "a", 9.0), (GLOBAL, "b", 5.0)],
         semantic=[(GLOBAL, "b", 0.9), (GROUP, "c", 0.8), (GROUP, "low", 0.1)],
     )
-    ranked = engine.search(backend, [GROUP, GLOBAL], "the deploy key", embed, settings(), Filters())
+    ranked = engine.search(backend, [GROUP, GLOBAL], "the deploy key", embed, settings(), 5, Filters())
     expected = rrf([([(GROUP, "a"), (GLOBAL, "b")], 1.0), ([(GLOBAL, "b"), (GROUP, "c")], 0.5)], k=5.0)
     assert [r.key for r in ranked] == sorted(expected, key=lambda k: -expected[k])
     assert {r.key: r.score for r in ranked} == pytest.approx(expected)
@@ -76,15 +76,15 @@ def test_both_legs_fuse_by_reciprocal_rank_with_their_weights() -> None:
 
 def test_scope_weights_and_top_k_shape_the_ranking() -> None:
     backend = Scripted(lexical=[(GROUP, "a", 9.0), (GLOBAL, "b", 5.0)], semantic=[])
-    weighted = settings(scope_weights={"agent": 1.0, "group": 0.1, "global": 1.0}, top_k=1)
-    ranked = engine.search(backend, [GROUP, GLOBAL], "deploy", embed, weighted, Filters())
+    weighted = settings(scope_weights={"agent": 1.0, "group": 0.1, "global": 1.0})
+    ranked = engine.search(backend, [GROUP, GLOBAL], "deploy", embed, weighted, 1, Filters())
     assert [r.key for r in ranked] == [(GLOBAL, "b")]
 
 
 def test_ties_are_broken_by_cosine() -> None:
     backend = Scripted(lexical=[(GROUP, "x", 3.0)], semantic=[(GROUP, "y", 0.7)])
     even = settings(semantic_weight=1.0)  # rank 1 of either leg: equal fused scores
-    ranked = engine.search(backend, [GROUP], "deploy", embed, even, Filters())
+    ranked = engine.search(backend, [GROUP], "deploy", embed, even, 5, Filters())
     assert ranked[0].score == ranked[1].score
     assert [r.key[1] for r in ranked] == ["y", "x"]
 

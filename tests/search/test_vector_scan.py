@@ -17,6 +17,7 @@ from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.core.types import Filters
 from autogen_shared_memory.embedding import Vectors, normalize
 from autogen_shared_memory.search.int8 import int8_bounds, int8_dots, largest, pairs, quantize, shortlist
+from autogen_shared_memory.settings import DedupSettings
 from autogen_shared_memory.testing import vector_at_cosine
 
 DIM = 64
@@ -51,12 +52,17 @@ def test_scan_ranks_near_ties_by_their_float32_cosines(tmp_path: Path) -> None:
     table = np.concatenate([[at_cosine(c, rng) for c in cosines], rng.standard_normal((2000, DIM))])
     table = np.concatenate([table, np.eye(DIM)[:1]])  # the query: e0
     order = rng.permutation(len(table) - 1)
-    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), near_duplicate_threshold=1.01)
-    ids = {int(i): r.id for i, r in zip(order, store.remember_many([f"v{i}" for i in order], "global"), strict=True)}
-    got = [(fid, c) for _, fid, c in store.backend.semantic([store.scope_ref("global")], table[-1], 20, Filters())]
+    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), dedup=DedupSettings(near_duplicate=1.01))
+    ids = {
+        int(i): r.id
+        for i, r in zip(order, store.operator.remember_many([f"v{i}" for i in order], "global"), strict=True)
+    }
+    got = [
+        (fid, c) for _, fid, c in store.backend.semantic([store.engine.scope_ref("global")], table[-1], 20, Filters())
+    ]
     assert [fid for fid, _ in got] == [ids[i] for i in range(20)]
     assert [c for _, c in got] == pytest.approx(cosines[:20], abs=1e-6)
-    hits = store.search(f"v{len(table) - 1}", "global", top_k=5)
+    hits = store.operator.search(f"v{len(table) - 1}", "global", top_k=5)
     assert [h.semantic_rank for h in hits] == [1, 2, 3, 4, 5]
     assert [h.cosine for h in hits] == pytest.approx(cosines[:5], abs=1e-6)
 
@@ -65,15 +71,17 @@ def test_near_duplicate_threshold_is_decided_on_float32_cosines(tmp_path: Path) 
     # In float16, 0.94999 rounds up to 0.9502: a float16-only check would call it a near-duplicate.
     rng = np.random.default_rng(3)
     table = np.stack([np.eye(DIM)[0], at_cosine(0.94999, rng), at_cosine(0.95001, rng)])
-    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), near_duplicate_threshold=0.95)
-    first = store.remember("v a", "global")
-    below = store.remember("the v a", "global")
+    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), dedup=DedupSettings(near_duplicate=0.95))
+    first = store.operator.remember("v a", "global")
+    below = store.operator.remember("the v a", "global")
     assert below.status == "created" and below.similar == (first.id,)  # 0.94999: similar, not the same
-    above = store.remember("v a please", "global")
+    above = store.operator.remember("v a please", "global")
     assert above.status == "reinforced" and above.duplicate_of == first.id
     # the same decisions inside one batch, against facts the batch itself inserted
-    other = SharedMemoryStore(tmp_path / "batch", embedder=TableEmbedder(table), near_duplicate_threshold=0.95)
-    receipts = other.remember_many(["v a", "the v a", "v a please"], "global")
+    other = SharedMemoryStore(
+        tmp_path / "batch", embedder=TableEmbedder(table), dedup=DedupSettings(near_duplicate=0.95)
+    )
+    receipts = other.operator.remember_many(["v a", "the v a", "v a please"], "global")
     assert [r.status for r in receipts] == ["created", "created", "reinforced"]
     assert receipts[2].duplicate_of == receipts[0].id
 
@@ -83,21 +91,23 @@ def test_semantic_ranks_several_scopes_together(tmp_path: Path) -> None:
     rng = np.random.default_rng(11)
     cosines = 0.8 - 5e-5 * np.arange(30)
     table = np.concatenate([[at_cosine(c, rng) for c in cosines], rng.standard_normal((500, DIM)), np.eye(DIM)[:1]])
-    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), near_duplicate_threshold=1.01)
-    store.add_group_member("crew", "a1")
+    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table), dedup=DedupSettings(near_duplicate=1.01))
+    store.operator.add_member("crew", "a1")
     in_group = [i for i in range(len(table) - 1) if i % 3 == 0]
     in_global = [i for i in range(len(table) - 1) if i % 3 != 0]
     ids = dict(
         zip(
             in_group,
-            [r.id for r in store.remember_many([f"v{i}" for i in in_group], "group", agent_id="a1", group_id="crew")],
+            [r.id for r in store.as_agent("a1", "crew").remember_many([f"v{i}" for i in in_group], "group")],
             strict=True,
         )
     )
     ids |= dict(
-        zip(in_global, [r.id for r in store.remember_many([f"v{i}" for i in in_global], "global")], strict=True)
+        zip(
+            in_global, [r.id for r in store.operator.remember_many([f"v{i}" for i in in_global], "global")], strict=True
+        )
     )
-    scopes = [store.scope_ref("group", group_id="crew"), store.scope_ref("global")]
+    scopes = [store.engine.scope_ref("group", group_id="crew"), store.engine.scope_ref("global")]
     got = store.backend.semantic(scopes, table[-1], 10, Filters())
     assert [(ref.kind, fid) for ref, fid, _ in got] == [
         ("group" if i % 3 == 0 else "global", ids[i]) for i in range(10)
@@ -148,9 +158,11 @@ def test_int8_shortlist_keeps_every_row_of_a_dense_top(tmp_path: Path) -> None:
     cosines = rng.uniform(0.60, 0.61, 3000)
     table = np.concatenate([[at_cosine(c, rng) for c in cosines], rng.standard_normal((3000, DIM)), np.eye(DIM)[:1]])
     rotation = np.linalg.qr(rng.standard_normal((DIM, DIM)))[0]  # spread e0 over every component (int8 error)
-    store = SharedMemoryStore(tmp_path, embedder=TableEmbedder(table @ rotation), near_duplicate_threshold=1.01)
-    ids = [r.id for r in store.remember_many([f"v{i}" for i in range(len(table) - 1)], "global")]
-    got = store.backend.semantic([store.scope_ref("global")], table[-1] @ rotation, 50, Filters())
+    store = SharedMemoryStore(
+        tmp_path, embedder=TableEmbedder(table @ rotation), dedup=DedupSettings(near_duplicate=1.01)
+    )
+    ids = [r.id for r in store.operator.remember_many([f"v{i}" for i in range(len(table) - 1)], "global")]
+    got = store.backend.semantic([store.engine.scope_ref("global")], table[-1] @ rotation, 50, Filters())
     best = np.argsort(-cosines, kind="stable")[:50]
     assert [fid for _, fid, _ in got] == [ids[i] for i in best]
     assert [c for _, _, c in got] == pytest.approx(cosines[best], abs=1e-6)

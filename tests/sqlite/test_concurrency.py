@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 
 PROCESSES = 4
@@ -25,8 +26,8 @@ FACTS_PER_THREAD = 30
 
 
 def _worker(root: str, proc: int, barrier: Any, out: Any) -> None:
-    store = SharedMemoryStore(root, embedder=HashEmbedder(), global_writers=["*"])
-    store.add_group_member("crew", f"p{proc}")
+    store = SharedMemoryStore(root, embedder=HashEmbedder(), policy=WritePolicy(global_writers=["*"]))
+    store.operator.add_member("crew", f"p{proc}")
     errors: list[str] = []
     created: list[str] = []
     forgotten: list[str] = []
@@ -37,14 +38,14 @@ def _worker(root: str, proc: int, barrier: Any, out: Any) -> None:
             scope = "global" if i % 2 else "group"
             try:
                 text = f"process{proc} thread{thread} item{i} token{proc * 1000 + thread * 100 + i}"
-                r = store.remember(text, scope, agent_id=f"p{proc}", group_id="crew")
+                r = store.as_agent(f"p{proc}", "crew").remember(text, scope)
                 with lock:
                     created.append(r.id)
                 if i % 5 == 0:
-                    store.forget(r.id, "cleanup", agent_id=f"p{proc}", group_id="crew")
+                    store.as_agent(f"p{proc}", "crew").forget(r.id, "cleanup")
                     with lock:
                         forgotten.append(r.id)
-                store.search(f"thread{thread} item{i}", agent_id=f"p{proc}", group_id="crew")
+                store.as_agent(f"p{proc}", "crew").search(f"thread{thread} item{i}")
             except Exception as exc:  # every error is a failure of the test
                 with lock:
                     errors.append(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}")
@@ -56,7 +57,7 @@ def _worker(root: str, proc: int, barrier: Any, out: Any) -> None:
     seen = {}
     for other in range(PROCESSES):
         tokens = [f"token{other * 1000 + thread * 100 + 1}" for thread in range(THREADS)]  # global facts
-        seen[other] = sum(1 for t in tokens if any(t in h.content for h in store.search(t, "global", top_k=1)))
+        seen[other] = sum(1 for t in tokens if any(t in h.content for h in store.operator.search(t, "global", top_k=1)))
     store.close()
     out.put({"proc": proc, "errors": errors, "created": created, "forgotten": forgotten, "seen": seen})
 
@@ -96,7 +97,7 @@ def test_opening_a_scope_again_keeps_this_processs_sqlite_locks(tmp_path: Path) 
     from autogen_shared_memory.backends.sqlite import SQLiteBackend
 
     first = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    first.remember("a fact", "global")
+    first.operator.remember("a fact", "global")
     path = tmp_path / "global.db"
 
     def my_locks() -> list[str]:
@@ -109,9 +110,9 @@ def test_opening_a_scope_again_keeps_this_processs_sqlite_locks(tmp_path: Path) 
 
     held = my_locks()
     assert held, "an open WAL-mode connection holds a shared lock on its database file"
-    second = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), backend=SQLiteBackend(tmp_path))
-    assert second.search("fact", "global")
-    thread = threading.Thread(target=lambda: first.search("fact", "global"))  # a per-thread connection
+    second = SharedMemoryStore(SQLiteBackend(tmp_path), embedder=HashEmbedder())
+    assert second.operator.search("fact", "global")
+    thread = threading.Thread(target=lambda: first.operator.search("fact", "global"))  # a per-thread connection
     thread.start()
     thread.join()
     assert my_locks() == held
@@ -127,12 +128,12 @@ def test_concurrent_writes_and_searches_leave_the_users_thread_settings(tmp_path
         return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    store.remember_many([f"fact {i} about blas threads" for i in range(50)], "global")
+    store.operator.remember_many([f"fact {i} about blas threads" for i in range(50)], "global")
     before, torch_before = blas_threads(), torch.get_num_threads()
 
     def work(i: int) -> None:
-        store.remember_many([f"note {i} {j} on thread settings" for j in range(3)], "global")
-        store.search(f"fact {i}", "global")
+        store.operator.remember_many([f"note {i} {j} on thread settings" for j in range(3)], "global")
+        store.operator.search(f"fact {i}", "global")
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(work, range(100)))
@@ -149,8 +150,8 @@ def test_a_store_without_torch_embedder_never_imports_torch(tmp_path: Path) -> N
         "from autogen_shared_memory import SharedMemoryStore\n"
         "from autogen_shared_memory.testing import HashEmbedder\n"
         f"s = SharedMemoryStore({str(tmp_path)!r}, embedder=HashEmbedder())\n"
-        "s.remember_many(['the deploy runs on fridays', 'lunch is at noon'], 'global')\n"
-        "assert s.search('deploy', 'global')[0].fact.content == 'the deploy runs on fridays'\n"
+        "s.operator.remember_many(['the deploy runs on fridays', 'lunch is at noon'], 'global')\n"
+        "assert s.operator.search('deploy', 'global')[0].fact.content == 'the deploy runs on fridays'\n"
         "print('torch' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
@@ -162,22 +163,22 @@ def test_open_files_stay_bounded_when_a_lookup_visits_every_scope(tmp_path: Path
 
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     for g in range(150):
-        store.remember(f"fact of group {g}", "group", group_id=f"g{g}")
+        store.as_operator(f"g{g}").remember(f"fact of group {g}", "group")
     before = len(os.listdir("/proc/self/fd"))
     with pytest.raises(FactNotFoundError):
-        store.get("g_0000000000000000beef")  # an invented id
+        store.operator.get("g_0000000000000000beef")  # an invented id
     opened = len(os.listdir("/proc/self/fd")) - before
     assert opened <= 3 * store.backend.MAX_OPEN_SCOPES  # type: ignore[attr-defined]
-    assert store.search("fact of group 7", "group", group_id="g7")[0].content == "fact of group 7"
+    assert store.as_operator("g7").search("fact of group 7", "group")[0].content == "fact of group 7"
 
 
 def test_release_thread_closes_the_threads_connections_and_they_reopen(tmp_path: Path) -> None:
-    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), global_writers=["alice"])
-    store.add_group_member("crew", "alice")
+    store = SharedMemoryStore(tmp_path, embedder=HashEmbedder(), policy=WritePolicy(global_writers=["alice"]))
+    store.operator.add_member("crew", "alice")
 
     def search_and_write() -> None:  # opens the three scope files and ids.db
-        store.remember("the launch is on March 3", "agent", agent_id="alice")
-        assert store.search("launch", agent_id="alice", group_id="crew")
+        store.as_agent("alice").remember("the launch is on March 3", "agent")
+        assert store.as_agent("alice", "crew").search("launch")
 
     search_and_write()
     backend: Any = store.backend
@@ -203,10 +204,12 @@ def test_a_seq_reused_after_a_purge_never_lends_its_vector_to_the_purged_fact(tm
 
     reader = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     writer = SharedMemoryStore(tmp_path, embedder=HashEmbedder())  # another process, in effect
-    keep = writer.remember("amber birch cobalt", "global")
-    gone = writer.remember("delta ember fjord", "global")
-    ref = reader.scope_ref("global")
-    assert reader.search("delta ember fjord", "global", top_k=1)[0].id == gone.id  # the reader's index is loaded
+    keep = writer.operator.remember("amber birch cobalt", "global")
+    gone = writer.operator.remember("delta ember fjord", "global")
+    ref = reader.engine.scope_ref("global")
+    assert (
+        reader.operator.search("delta ember fjord", "global", top_k=1)[0].id == gone.id
+    )  # the reader's index is loaded
     backend = reader.backend
     assert isinstance(backend, SQLiteBackend)
     conn = backend._conn(ref, create=False)
@@ -219,9 +222,9 @@ def test_a_seq_reused_after_a_purge_never_lends_its_vector_to_the_purged_fact(tm
     def execute(sql: str, *args: Any) -> Any:
         cursor = real(sql, *args)
         if sql.startswith("SELECT rev, epoch FROM state") and not new:  # the other process, right then
-            writer.forget(gone.id)
-            writer.purge(older_than=0)
-            new.append(writer.remember("garnet harbor indigo", "global").id)
+            writer.operator.forget(gone.id)
+            writer.operator.purge(older_than=0)
+            new.append(writer.operator.remember("garnet harbor indigo", "global").id)
         return cursor
 
     conn.execute = execute  # type: ignore[method-assign]

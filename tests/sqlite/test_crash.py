@@ -20,16 +20,17 @@ from old_schemas import FACTS_FTS, SCHEMA_4_FACTS_FTS
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION, scope_file_name
 from autogen_shared_memory.core.types import Filters, ScopeRef
+from autogen_shared_memory.settings import DedupSettings
 from autogen_shared_memory.testing import HashEmbedder
 
 # Writes, restatements by two authors, corrections and forgets, one acknowledgement line per returned call.
 WRITER = textwrap.dedent(
     """
     import json, random, sys
-    from autogen_shared_memory import SharedMemoryStore
+    from autogen_shared_memory import SharedMemoryStore, WritePolicy
     from autogen_shared_memory.testing import HashEmbedder
 
-    store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder(), global_writers=["*"])
+    store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder(), policy=WritePolicy(global_writers=["*"]))
     rng = random.Random(int(sys.argv[2]))
     live = []
     print("ready", flush=True)
@@ -38,20 +39,20 @@ WRITER = textwrap.dedent(
         roll = rng.random()
         if roll < 0.5:
             batch = [f"order {rng.randrange(50)} ships on day {rng.randrange(7)}" for _ in range(rng.randrange(1, 20))]
-            receipts = store.remember_many(batch, "global", agent_id=who)
+            receipts = store.as_agent(who).remember_many(batch, "global")
             live += [r.id for r in receipts if r.status == "created"]
             print(json.dumps({"op": "write", "ids": [r.id for r in receipts], "by": who}), flush=True)
         elif roll < 0.8 and live:
             old = live.pop(rng.randrange(len(live)))
             try:
-                new = store.remember(f"correction {n} of {old}", "global", agent_id=who, supersedes=[old])
+                new = store.as_agent(who).remember(f"correction {n} of {old}", "global", supersedes=[old])
             except ValueError:  # already closed by an earlier forget
                 continue
             live.append(new.id)
             print(json.dumps({"op": "correct", "old": old, "new": new.id}), flush=True)
         elif live:
             fid = live.pop(rng.randrange(len(live)))
-            store.forget(fid, "done", agent_id=who)
+            store.as_agent(who).forget(fid, "done")
             print(json.dumps({"op": "forget", "id": fid}), flush=True)
     """
 )
@@ -79,20 +80,20 @@ def test_kill_9_during_writes_loses_no_acknowledged_write(tmp_path: Path) -> Non
     for op in acked:
         if op["op"] == "write":
             for fid in op["ids"]:  # type: ignore[attr-defined]
-                assert op["by"] in store.get(fid).stated_by
+                assert op["by"] in store.operator.get(fid).stated_by
         elif op["op"] == "correct":
-            old, new = store.get(str(op["old"])), store.get(str(op["new"]))
+            old, new = store.operator.get(str(op["old"])), store.operator.get(str(op["new"]))
             assert old.status == "superseded" and old.superseded_by == new.id and new.supersedes == (old.id,)
             assert old.valid_to == new.created_at
         else:
-            assert store.get(str(op["id"])).status == "forgotten"
+            assert store.operator.get(str(op["id"])).status == "forgotten"
     # invariants over every fact, acknowledged or not: a closed fact's successor exists; counts agree
     ids = store.backend.select_ids(ScopeRef("global"), Filters(include_inactive=True), 1 << 30)
     facts = store.backend.get(ScopeRef("global"), ids)
     for fact in facts:
         assert fact.stated_by[0] == fact.created_by and fact.reinforcement >= len(fact.stated_by)
         if fact.status == "superseded":
-            assert fact.superseded_by is not None and store.get(fact.superseded_by).supersedes == (fact.id,)
+            assert fact.superseded_by is not None and store.operator.get(fact.superseded_by).supersedes == (fact.id,)
     stats = store.stats()[0]
     assert sum(stats.counts.values()) == len(facts)
 
@@ -101,9 +102,9 @@ def kill_while_migrating(root: Path, older: Callable[[sqlite3.Connection], int],
     """20,000 facts, the file taken back by ``older`` (which returns the schema it left), then processes that
     open the store killed at several points of the migration: after each, ``check(conn, version)`` holds and no
     fact is lost; a last open finishes the migration."""
-    store = SharedMemoryStore(root, embedder=HashEmbedder(), near_duplicate_threshold=1.01, similar_threshold=1.01)
+    store = SharedMemoryStore(root, embedder=HashEmbedder(), dedup=DedupSettings(near_duplicate=1.01, similar=1.01))
     facts = [f"fact number {i} of the old store, word{i % 997} and word{i % 89}" for i in range(20000)]
-    store.remember_many(facts, "global")
+    store.operator.remember_many(facts, "global")
     store.close()
     with sqlite3.connect(root / "global.db") as conn:
         old = older(conn)
@@ -125,7 +126,7 @@ def kill_while_migrating(root: Path, older: Callable[[sqlite3.Connection], int],
             assert conn.execute("SELECT count(*) FROM facts").fetchone()[0] == 20000
     reopened = SharedMemoryStore(root, embedder=HashEmbedder())
     assert reopened.stats()[0].counts["active"] == 20000 and reopened.stats()[0].schema_version == SCHEMA_VERSION
-    assert len(reopened.search("word7 word11", "global", top_k=3)) == 3
+    assert len(reopened.operator.search("word7 word11", "global", top_k=3)) == 3
 
 
 @pytest.mark.sqlite_only
@@ -166,7 +167,7 @@ def test_half_built_files_of_a_killed_process_are_removed(tmp_path: Path) -> Non
     live = tmp_path / f".global.db.{os.getpid()}.456.tmp"
     for leftover in [*stale, live]:
         leftover.write_bytes(b"half")
-    SharedMemoryStore(tmp_path, embedder=HashEmbedder()).remember("first fact", "global")
+    SharedMemoryStore(tmp_path, embedder=HashEmbedder()).operator.remember("first fact", "global")
     assert not any(p.exists() for p in stale) and live.exists()
 
 
@@ -216,7 +217,7 @@ def test_temporary_files_of_scope_files_whose_creation_was_killed_are_removed(tm
     for scope in scopes:  # every published file is whole
         with sqlite3.connect(tmp_path / scope_file_name(scope)) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert store.remember("after the kills", "agent", agent_id=scopes[0].owner).status == "created"
+    assert store.as_agent(scopes[0].owner).remember("after the kills", "agent").status == "created"
 
 
 # Holds the lock of a build, as the process building it does, until told to stop.
@@ -248,7 +249,7 @@ def test_a_build_whose_lock_is_held_is_never_removed(tmp_path: Path) -> None:
     try:
         assert holder.stdout.readline().strip() == "locked"
         store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-        store.remember("a scope created meanwhile", "agent", agent_id="y")
+        store.as_agent("y").remember("a scope created meanwhile", "agent")
         assert all(part.exists() for part in parts)
         store.close()
     finally:
@@ -263,7 +264,7 @@ def test_a_reembed_killed_part_way_leaves_the_old_model_whole_and_runs_again(tmp
     """kill -9 between a re-embed's batches (to a model of another size): nothing of it was written, so the
     old model still searches and writes, and the next reembed() finishes."""
     old = SharedMemoryStore(tmp_path, embedder=HashEmbedder(64, "model-a"))
-    ids = [r.id for r in old.remember_many([f"fact {i} about the heron" for i in range(600)], "global")]
+    ids = [r.id for r in old.operator.remember_many([f"fact {i} about the heron" for i in range(600)], "global")]
     old.close()
     script = textwrap.dedent(
         """
@@ -271,16 +272,16 @@ def test_a_reembed_killed_part_way_leaves_the_old_model_whole_and_runs_again(tmp
         from autogen_shared_memory import SharedMemoryStore
         from autogen_shared_memory.testing import HashEmbedder
         store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder(32, "model-b"))
-        store.reembed(progress=lambda n: os.kill(os.getpid(), signal.SIGKILL))
+        store.operator.reembed(progress=lambda n: os.kill(os.getpid(), signal.SIGKILL))
         """
     )
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=False, timeout=120)
     assert proc.returncode == -signal.SIGKILL
     old = SharedMemoryStore(tmp_path, embedder=HashEmbedder(64, "model-a"))
-    assert old.search("fact 17 heron", "global")[0].id == ids[17]
-    assert old.remember("written after the kill", "global").status == "created"
+    assert old.operator.search("fact 17 heron", "global")[0].id == ids[17]
+    assert old.operator.remember("written after the kill", "global").status == "created"
     old.close()
     new = SharedMemoryStore(tmp_path, embedder=HashEmbedder(32, "model-b"))
-    assert new.reembed() == 601
-    assert new.search("fact 17 heron", "global")[0].id == ids[17]
+    assert new.operator.reembed() == 601
+    assert new.operator.search("fact 17 heron", "global")[0].id == ids[17]
     new.close()

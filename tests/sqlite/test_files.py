@@ -25,6 +25,7 @@ import pytest
 from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
 from autogen_shared_memory.backends.sqlite import SCHEMA_VERSION, SQLiteBackend, StorageError
 from autogen_shared_memory.core.types import ScopeRef, SharedMemoryError
+from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 
 GLOBAL = ScopeRef("global", "")
@@ -86,7 +87,7 @@ def stores() -> Iterator[Callable[..., SharedMemoryStore]]:
     made: list[SharedMemoryStore] = []
 
     def make(root: Path, **kwargs: Any) -> SharedMemoryStore:
-        store = SharedMemoryStore(root, embedder=HashEmbedder(), global_writers=["lead"], **kwargs)
+        store = SharedMemoryStore(root, embedder=HashEmbedder(), **kwargs, policy=WritePolicy(global_writers=["lead"]))
         made.append(store)
         return store
 
@@ -97,14 +98,14 @@ def stores() -> Iterator[Callable[..., SharedMemoryStore]]:
 
 def _fill(root: Path) -> dict[str, str]:
     """A cleanly closed store with a fact in each kind of scope; returns the fact ids by scope kind."""
-    store = SharedMemoryStore(root, embedder=HashEmbedder(), global_writers=["lead"])
-    store.add_group_member("crew", "alice")
+    store = SharedMemoryStore(root, embedder=HashEmbedder(), policy=WritePolicy(global_writers=["lead"]))
+    store.operator.add_member("crew", "alice")
     ids = {
-        "global": store.remember("the deploy key rotates on fridays", "global", agent_id="lead").id,
-        "group": store.remember("the crew meets at nine", "group", agent_id="alice", group_id="crew").id,
-        "agent": store.remember("alice drinks green tea", "agent", agent_id="alice").id,
+        "global": store.as_agent("lead").remember("the deploy key rotates on fridays", "global").id,
+        "group": store.as_agent("alice", "crew").remember("the crew meets at nine", "group").id,
+        "agent": store.as_agent("alice").remember("alice drinks green tea", "agent").id,
     }
-    store.log_message("alice", "hello from alice")
+    store.as_agent("alice").log_message("hello from alice")
     store.close()
     files = ["agent_alice.db", "global.db", "group_crew.db", "ids.db"]
     assert sorted(p.name for p in root.iterdir()) == files  # no -wal: all of it is in the files
@@ -116,7 +117,7 @@ def _counts(store: SharedMemoryStore) -> dict[str, int]:
 
 
 def _contents(store: SharedMemoryStore, query: str) -> list[str]:
-    return [h.fact.content for h in store.search(query, "all", agent_id="alice", group_id="crew")]
+    return [h.fact.content for h in store.as_agent("alice", "crew").search(query, "all")]
 
 
 # ------------------------------------------------------------------------------------------ read-only files
@@ -129,24 +130,24 @@ def test_cleanly_closed_store_in_a_read_only_directory_is_searchable(
 
     assert _contents(store, "deploy key") == ["the deploy key rotates on fridays"]
     assert _contents(store, "green tea") == ["alice drinks green tea"]
-    assert store.get(ids["group"], agent_id="alice", group_id="crew").content == "the crew meets at nine"
-    assert [r.content for r in store.conversation("alice")] == ["hello from alice"]
+    assert store.as_agent("alice", "crew").get(ids["group"]).content == "the crew meets at nine"
+    assert [r.content for r in store.operator.conversation("alice")] == ["hello from alice"]
     assert _counts(store) == {str(ScopeRef(*k)): 1 for k in (("agent", "alice"), ("global", ""), ("group", "crew"))}
     assert [s.schema_version for s in store.stats()] == [SCHEMA_VERSION] * 3
 
     # Writes fail with an error that names the file and says it is read-only, and change nothing.
     with pytest.raises(StorageError, match="read-only") as existing:
-        store.remember("a new fact", "global", agent_id="lead")
+        store.as_agent("lead").remember("a new fact", "global")
     assert str(view / "global.db") in str(existing.value)
     assert existing.value.path == view / "global.db"
     assert isinstance(existing.value, SharedMemoryError)
     with pytest.raises(StorageError, match="read-only") as new_scope:
-        store.remember("a fact for a new scope", "agent", agent_id="bob")
+        store.as_agent("bob").remember("a fact for a new scope", "agent")
     assert str(view / "agent_bob.db") in str(new_scope.value)
     with pytest.raises(StorageError, match=r"agent_alice\.db.*read-only"):
-        store.log_message("alice", "recorded")
+        store.as_agent("alice").log_message("recorded")
     with pytest.raises(StorageError, match=r"group_crew\.db.*read-only"):
-        store.forget(ids["group"], agent_id="alice", group_id="crew")
+        store.as_agent("alice", "crew").forget(ids["group"])
     assert _contents(store, "deploy key") == ["the deploy key rotates on fridays"]  # still usable after them
     assert sorted(p.name for p in view.iterdir()) == ["agent_alice.db", "global.db", "group_crew.db", "ids.db"]
 
@@ -160,10 +161,10 @@ def test_a_read_only_store_finds_facts_by_id_alone(
     if not with_index:
         (tmp_path / "mem" / "ids.db").unlink()
     store = stores(read_only(tmp_path / "mem"))
-    assert store.get(ids["group"]).content == "the crew meets at nine"
-    assert store.get(ids["agent"]).content == "alice drinks green tea"
+    assert store.operator.get(ids["group"]).content == "the crew meets at nine"
+    assert store.operator.get(ids["agent"]).content == "alice drinks green tea"
     with pytest.raises(FactNotFoundError):
-        store.get("g_0000000000000000beef")
+        store.operator.get("g_0000000000000000beef")
 
 
 def test_writable_file_in_a_read_only_directory_falls_back_to_read_only(
@@ -178,7 +179,7 @@ def test_writable_file_in_a_read_only_directory_falls_back_to_read_only(
     assert _contents(store, "deploy key") == ["the deploy key rotates on fridays"]
     assert sum(_counts(store).values()) == 3
     with pytest.raises(StorageError, match="read-only") as error:
-        store.remember("a new fact", "global", agent_id="lead")
+        store.as_agent("lead").remember("a new fact", "global")
     assert str(view / "global.db") in str(error.value)
 
 
@@ -193,13 +194,13 @@ def test_read_only_view_of_a_live_store_follows_its_writer(
     assert _contents(reader, "deploy key") == ["the deploy key rotates on fridays"]
 
     writer = stores(tmp_path / "mem")
-    writer.remember("the deploy key lives in the vault", "global", agent_id="lead")
+    writer.as_agent("lead").remember("the deploy key lives in the vault", "global")
     assert (view / "global.db-wal").exists() and (view / "global.db-shm").exists()
     assert sorted(_contents(reader, "deploy key")) == [
         "the deploy key lives in the vault",
         "the deploy key rotates on fridays",
     ]
-    writer.remember("the deploy key is rotated by lead", "global", agent_id="lead")
+    writer.as_agent("lead").remember("the deploy key is rotated by lead", "global")
     assert len(_contents(reader, "deploy key")) == 3
     assert _counts(reader)["global"] == 3
 
@@ -209,7 +210,7 @@ def test_read_only_view_of_a_live_store_follows_its_writer(
     other = stores(view)
     assert len(_contents(other, "deploy key")) == 3
     with pytest.raises(StorageError, match="read-only") as error:
-        other.remember("one more", "global", agent_id="lead")
+        other.as_agent("lead").remember("one more", "global")
     assert str(view / "global.db") in str(error.value)
     assert isinstance(error.value.__cause__, sqlite3.OperationalError)
     monkeypatch.undo()
@@ -230,7 +231,7 @@ def test_a_wal_holding_writes_is_never_skipped(
     naming the file; ``stats()`` does not pass the store off as empty."""
     _fill(tmp_path / "mem")
     writer = stores(tmp_path / "mem")
-    writer.remember("written into the WAL only", "global", agent_id="lead")
+    writer.as_agent("lead").remember("written into the WAL only", "global")
     copy = tmp_path / "copy"
     copy.mkdir()
     for name in ("global.db", "global.db-wal"):
@@ -242,26 +243,26 @@ def test_a_wal_holding_writes_is_never_skipped(
         store.stats()
     assert str(view / "global.db") in str(error.value)
     with pytest.raises(StorageError, match=r"global\.db-wal"):
-        store.search("deploy key", "global", agent_id="lead")
+        store.as_agent("lead").search("deploy key", "global")
 
 
 _AS_NOBODY = """
 import json, sys
-from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory import SharedMemoryStore, WritePolicy
 from autogen_shared_memory.backends.sqlite import StorageError
 from autogen_shared_memory.testing import HashEmbedder
 
-store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder(), global_writers=["lead"])
+store = SharedMemoryStore(sys.argv[1], embedder=HashEmbedder(), policy=WritePolicy(global_writers=["lead"]))
 out = {
     "hits": [
-        [h.fact.content for h in store.search(q, "all", agent_id="alice", group_id="crew")][:1]
+        [h.fact.content for h in store.as_agent("alice", "crew").search(q, "all")][:1]
         for q in ("green tea", "crew meets", "deploy key")
     ],
     "active": sum(s.counts["active"] for s in store.stats()),
 }
 for name, call in (
-    ("global", lambda: store.remember("new", "global", agent_id="lead")),
-    ("agent", lambda: store.remember("new", "agent", agent_id="alice")),
+    ("global", lambda: store.as_agent("lead").remember("new", "global")),
+    ("agent", lambda: store.as_agent("alice").remember("new", "agent")),
 ):
     try:
         call()
@@ -379,13 +380,13 @@ def test_full_disk_names_the_file_and_writes_nothing(
     store = stores(tmp_path / "mem")
     big = " ".join(f"word{i}" for i in range(800))  # ~6 KB: new pages for the row, its index and FTS entries
     with pytest.raises(StorageError, match="disk is full") as error:
-        store.remember(big, "global", agent_id="lead")
+        store.as_agent("lead").remember(big, "global")
     assert str(tmp_path / "mem" / "global.db") in str(error.value)
     assert error.value.path == tmp_path / "mem" / "global.db"
     assert isinstance(error.value.__cause__, sqlite3.OperationalError)
     assert error.value.__cause__.sqlite_errorname == "SQLITE_FULL"
     with pytest.raises(StorageError, match=r"agent_alice\.db.*disk is full"):
-        store.log_message("alice", big)
+        store.as_agent("alice").log_message(big)
     # One statement too big for the file: SQLite rolls the whole transaction back itself, and the error must
     # still say why (not "cannot rollback - no transaction is active").
     with pytest.raises(StorageError, match=r"global\.db.*disk is full"):
@@ -396,7 +397,7 @@ def test_full_disk_names_the_file_and_writes_nothing(
     # Space is freed: the same connections write again (no transaction was left open).
     conn = store.backend._conn(GLOBAL, create=False)  # type: ignore[attr-defined]
     conn.execute("PRAGMA max_page_count = 1073741823")
-    store.remember(big, "global", agent_id="lead")
+    store.as_agent("lead").remember(big, "global")
     assert _counts(store)["global"] == 2
     assert _contents(store, "word7") == [big]
 
@@ -406,16 +407,15 @@ def test_lock_timeouts_stay_lock_errors(tmp_path: Path, stores: Callable[..., Sh
     locked" (what the retries and callers expect), not a StorageError."""
     _fill(tmp_path / "mem")
     store = SharedMemoryStore(
-        tmp_path / "mem",
+        SQLiteBackend(tmp_path / "mem", busy_timeout=0.2),
         embedder=HashEmbedder(),
-        global_writers=["lead"],
-        backend=SQLiteBackend(tmp_path / "mem", busy_timeout=0.2),
+        policy=WritePolicy(global_writers=["lead"]),
     )
     holder = sqlite3.connect(tmp_path / "mem" / "global.db", isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")
         with pytest.raises(sqlite3.OperationalError, match="locked") as error:
-            store.remember("blocked", "global", agent_id="lead")
+            store.as_agent("lead").remember("blocked", "global")
         assert not isinstance(error.value, StorageError)
     finally:
         holder.execute("ROLLBACK")
@@ -426,13 +426,13 @@ def test_lock_timeouts_stay_lock_errors(tmp_path: Path, stores: Callable[..., Sh
 def test_a_record_or_meta_write_never_loads_the_vector_index(tmp_path: Path) -> None:
     # Logging a message must not read every vector of the agent's file: only fact changes refresh the index.
     with SharedMemoryStore(tmp_path, embedder=HashEmbedder()) as writer:
-        writer.remember_many([f"fact number {i}" for i in range(50)], "agent", agent_id="ann")
+        writer.as_agent("ann").remember_many([f"fact number {i}" for i in range(50)], "agent")
     with SharedMemoryStore(tmp_path, embedder=HashEmbedder()) as store:
-        store.log_message("ann", "hello", role="user")
-        store.set_agent_private("ann")
+        store.as_agent("ann").log_message("hello", role="user")
+        store.operator.set_private("ann")
         backend = store.backend
         assert all(index.n == 0 for index in backend._indexes.values())  # type: ignore[attr-defined]
-        store.remember("one more fact", "agent", agent_id="ann")
+        store.as_agent("ann").remember("one more fact", "agent")
         assert sum(index.n for index in backend._indexes.values()) == 51  # type: ignore[attr-defined]
 
 
@@ -447,28 +447,28 @@ def _restore(backup: Path, root: Path) -> None:
 
 def test_a_scope_file_replaced_under_an_open_store_is_read_and_written_anew(tmp_path: Path) -> None:
     backup = SharedMemoryStore(tmp_path / "backup", embedder=HashEmbedder())
-    restored = backup.remember("the restored copy says the vault code is amber", "global").id
+    restored = backup.operator.remember("the restored copy says the vault code is amber", "global").id
     backup.close()
     store = SharedMemoryStore(tmp_path / "live", embedder=HashEmbedder())
     try:
-        lost = store.remember("the live file says the vault code is crimson", "global").id
-        assert [h.fact.id for h in store.search("vault code crimson")][:1] == [lost]
+        lost = store.operator.remember("the live file says the vault code is crimson", "global").id
+        assert [h.fact.id for h in store.operator.search("vault code crimson")][:1] == [lost]
         since = store.changes()[-1].position
         _restore(tmp_path / "backup", tmp_path / "live")
         # Reads see the file now at the path, not the deleted one this thread still had open...
-        found = [h.fact.id for h in store.search("vault code amber")]
+        found = [h.fact.id for h in store.operator.search("vault code amber")]
         assert restored in found and lost not in found
         # ... and so does the feed: a position from the old file reads the new one from its start.
         assert [c.fact_id for c in store.changes(since=since)] == [restored]
         # A write lands in the file other processes open, not in the deleted one.
-        written = store.remember("after the restore the vault code is teal", "global").id
+        written = store.operator.remember("after the restore the vault code is teal", "global").id
     finally:
         store.close()
     reopened = SharedMemoryStore(tmp_path / "live", embedder=HashEmbedder())
     try:
-        assert reopened.get(written).content == "after the restore the vault code is teal"
-        assert reopened.get(restored) is not None
+        assert reopened.operator.get(written).content == "after the restore the vault code is teal"
+        assert reopened.operator.get(restored) is not None
         with pytest.raises(FactNotFoundError):
-            reopened.get(lost)
+            reopened.operator.get(lost)
     finally:
         reopened.close()

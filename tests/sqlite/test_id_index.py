@@ -42,7 +42,7 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def crowd(tmp_path: Path) -> Iterator[dict[str, str]]:
     """60 group files, one fact each: the fact ids by group."""
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    ids = {f"g{g}": store.remember(f"fact of group {g}", "group", group_id=f"g{g}").id for g in range(60)}
+    ids = {f"g{g}": store.as_operator(f"g{g}").remember(f"fact of group {g}", "group").id for g in range(60)}
     store.close()
     yield ids
 
@@ -55,11 +55,11 @@ def test_an_invented_id_opens_no_scope_file(tmp_path: Path, crowd: dict[str, str
     store = _fresh(tmp_path)
     for _ in range(3):
         with pytest.raises(FactNotFoundError):
-            store.get(INVENTED)
+            store.operator.get(INVENTED)
         with pytest.raises(FactNotFoundError):
-            store.forget("a_0000000000000000beef")
+            store.operator.forget("a_0000000000000000beef")
     assert opened == []
-    assert store.get(crowd["g41"]).content == "fact of group 41"  # a real id: its own file, and only that one
+    assert store.operator.get(crowd["g41"]).content == "fact of group 41"  # a real id: its own file, and only that one
     assert opened == ["group_g41.db"]
 
 
@@ -71,54 +71,54 @@ def test_files_the_index_never_saw_are_indexed_on_the_first_miss(
     (tmp_path / "ids.db").unlink()
     other = tmp_path.parent / "other"
     elsewhere = SharedMemoryStore(other, embedder=HashEmbedder())
-    copied = elsewhere.remember("the copied group meets at ten", "group", group_id="copied").id
+    copied = elsewhere.as_operator("copied").remember("the copied group meets at ten", "group").id
     elsewhere.close()
     shutil.copy(other / "group_copied.db", tmp_path / "group_copied.db")
 
     store = _fresh(tmp_path)
-    assert store.get(crowd["g7"]).content == "fact of group 7"
-    assert store.get(copied).content == "the copied group meets at ten"
+    assert store.operator.get(crowd["g7"]).content == "fact of group 7"
+    assert store.operator.get(copied).content == "the copied group meets at ten"
     opened.clear()
     with pytest.raises(FactNotFoundError):
-        store.get(INVENTED)
+        store.operator.get(INVENTED)
     assert opened == []  # everything is indexed now
-    assert store.forget(crowd["g59"]).status == "forgotten"
+    assert store.operator.forget(crowd["g59"]).status == "forgotten"
 
 
 def test_a_file_copied_in_after_the_index_is_found(tmp_path: Path, crowd: dict[str, str]) -> None:
     store = _fresh(tmp_path)
     with pytest.raises(FactNotFoundError):
-        store.get(INVENTED)  # every file known
+        store.operator.get(INVENTED)  # every file known
     other = tmp_path.parent / "later"
     elsewhere = SharedMemoryStore(other, embedder=HashEmbedder())
-    copied = elsewhere.remember("a late fact", "group", group_id="late").id
+    copied = elsewhere.as_operator("late").remember("a late fact", "group").id
     elsewhere.close()
     shutil.copy(other / "group_late.db", tmp_path / "group_late.db")
-    assert store.get(copied).content == "a late fact"
+    assert store.operator.get(copied).content == "a late fact"
 
 
 def test_another_process_writes_are_found_by_id(tmp_path: Path, crowd: dict[str, str]) -> None:
     store = _fresh(tmp_path)
     with pytest.raises(FactNotFoundError):
-        store.get(INVENTED)  # this process now believes it knows every file
+        store.operator.get(INVENTED)  # this process now believes it knows every file
     code = (
         "from autogen_shared_memory import SharedMemoryStore\n"
         "from autogen_shared_memory.testing import HashEmbedder\n"
         f"s = SharedMemoryStore({str(tmp_path)!r}, embedder=HashEmbedder())\n"
-        "print(s.remember('written next door', 'group', group_id='g3').id)\n"
-        "print(s.remember('a new team', 'group', group_id='newcomers').id)\n"
+        "print(s.as_operator('g3').remember('written next door', 'group').id)\n"
+        "print(s.as_operator('newcomers').remember('a new team', 'group').id)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     old_file, new_file = out.stdout.split()
-    assert store.get(old_file).content == "written next door"
-    assert store.get(new_file).content == "a new team"
+    assert store.operator.get(old_file).content == "written next door"
+    assert store.operator.get(new_file).content == "a new team"
 
 
 def test_a_crash_between_index_and_file_hides_nothing_and_invents_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = _fresh(tmp_path)
-    kept = store.remember("kept before the crash", "group", group_id="crew").id
+    kept = store.as_operator("crew").remember("kept before the crash", "group").id
 
     def crash(*args: object, **kwargs: object) -> object:
         raise KeyboardInterrupt  # the process dies inside the scope transaction
@@ -126,23 +126,23 @@ def test_a_crash_between_index_and_file_hides_nothing_and_invents_nothing(
     with monkeypatch.context() as m:
         m.setattr(lifecycle, "write", crash)
         with pytest.raises(KeyboardInterrupt):
-            store.remember("lost in the crash", "group", group_id="crew")
+            store.as_operator("crew").remember("lost in the crash", "group")
     with sqlite3.connect(tmp_path / "ids.db") as conn:
         (dangling,) = {i for (i,) in conn.execute("SELECT id FROM fact_scope")} - {kept}
     with pytest.raises(FactNotFoundError):
-        store.get(dangling)  # the index pointed at a file without it: not found, nothing invented
-    assert store.get(kept).content == "kept before the crash"
-    assert store.remember("after the crash", "group", group_id="crew").status == "created"
+        store.operator.get(dangling)  # the index pointed at a file without it: not found, nothing invented
+    assert store.operator.get(kept).content == "kept before the crash"
+    assert store.as_operator("crew").remember("after the crash", "group").status == "created"
 
 
 def test_the_index_holds_only_what_the_files_hold(tmp_path: Path) -> None:
     store = _fresh(tmp_path)
-    first = store.remember("the crew meets at nine", "group", group_id="crew")
-    again = store.remember("The crew meets at nine.", "group", group_id="crew")
+    first = store.as_operator("crew").remember("the crew meets at nine", "group")
+    again = store.as_operator("crew").remember("The crew meets at nine.", "group")
     assert again.status == "reinforced"
-    gone = store.remember("a fact to purge", "group", group_id="crew").id
-    store.forget(gone)
-    store.purge(older_than=0)
+    gone = store.as_operator("crew").remember("a fact to purge", "group").id
+    store.operator.forget(gone)
+    store.operator.purge(older_than=0)
 
     with sqlite3.connect(tmp_path / "ids.db") as conn:
         indexed = sorted(conn.execute("SELECT id, kind, owner FROM fact_scope"))
@@ -153,12 +153,12 @@ def test_the_index_holds_only_what_the_files_hold(tmp_path: Path) -> None:
 
 def test_imported_facts_are_found_by_id(tmp_path: Path) -> None:
     source = _fresh(tmp_path / "a")
-    fact = source.remember("alice likes green tea", "agent", agent_id="alice").id
+    fact = source.as_agent("alice").remember("alice likes green tea", "agent").id
     dump = tmp_path / "dump.jsonl"
     source.export(dump)
     target = _fresh(tmp_path / "b")
     target.import_(dump)
-    assert target.get(fact).content == "alice likes green tea"
+    assert target.operator.get(fact).content == "alice likes green tea"
     with sqlite3.connect(tmp_path / "b" / "ids.db") as conn:
         where = conn.execute("SELECT kind, owner FROM fact_scope WHERE id = ?", (fact,)).fetchall()
     assert where == [("agent", "alice")]
@@ -169,19 +169,19 @@ def test_an_index_deleted_while_a_store_runs_hides_nothing(tmp_path: Path) -> No
     file (and to trust what it knew was indexed), so facts it wrote after the delete were never found by id
     once another process had re-indexed the files."""
     running = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    first = running.remember("written before the delete", "group", group_id="crew")
-    assert running.get(first.id).id == first.id
+    first = running.as_operator("crew").remember("written before the delete", "group")
+    assert running.operator.get(first.id).id == first.id
     for name in ("ids.db", "ids.db-wal", "ids.db-shm"):
         (tmp_path / name).unlink(missing_ok=True)
-    between = running.remember("written right after the delete", "group", group_id="crew")
+    between = running.as_operator("crew").remember("written right after the delete", "group")
     fresh = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    assert fresh.get(between.id).id == between.id  # a miss re-indexes the files, and marks them indexed
-    after = running.remember("written after another process re-indexed", "group", group_id="ops")
-    later = running.remember("and one more into a file already indexed", "group", group_id="crew")
+    assert fresh.operator.get(between.id).id == between.id  # a miss re-indexes the files, and marks them indexed
+    after = running.as_operator("ops").remember("written after another process re-indexed", "group")
+    later = running.as_operator("crew").remember("and one more into a file already indexed", "group")
     for fact in (first, between, after, later):
         newest = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-        assert newest.get(fact.id).id == fact.id
-        assert newest.forget(fact.id).status == "forgotten"
+        assert newest.operator.get(fact.id).id == fact.id
+        assert newest.operator.forget(fact.id).status == "forgotten"
         newest.close()
     fresh.close()
     running.close()

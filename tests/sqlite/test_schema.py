@@ -22,7 +22,7 @@ SQL_TYPES = {int: "INTEGER", str: "TEXT", float: "REAL", bytes: "BLOB"}
 def scope_file(tmp_path_factory: pytest.TempPathFactory) -> sqlite3.Connection:
     root = tmp_path_factory.mktemp("store")
     store = FactStore(root, embedder=HashEmbedder(dimension=16))
-    store.remember("the deploy runs on fridays", "global")
+    store.remember("the deploy runs on fridays", "global", agent_id=None)
     store.close()
     return sqlite3.connect(Path(root) / "global.db")
 

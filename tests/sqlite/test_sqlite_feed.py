@@ -40,8 +40,8 @@ def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeR
     ``seen`` by now (a fixed sleep proves nothing on a loaded machine). Returns the sentinels' ids."""
     ids = set()
     for scope in scopes:
-        where = {"agent": {"agent_id": scope.owner}, "group": {"group_id": scope.owner}}.get(scope.kind, {})
-        ids.add(store.remember(f"sentinel {uuid.uuid4().hex}", scope.kind, **where).id)  # type: ignore[arg-type]
+        writer = store.as_agent(scope.owner) if scope.kind == "agent" else store.as_operator(scope.owner or None)
+        ids.add(writer.remember(f"sentinel {uuid.uuid4().hex}", scope.kind).id)  # type: ignore[arg-type]
     assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
     return ids
 
@@ -54,14 +54,14 @@ def _writer(root: str, out: Any, go_on: Any, may_close: Any) -> None:
     ids = []
     for i in range(60):
         if i % 3 == 0:
-            ids.append(store.remember(f"fact {i}", "group", group_id=f"fresh{i}").id)
+            ids.append(store.as_operator(f"fresh{i}").remember(f"fact {i}", "group").id)
         elif i % 3 == 1:
-            ids.append(store.remember(f"fact {i}", "group", group_id="crew").id)
+            ids.append(store.as_operator("crew").remember(f"fact {i}", "group").id)
         else:
-            ids.append(store.remember(f"fact {i}", "agent", agent_id="alice").id)
+            ids.append(store.as_agent("alice").remember(f"fact {i}", "agent").id)
     go_on.wait(120)
     for i in range(60, 80):
-        ids.append(store.remember(f"fact {i}", "group", group_id="crew" if i % 2 else "fresh0").id)
+        ids.append(store.as_operator("crew" if i % 2 else "fresh0").remember(f"fact {i}", "group").id)
     out.put(ids)
     may_close.wait(120)  # no checkpoint on close before the test looked: WAL-only changes must be seen
     store.close()
@@ -113,9 +113,9 @@ def test_scope_files_report_new_and_changed_files_and_recent_ones_until_they_set
     files = store.backend.change_watcher()
     assert files is not None
     assert files.changed() == set()
-    store.remember("one", "global")
+    store.operator.remember("one", "global")
     crew = ScopeRef("group", "crew")
-    store.remember("two", "group", group_id="crew")
+    store.as_operator("crew").remember("two", "group")
     assert files.changed() == {ScopeRef("global"), crew}  # new files
     # Modified within two seconds of the last look: reported again, as a write in the same tick of the file
     # clock may have left the same size and time.
@@ -126,7 +126,7 @@ def test_scope_files_report_new_and_changed_files_and_recent_ones_until_they_set
             os.utime(tmp_path / name, (old, old))
     files.changed()  # the look that records the settled times
     assert files.changed() == set()  # nothing changed, nothing recent: no file is read
-    store.remember("three", "group", group_id="crew")
+    store.as_operator("crew").remember("three", "group")
     assert files.changed() == {crew}
     (tmp_path / "agent_stray.db").write_bytes(b"not a database")
     (tmp_path / "notes.txt").write_text("not a scope file")
@@ -142,8 +142,8 @@ def test_watch_prints_changes_as_json_lines_and_where_to_resume(tmp_path: Path) 
 
     env = {"AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    first = store.remember("first fact", "global")
-    second = store.remember("crew fact", "group", group_id="crew")
+    first = store.operator.remember("first fact", "global")
+    second = store.as_operator("crew").remember("crew fact", "group")
     runner = CliRunner()
     result = runner.invoke(
         app, ["--root", str(tmp_path), "watch", "--since", "start", "--count", "2", "--json"], env=env
@@ -154,7 +154,7 @@ def test_watch_prints_changes_as_json_lines_and_where_to_resume(tmp_path: Path) 
     assert {line["event"] for line in lines} == {"created"} and all(line["position"] for line in lines)
     resume = result.stderr.split("resume with --since ")[1].split()[0]
     assert resume == lines[-1]["position"]
-    later = threading.Timer(0.5, lambda: store.remember("third fact", "agent", agent_id="alice"))
+    later = threading.Timer(0.5, lambda: store.as_agent("alice").remember("third fact", "agent"))
     later.start()
     result = runner.invoke(app, ["--root", str(tmp_path), "watch", "--since", resume, "--count", "1"], env=env)
     later.join()
@@ -199,7 +199,7 @@ def test_a_scope_file_deleted_and_made_again_or_restored_from_an_older_copy_is_r
 
     def write(*texts: str) -> list[str]:
         store = SharedMemoryStore(root, embedder=HashEmbedder())
-        ids = [store.remember(text, "group", group_id="crew").id for text in texts]
+        ids = [store.as_operator("crew").remember(text, "group").id for text in texts]
         store.close()  # checkpoints: the file alone holds everything
         return ids
 
@@ -231,7 +231,7 @@ def test_a_scope_file_deleted_and_made_again_or_restored_from_an_older_copy_is_r
 
 def test_watch_follows_another_process_until_ctrl_c(tmp_path: Path) -> None:
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    store.remember("before watching", "global")
+    store.operator.remember("before watching", "global")
     env = {**os.environ, "AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
     # Ctrl-C as a terminal sends it: SIGINT handled even when this test runs as a background job, whose
     # children inherit SIGINT ignored (and a watch started with nohup or & rightly keeps ignoring it).
@@ -251,7 +251,7 @@ def test_watch_follows_another_process_until_ctrl_c(tmp_path: Path) -> None:
         for _ in range(20):  # "watching ...": it follows the store; a write from now on is delivered
             if "watching" in proc.stderr.readline():
                 break
-        fact = store.remember("written while watched", "group", group_id="crew")
+        fact = store.as_operator("crew").remember("written while watched", "group")
         assert proc.stdout is not None
         line = json.loads(proc.stdout.readline())
         assert (line["fact_id"], line["scope"], line["event"]) == (fact.id, "group:crew", "created")
@@ -273,9 +273,9 @@ def test_watch_and_json_output_show_control_characters_as_escapes(tmp_path: Path
 
     env = {"AUTOGEN_SHARED_MEMORY_TEST_EMBEDDER": "hash"}
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    fact = store.remember("a fact", "global")
+    fact = store.operator.remember("a fact", "global")
     reason = "obsolete\x1b[2K\x1b[1A APPROVED \u202e \x9b\n2026-11-25 10:00:00  global  forgotten  w_x  by system"
-    store.forget(fact.id, reason)
+    store.operator.forget(fact.id, reason)
     runner = CliRunner()
     for extra in ([], ["--json"]):
         args = ["--root", str(tmp_path), "watch", "--since", "start", "--count", "2", *extra]
@@ -295,10 +295,10 @@ def test_a_file_that_was_no_scope_file_when_first_seen_is_looked_at_again(tmp_pa
     """A scope file seen half-written (restored with cp while `watch` ran) was taken for a stray file for
     good: none of its changes, nor later ones, were ever delivered."""
     source = SharedMemoryStore(tmp_path / "source", embedder=HashEmbedder())
-    source.remember("The launch is on March 3", "group", group_id="crew")
+    source.as_operator("crew").remember("The launch is on March 3", "group")
     source.close()
     store = SharedMemoryStore(tmp_path / "store", embedder=HashEmbedder())
-    store.remember("a global fact", "global")
+    store.operator.remember("a global fact", "global")
     files = store.backend.change_watcher()
     assert files is not None
     files.changed()
@@ -314,7 +314,7 @@ def test_a_scope_named_file_holding_an_impossible_owner_is_skipped_not_fatal(tmp
     import sqlite3
 
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    store.remember("The launch is on March 3", "group", group_id="crew")
+    store.as_operator("crew").remember("The launch is on March 3", "group")
     bad = tmp_path / "group_bad.db"
     bad.write_bytes((tmp_path / "group_crew.db").read_bytes())
     with sqlite3.connect(bad) as conn:

@@ -298,7 +298,9 @@ class Backend(ABC):
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
         """For each fact, the active (unexpired) facts written just before and after it in the same session
         (by ``seq``), for neighbour-context recall: ``{id: (previous id or None, next id or None)}``. The fact
-        itself may have any status; ids that do not exist or have no ``session_id`` are left out."""
+        itself may have any status; ids that do not exist, have no ``session_id`` or a store run's (one that
+        starts with :data:`~autogen_shared_memory.core.types.RUN_SESSION_PREFIX`: the writer named no
+        session) are left out."""
 
     @abstractmethod
     def stats(self, scope: ScopeRef) -> ScopeStats:

@@ -7,7 +7,7 @@ over library calls. Importing this package registers them all on :data:`app`.
 from __future__ import annotations
 
 # The command modules register their commands on import, in this order: the order of `--help`.
-from . import facts, records, admin, doctor  # isort: skip
+from . import facts, records, admin, doctor, mcp, ui  # isort: skip
 from .app import Settings, app, main
 
-__all__ = ["Settings", "admin", "app", "doctor", "facts", "main", "records"]
+__all__ = ["Settings", "admin", "app", "doctor", "facts", "main", "mcp", "records", "ui"]

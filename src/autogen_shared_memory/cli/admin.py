@@ -61,7 +61,7 @@ def export_cmd(
         _require_agent(store, agent)
     named = list(dict.fromkeys(parse_scope(s) for s in scope)) if scope else None
     try:
-        targets = export_scopes(store, agent_id=agent, scopes=named)
+        targets = export_scopes(store.engine, agent_id=agent, scopes=named)
     except ValueError as exc:
         raise _CliError(str(exc)) from exc
     if named is None and agent is None and not settings.dsn:  # the whole store: say what it leaves out
@@ -72,7 +72,7 @@ def export_cmd(
     if not to_stdout and path.exists() and not force:
         raise _CliError(f"{path} exists (pass --force to overwrite it)")
     with _progress("exporting", None, enabled=not as_json and not to_stdout) as advance:
-        rows = store.export(sys.stdout if to_stdout else path, agent_id=agent, scopes=named, progress=advance)
+        rows = store.export(sys.stdout if to_stdout else path, agent=agent, scopes=named, progress=advance)
     summary = {"file": file, "rows": rows, "scopes": [str(r) for r in targets]}
     if as_json and not to_stdout:
         emit_json(summary)
@@ -86,7 +86,7 @@ def _import_model_conflicts(store: SharedMemoryStore, path: Path) -> list[str]:
     value the scope holds."""
     conflicts: list[str] = []
     with open(path, encoding="utf-8", newline="\n") as fh:
-        for _, text in read_lines(fh, max_line_chars(store)):
+        for _, text in read_lines(fh, max_line_chars(store.engine)):
             if '"meta"' not in text or "embedding_" not in text:
                 continue
             try:
@@ -130,7 +130,7 @@ def import_cmd(
         with open(file, encoding="utf-8", newline="\n") as fh:
             total = sum(
                 1
-                for _, line in read_lines(fh, max_line_chars(store))
+                for _, line in read_lines(fh, max_line_chars(store.engine))
                 if line.strip() and not line.startswith(('{"type": "header"', '{"type": "end"'))
             )
     except ImportFormatError:  # a line too long: the import says so, with its number
@@ -184,12 +184,12 @@ def purge_cmd(
 ) -> None:
     """Physically delete forgotten, superseded and expired facts (their audit trail keeps a 'purged' event)."""
     store = _settings(ctx).open_store()
-    plan = store.purge_plan(older_than)
+    plan = store.operator.purge_plan(older_than)
     purged: dict[ScopeRef, int] = {}
     if not dry_run:
         for ref, counts in plan.items():
             if sum(counts.values()):
-                purged[ref] = store.purge(older_than, scopes=[ref])
+                purged[ref] = store.operator.purge(older_than, scopes=[ref])
     due = {ref: counts for ref, counts in plan.items() if sum(counts.values())}
     total = sum(sum(c.values()) for c in due.values())
     done = sum(purged.values())
@@ -246,7 +246,7 @@ def reembed_cmd(
     done = 0
     if not dry_run and stats:
         with _progress(f"re-embedding with {target.model_id}", total, enabled=not as_json) as advance:
-            done = store.reembed(progress=advance)
+            done = store.operator.reembed(progress=advance)
     if as_json:
         emit_json(
             {

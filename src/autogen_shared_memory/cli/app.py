@@ -59,7 +59,9 @@ from ..core.types import (
 )
 from ..embedding import Embedder, SentenceTransformerEmbedder
 from ..errors import NotAStoreError
+from ..handles import MemoryHandle
 from ..onnx_embedding import OnnxEmbedder
+from ..settings import WritePolicy
 from ..store import ENV_DSN, ENV_ROOT, SharedMemoryStore, default_root
 from ..views.agents import TASK_STATUSES, agent_known
 
@@ -179,17 +181,14 @@ class Settings:
     def open_store(self, model_dir: Path | None = None) -> SharedMemoryStore:
         embedder = self.embedder(model_dir)
         if self.dsn:
+            policy = WritePolicy(global_writers=self.global_writers, operator_id=self.operator)
             store = SharedMemoryStore(
-                backend=make_backend(self.dsn, self.pg_schema, create=self.create),
-                embedder=embedder,
-                global_writers=self.global_writers,
-                operator_id=self.operator,
+                make_backend(self.dsn, self.pg_schema, create=self.create), embedder=embedder, policy=policy
             )
         else:
             self.check_root()
-            store = SharedMemoryStore(
-                self.root, embedder=embedder, global_writers=self.global_writers, operator_id=self.operator
-            )
+            policy = WritePolicy(global_writers=self.global_writers, operator_id=self.operator)
+            store = SharedMemoryStore(self.root, embedder=embedder, policy=policy)
         self.stores.append(store)
         return store
 
@@ -679,12 +678,17 @@ def main_options(
 # ------------------------------------------------------------------------------------------- store
 
 
+def acting(store: SharedMemoryStore, agent: str | None, group: str | None = None) -> MemoryHandle:
+    """The handle a command acts through: ``--agent``'s, else the operator's (the CLI is trusted code)."""
+    return store.as_agent(agent, group) if agent is not None else store.as_operator(group)
+
+
 def _require_agent(store: SharedMemoryStore, agent_id: str) -> None:
     """An agent the store knows: in the directory, with a scope of its own (its facts and records) or a
     member of a group (tasks and case log entries live in the group's scope)."""
-    if agent_known(store, agent_id):
+    if agent_known(store.engine, agent_id):
         return
-    if any(store.policy.is_member(ref.owner, agent_id) for ref in store.backend.scopes("group")):
+    if any(store.engine.access.is_member(ref.owner, agent_id) for ref in store.backend.scopes("group")):
         return
     raise _CliError(
         f"unknown agent {agent_id!r}: not in the agent directory, no memory of its own and a member of no group"

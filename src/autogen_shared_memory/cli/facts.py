@@ -34,6 +34,7 @@ from .app import (
     _short,
     _size,
     _when,
+    acting,
     command,
     confidence_option,
     emit_json,
@@ -156,11 +157,9 @@ def search_cmd(
     if not settings.dsn and scope == "all" and agent is None and group is None:
         for path in _unlisted_scope_files(store, searched):
             warn(f"{path} is not a memory store file; it is not searched (run `autogen-shared-memory doctor`)")
-    hits = store.search(
+    hits = acting(store, agent, group).search(
         query,
         scope,
-        agent_id=agent,
-        group_id=group,
         top_k=top_k,
         tags=tag,
         include_inactive=include_inactive,
@@ -269,7 +268,7 @@ def _fact_rows(fact: Fact) -> list[tuple[str, str]]:
 @command("show")
 def show_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False) -> None:
     """One fact with its provenance and lifecycle state (any status)."""
-    fact = _settings(ctx).open_store().get(fact_id)
+    fact = _settings(ctx).open_store().operator.get(fact_id)
     if as_json:
         emit_json(fact_json(fact))
         return
@@ -285,8 +284,8 @@ def show_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False) -
 def history_cmd(ctx: typer.Context, fact_id: FactIdArg, as_json: JsonOpt = False) -> None:
     """The audit trail of a fact and of its whole supersede chain."""
     store = _settings(ctx).open_store()
-    events = store.history(fact_id)
-    chain = store.supersede_chain(fact_id)
+    events = store.operator.history(fact_id)
+    chain = store.operator.supersede_chain(fact_id)
     if as_json:
         emit_json(
             {
@@ -463,11 +462,9 @@ def remember_cmd(
             f"; to start a new group, pass --create-group (or add its members first: "
             f"autogen-shared-memory members {group} --add AGENT)",
         )
-    receipt = store.remember(
+    receipt = acting(store, as_, group).remember(
         text,
         scope,
-        agent_id=as_,
-        group_id=group,
         confidence=confidence,
         ttl_days=ttl_days,
         tags=tag,
@@ -484,7 +481,7 @@ def remember_cmd(
         )
     if receipt.superseded:
         line += f"; superseded {', '.join(receipt.superseded)}"
-    for fact in (store.get(fid) for fid in receipt.similar):
+    for fact in (store.operator.get(fid) for fid in receipt.similar):
         line += f"\n  similar to {fact.id}: {_short(fact.content, 100)} (if this replaces it: --supersedes {fact.id})"
     _out().print(line)
 
@@ -506,13 +503,13 @@ def forget_cmd(
 ) -> None:
     """Tombstone a fact: search stops returning it; its row and audit trail stay until purge."""
     store = _settings(ctx).open_store()
-    before = store.get(fact_id)
+    before = store.operator.get(fact_id)
     closed = before.status in ("forgotten", "superseded")
     if closed:
         fact = before
         message = f"{fact_id} was already {before.status} (by {before.tombstone_by} at {_when(before.tombstone_at)})"
     else:
-        fact = store.forget(fact_id, reason, agent_id=as_)
+        fact = acting(store, as_).forget(fact_id, reason)
         message = f"forgot {fact_id} in {fact.scope}: {_short(fact.content, 80)}"
     if as_json:
         emit_json(fact_json(fact) | {"changed": not closed})
@@ -523,7 +520,7 @@ def forget_cmd(
 @command("pending")
 def pending_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """Global facts held for review (written by agents that are not global writers); approve or forget them."""
-    facts = _settings(ctx).open_store().pending()
+    facts = _settings(ctx).open_store().operator.pending()
     if as_json:
         emit_json([fact_json(f) for f in facts])
         return
@@ -552,8 +549,8 @@ def approve_cmd(
 ) -> None:
     """Release a fact held for review into recall (if a live fact says the same, that one is reinforced)."""
     store = _settings(ctx).open_store()
-    before = store.get(fact_id)
-    fact = store.approve(fact_id, agent_id=as_)
+    before = store.operator.get(fact_id)
+    fact = acting(store, as_).approve(fact_id)
     if as_json:
         emit_json(fact_json(fact) | {"changed": before.status == "pending"})
         return
@@ -572,7 +569,8 @@ def groups_cmd(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     settings = _settings(ctx)
     store = settings.open_store()
     groups = [
-        (gid, sorted(store.group_members(gid)), store.backend.stats(ScopeRef("group", gid))) for gid in group_ids(store)
+        (gid, sorted(store.operator.members(gid)), store.backend.stats(ScopeRef("group", gid)))
+        for gid in group_ids(store)
     ]
     if as_json:
         emit_json(
@@ -630,10 +628,10 @@ def members_cmd(
     if not add:  # adding members is how a group starts; reading or removing needs one that exists
         _require_group(store, group)
     for agent in add or ():
-        store.add_group_member(group, agent)
+        store.operator.add_member(group, agent)
     for agent in remove or ():
-        store.remove_group_member(group, agent)
-    members = sorted(store.group_members(group))
+        store.operator.remove_member(group, agent)
+    members = sorted(store.operator.members(group))
     if as_json:
         emit_json({"group": group, "members": members})
         return

@@ -37,7 +37,7 @@ def agents_cmd(
 ) -> None:
     """The agent directory (global.db): who is there, what they can do, when they were last active."""
     store = _settings(ctx).open_store()
-    agents = store.for_agent(store.operator_id).list_agents(status)
+    agents = store.for_agent(store.policy.operator_id).list_agents(status)
     if as_json:
         emit_json([dataclasses.asdict(a) for a in agents])
         return
@@ -70,7 +70,7 @@ def conversations_cmd(
     """An agent's recorded messages, newest first (or ranked by --search)."""
     store = _settings(ctx).open_store()
     _require_agent(store, agent)
-    records = store.conversation(agent, session_id=session, query=search, limit=limit)
+    records = store.operator.conversation(agent, session_id=session, query=search, limit=limit)
     if as_json:
         emit_json([dataclasses.asdict(r) for r in records])
         return
@@ -99,7 +99,7 @@ def tools_cmd(
     """An agent's recorded tool calls, newest first."""
     store = _settings(ctx).open_store()
     _require_agent(store, agent)
-    calls = store.tool_history(agent, tool_name=tool, limit=limit)
+    calls = store.operator.tool_history(agent, tool_name=tool, limit=limit)
     if as_json:
         emit_json([dataclasses.asdict(c) for c in calls])
         return
@@ -137,7 +137,7 @@ def tasks_cmd(
     store = _settings(ctx).open_store()
     if group is not None:
         _require_group(store, group)
-    tasks = store.list_tasks(group, status=status, assigned_to=agent)
+    tasks = store.operator.tasks(group, status=status, assigned_to=agent)
     if as_json:
         emit_json([dataclasses.asdict(t) for t in tasks])
         return
@@ -161,7 +161,7 @@ def caselog_cmd(
     """A group's append-only case log, oldest first."""
     store = _settings(ctx).open_store()
     _require_group(store, group)
-    entries = store.case_log(group).entries(after, current=current)
+    entries = store.operator.case_log(group).entries(after, current=current)
     if as_json:
         emit_json([dataclasses.asdict(e) for e in entries])
         return

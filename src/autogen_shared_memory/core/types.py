@@ -245,6 +245,12 @@ def validate_tags(tags: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(validate_label(tag, "each tag") for tag in tags))
 
 
+# The session of facts whose writer names none: the writing store's run, ``run:<hex>``. Facts of one run are
+# written in order but need not follow one another (an agent's notes on several tasks), so neighbour context
+# never links them; a session the writer names (a conversation, a case) is one where order means something.
+RUN_SESSION_PREFIX = "run:"
+
+
 def validate_session_id(value: object) -> str | None:
     if value is None:
         return None

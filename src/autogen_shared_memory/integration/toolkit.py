@@ -42,7 +42,8 @@ from ..core.types import (
     shown,
     validate_owner_id,
 )
-from ..facts import MAX_QUERY_CHARS, MAX_SUPERSEDES, FactStore
+from ..facts import MAX_QUERY_CHARS, MAX_SUPERSEDES, FactStore, as_engine
+from ..handles import AgentHandle
 from ..views.agents import upsert_agent
 
 logger = logging.getLogger("autogen_shared_memory")
@@ -193,8 +194,10 @@ class BoundTools:
     record_calls: bool = False
 
     def __post_init__(self) -> None:
-        self.agent_id = validate_owner_id(self.agent_id, "agent_id")
-        self.group_id = None if self.group_id is None else validate_owner_id(self.group_id, "group_id")
+        self.handle = AgentHandle(self.store, self.agent_id, self.group_id)  # every call acts through it
+        self.store = self.handle.engine
+        self.agent_id = self.handle.agent_id
+        self.group_id = self.handle.group_id
 
     async def call(self, name: str, arguments: Mapping[str, Any] | BaseModel, call_id: str | None = None) -> str:
         """Run one tool call from raw (model-chosen) arguments; answers text, never raises. ``call_id``, the
@@ -252,8 +255,7 @@ class BoundTools:
             duration_ms = (time.perf_counter() - started) * 1000.0
 
             async def log(args: dict[str, Any]) -> None:
-                await self.store.alog_tool_call(
-                    self.agent_id,
+                await self.handle.alog_tool_call(
                     name,
                     args,
                     text,
@@ -300,19 +302,15 @@ class BoundTools:
     async def _search(self, args: SearchArgs) -> str:
         if args.scope == "group" and self.group_id is None:
             return "ERROR: you are not in a group; search scope 'agent', 'global' or 'all'."
-        hits = await self.store.asearch(
-            args.query, args.scope, agent_id=self.agent_id, group_id=self.group_id, top_k=args.top_k
-        )
+        hits = await self.handle.asearch(args.query, args.scope, top_k=args.top_k)
         return self.store.capsule(hits, args.max_capsule_bytes)
 
     async def _remember(self, args: RememberArgs) -> str:
         if args.scope == "group" and self.group_id is None:
             return "ERROR: you are not in a group; use scope 'agent' (or 'global' if allowed)."
-        receipt = await self.store.aremember(
+        receipt = await self.handle.aremember(
             args.fact,
             args.scope,
-            agent_id=self.agent_id,
-            group_id=self.group_id,
             confidence=args.confidence,
             ttl_days=args.ttl_days,
             tags=args.tags,
@@ -320,7 +318,7 @@ class BoundTools:
         )
         text = f"{receipt.status} fact {receipt.id} in scope {receipt.scope}"
         if receipt.status == "reinforced":
-            stored = (await self.store.aget(receipt.id, agent_id=self.agent_id, group_id=self.group_id)).content
+            stored = (await self.handle.aget(receipt.id)).content
             if stored == args.fact:
                 text += " (the same fact was already stored: your statement was recorded on it)"
             else:  # written differently: the model sees what it was merged into, and can still tell it apart
@@ -333,7 +331,7 @@ class BoundTools:
         if receipt.superseded:
             text += f"; superseded {', '.join(receipt.superseded)}"
         for fact_id in receipt.similar:  # facts of the scope just written to: the caller may read them
-            fact = await self.store.aget(fact_id, agent_id=self.agent_id, group_id=self.group_id)
+            fact = await self.handle.aget(fact_id)
             text += (
                 f"\nsimilar to {fact.id}: {_quoted(fact.content)}. If the new fact replaces it, remember it with "
                 f"supersedes=[{fact.id}]."
@@ -346,10 +344,10 @@ class BoundTools:
         return scope.kind == "group" and scope.owner != self.group_id
 
     async def _forget(self, args: ForgetArgs) -> str:
-        before = await self.store.aget(args.fact_id, agent_id=self.agent_id, group_id=self.group_id)
+        before = await self.handle.aget(args.fact_id)
         if self._outside_group(before.scope):  # a group the agent is also in, outside these tools' team:
             raise FactNotFoundError(f"no fact with id {shown(args.fact_id)}")  # answered as search sees it
-        fact = await self.store.aforget(args.fact_id, args.reason, agent_id=self.agent_id, group_id=self.group_id)
+        fact = await self.handle.aforget(args.fact_id, args.reason)
         if before.status == "superseded":
             return (
                 f"already superseded: fact {fact.id} ({fact.scope}) was replaced by {before.superseded_by} and is "
@@ -377,8 +375,10 @@ class Recall:
     _denied_logged: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.agent_id = validate_owner_id(self.agent_id, "agent_id")
-        self.group_id = None if self.group_id is None else validate_owner_id(self.group_id, "group_id")
+        self.handle = AgentHandle(self.store, self.agent_id, self.group_id)  # every recall acts through it
+        self.store = self.handle.engine
+        self.agent_id = self.handle.agent_id
+        self.group_id = self.handle.group_id
         if self.max_bytes < MIN_CAPSULE_BYTES:
             raise ValueError(f"max_bytes must be at least {MIN_CAPSULE_BYTES}")
 
@@ -390,9 +390,7 @@ class Recall:
         if not query.strip():
             return []
         try:
-            return await self.store.asearch(
-                query, self.scope, agent_id=self.agent_id, group_id=self.group_id, top_k=top_k or self.top_k
-            )
+            return await self.handle.asearch(query, self.scope, top_k=top_k or self.top_k)
         except MemoryAccessDenied as exc:
             if not self._denied_logged:
                 logger.warning("shared memory recall skipped for %s: %s", self.agent_id, exc)
@@ -459,7 +457,7 @@ def warn_recall_only(agent_name: str, why: str, fix: str) -> None:
     )
 
 
-ATTACH_EXAMPLE = 'store.attach(team, group_id="support-acme")'
+ATTACH_EXAMPLE = GroupIdRequired.EXAMPLE
 
 
 def team_identity(
@@ -488,11 +486,7 @@ def team_identity(
             that is not attached here.
     """
     if group_id is None:
-        raise GroupIdRequired(
-            f"attach needs the team's name: {ATTACH_EXAMPLE}. Its memory lives under that name, whatever agents "
-            "the team has, and unrelated teams (whatever their agents are called) never share it. To share "
-            "memory between teams on purpose, give them the same group_id"
-        )
+        raise GroupIdRequired()
     group = validate_owner_id(group_id, "group_id")
     if ":" in group:
         raise ValueError(f"group_id {group!r} holds ':', which separates it from agent names in agent ids")
@@ -527,6 +521,7 @@ _RECORDED_LOCK = threading.Lock()
 
 
 def _note_recorded(store: FactStore, agent_id: str, name: str, call_id: str) -> None:
+    store = as_engine(store)
     with _RECORDED_LOCK:
         noted: OrderedDict[tuple[str, str, str], float] = store.__dict__.setdefault(
             "_tool_recorded_calls", OrderedDict()
@@ -540,6 +535,7 @@ def _note_recorded(store: FactStore, agent_id: str, name: str, call_id: str) -> 
 def recorded_by_tool(store: FactStore, agent_id: str, name: str, call_id: str) -> bool:
     """Whether ``agent_id``'s memory tool that records its own calls has recorded its call ``call_id`` of
     ``name`` (once: the note goes, as models reuse call ids)."""
+    store = as_engine(store)
     with _RECORDED_LOCK:
         noted: OrderedDict[tuple[str, str, str], float] = store.__dict__.get("_tool_recorded_calls", OrderedDict())
         return noted.pop((agent_id, name, call_id), None) is not None

@@ -19,6 +19,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from ..core.records import Record
+from ..facts import as_engine
 from ..views.agents import upsert_agent
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ class RecordWriter:
     marks the agents whose records it wrote active in the directory."""
 
     def __init__(self, store: FactStore, max_pending: int = 100_000) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self.errors = 0  # batches that could not be written (logged)
         self.recorded = 0
         self._max_pending = max_pending

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
@@ -25,23 +26,26 @@ def neighbour_context(
     weights: tuple[float, float],
     neighbours: Callable[[S, Sequence[str]], dict[str, tuple[str | None, str | None]]],
     pull_in: bool,
+    lenders: int | None = None,
 ) -> tuple[dict[tuple[S, str], float], dict[tuple[S, str], str]]:
     """``score(f) + b_prev * score(prev(f)) + b_next * score(next(f))``, prev/next being the facts written
     just before/after ``f`` in the same session: a turn recalled for a question lends credit to the
     turns around it (an answer often sits next to the turn that matches the words). ``pull_in``: facts that
-    neither leg found may enter through their neighbours (returned in the second dict with their lender)."""
+    neither leg found may enter through their neighbours (returned in the second dict with their lender).
+    ``lenders``: only the best this many facts of ``base`` lend (None: all of them)."""
     b_prev, b_next = weights
     final = dict(base)
     context_of: dict[tuple[S, str], str] = {}
     by_scope: dict[S, list[str]] = {}
-    for ref, fid in base:
+    lending = base if lenders is None else heapq.nlargest(lenders, base, key=base.__getitem__)
+    for ref, fid in lending:
         by_scope.setdefault(ref, []).append(fid)
     for ref, ids in by_scope.items():
         for fid, (prev, nxt) in neighbours(ref, ids).items():
             credit = base[(ref, fid)]
             for other, weight in ((prev, b_next), (nxt, b_prev)):  # prev(f)'s next is f, and so on
                 key = (ref, other) if other is not None else None
-                if key is None or (key not in base and not pull_in):
+                if key is None or not weight or (key not in base and not pull_in):
                     continue
                 final[key] = final.get(key, 0.0) + weight * credit
                 if key not in base:

@@ -16,12 +16,11 @@ import numpy.typing as npt
 
 from ..core.types import EmbeddingModelMismatchError, Filters, ScopeRef
 from ..embedding import Vectors
+from .cells import CELLS_FROM, Cells, grown
 from .engine import side_by_side
 from .int8 import (
     ROUNDING,
-    SKETCH_FROM,
     Codes,
-    Sketch,
     coarse_bounds,
     contenders,
     int8_bounds,
@@ -33,7 +32,6 @@ from .int8 import (
     scan_many,
     scan_pool,
     shortlist,
-    sketch,
 )
 from .postings import Postings, ScopeTerms
 
@@ -58,7 +56,7 @@ class VectorIndex:
         self.ann: Ann | None = None
         self.ann_building = False
         self.postings = Postings()  # positions 0 .. postings.n - 1 indexed
-        self.sketch: Sketch | None = None  # a big scope's projection for write batches' near-duplicate pass
+        self.cells: Cells | None = None  # a big scope's cells, for write batches' near-duplicate candidates
         self.rev = -1
         self.epoch = -1
         self.n = 0
@@ -376,9 +374,10 @@ class Ann:
 class NearestExisting:
     """Near-duplicate and similar-fact lookup for one write batch.
 
-    Up front, one pass over the scope (coarse int8 bounds for a single vector, rebuilt rows for a batch, or
-    the HNSW graph) proposes each vector's nearest live facts whose rebuilt cosine can reach ``floor`` (the
-    rebuilt cosine's error bound included); ``lookup(j)`` adds the facts inserted earlier in this batch and
+    Up front, the HNSW graph, a big scope's nearest cells (:class:`~.cells.Cells`), or in a small scope one
+    pass over every row (coarse int8 bounds for a single vector, rebuilt rows for a batch) proposes each
+    vector's nearest live facts whose rebuilt cosine can reach ``floor`` (the rebuilt cosine's error bound
+    included); ``lookup(j)`` adds the facts inserted earlier in this batch and
     returns the most similar live ones at or above ``floor``: re-scored exactly from the file where they can
     reach ``exact_from`` (the merge decision), rebuilt (within ~4e-5) below it (the similar list).
     """
@@ -411,6 +410,9 @@ class NearestExisting:
             found, _ = index.ann.query_many(vectors, min(self.CANDIDATES, index.n))
             self.near = [self._reaching(codes, rows[live[rows]], j) for j, rows in enumerate(found)]
             return
+        if index.n >= CELLS_FROM:  # a big scope: the rows of the vectors' nearest cells, not every row
+            self._cells(codes, live)
+            return
         if len(vectors) == 1:  # one remember: the coarse bounds shortlist the rows that can reach it
             q = np.asarray(vectors[0], dtype=np.float32)
             self.near = [self._reaching(codes, shortlist(int8_bounds([codes], q)[0], q, live, 1, floor), 0)]
@@ -418,51 +420,42 @@ class NearestExisting:
         self._scan(codes, live)
 
     def _scan(self, codes: Codes, live: npt.NDArray[np.bool_]) -> None:
-        """Each batch vector's candidates from upper bounds on its product with every row, a chunk of the
-        batch at a time: a big scope's :class:`Sketch` (a ``k + 1``-term product per row and vector), or a
-        small one's rebuilt rows (rounding within ``d * 2**-23`` of ``|x| |v|``, twice the textbook bound).
-        No row whose rebuilt cosine (or stored one) can reach the floor is left out; :meth:`_nearest` picks
-        the ones that can be among the nearest."""
-        n = len(codes)
-        vectors = np.asarray(self.vectors, dtype=np.float32)
+        """Each batch vector's candidates from upper bounds on its product with every rebuilt row of a small
+        scope (rounding within ``d * 2**-23`` of ``|x| |v|``, twice the textbook bound), a chunk of the batch
+        at a time: no row whose rebuilt cosine (or stored one) can reach the floor is left out;
+        :meth:`_nearest` picks the ones that can be among the nearest."""
         quantized: list[Codes] = []  # the batch's codes, made when a dense neighbourhood needs them
-        chunks = self._rebuilt(codes, vectors, 0)
-        if n >= SKETCH_FROM:
-            found = self.index.sketch = sketch(self.index.sketch, self.index.generation, codes, n)
-            chunks = self._sketched(codes, vectors, found.reaching(found.extend(codes, n), vectors, self.floor))
-        for lo, cols, hits in chunks:
+        for lo, cols, hits in self._rebuilt(codes, np.asarray(self.vectors, dtype=np.float32)):
             keep = live[hits]
             cols, hits = cols[keep], hits[keep]
             cuts = np.searchsorted(cols, np.arange(int(cols[-1]) + 2)) if len(cols) else np.zeros(1, np.int64)
             for col in np.flatnonzero(np.diff(cuts)):  # most vectors have no near match
                 self.near[lo + col] = self._nearest(codes, hits[cuts[col] : cuts[col + 1]], quantized, lo + col)
 
-    def _sketched(
-        self,
-        codes: Codes,
-        vectors: npt.NDArray[np.float32],
-        chunks: Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]],
-    ) -> Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-        """The sketch's chunks while it prunes; the rebuilt rows' from the first chunk where more than 2% of
-        the pairs pass (vectors without main directions, isotropic noise say: the sketch then leaves nearly
-        every row, each costing a gather, and the rebuilt rows' tight bounds are cheaper)."""
-        for lo, cols, hits in chunks:
-            if len(hits) > 0.02 * len(codes) * min(64, len(vectors) - lo):
-                yield from self._rebuilt(codes, vectors, lo)
-                return
-            yield lo, cols, hits
+    def _cells(self, codes: Codes, live: npt.NDArray[np.bool_]) -> None:
+        """Each batch vector's candidates among the rows of its nearest cells (:class:`Cells`), then
+        :meth:`_nearest`'s. A near duplicate that the cells do not propose is missed, and the write keeps the
+        fact as a new one."""
+        index = self.index
+        cells = index.cells = grown(index.cells, index.generation, codes, len(codes))
+        vectors = np.asarray(self.vectors, dtype=np.float32)
+        quantized = [quantize(vectors)]
+        for j, rows in enumerate(cells.probe(quantized[0], self.floor)):
+            rows = rows[live[rows]]
+            if len(rows):
+                self.near[j] = self._nearest(codes, rows, quantized, j)
 
     def _rebuilt(
-        self, codes: Codes, vectors: npt.NDArray[np.float32], start: int
+        self, codes: Codes, vectors: npt.NDArray[np.float32]
     ) -> Iterator[tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-        """The pairs whose bound reaches the floor, from the products with the rebuilt rows (vectors from
-        ``start`` on): their float32 rounding is within ``d * 2**-23`` of ``|x| |v|`` (twice the textbook
-        bound), added to the rows' slack, and so is ``cosines()``'s rounding margin (``ROUNDING``, twice, as
-        the sketch's margin has it): every row that :meth:`_reaching`'s re-check on ``cosines()`` could keep
-        is a candidate, whichever path found it (without it, a row within ~1e-6 of the floor was kept by the
-        sketch's path and a single ``remember``, and not by this one)."""
+        """The pairs whose bound reaches the floor, from the products with the rebuilt rows: their float32
+        rounding is within ``d * 2**-23`` of ``|x| |v|`` (twice the textbook bound), added to the rows' slack,
+        and so is ``cosines()``'s rounding margin (``ROUNDING``, twice, as the coarse bounds' margin has it):
+        every row that :meth:`_reaching`'s re-check on ``cosines()`` could keep is a candidate, whichever path
+        found it (without it, a row within ~1e-6 of the floor was kept by a single ``remember`` and not by
+        this one)."""
         slack = codes.slack + np.float32(codes.coarse.shape[1] * 2.0**-23 + 2 * ROUNDING) * codes.norm
-        for lo in range(start, len(vectors), 256):
+        for lo in range(0, len(vectors), 256):
             chunk = vectors[lo : lo + 256]
             products = scan_many(codes, chunk)
             q_norms = norms(chunk)

@@ -31,6 +31,7 @@ from ..core.types import (
     validate_owner_id,
 )
 from ..errors import InvalidInputError, InvalidInputTypeError, TaskNotFoundError, UnknownAgentError
+from ..facts import as_engine
 from ..search.fusion import rrf
 from ..search.text import query_terms
 from .caselog import CaseHit, CaseLog
@@ -222,7 +223,7 @@ class AgentMemory:
     and (with a group) the group's case log. Every operation acts as ``agent_id``."""
 
     def __init__(self, store: FactStore, agent_id: str, group_id: str | None = None) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self.agent_id = validate_owner_id(agent_id, "agent_id")
         self.group_id = None if group_id is None else validate_owner_id(group_id, "group_id")
         self.scope = ScopeRef("agent", agent_id)
@@ -313,7 +314,7 @@ class AgentMemory:
         validate_owner_id(agent_id, "agent_id")
         if not agent_known(self.store, agent_id):
             raise UnknownAgentError(f"unknown agent {agent_id!r}: not in the directory and no memory of its own")
-        self.store.policy.check_read(self.agent_id, ScopeRef("agent", agent_id))
+        self.store.access.check_read(self.agent_id, ScopeRef("agent", agent_id))
         return self._insights(agent_id, category, limit)
 
     # ------------------------------------------------------------------ conversations, across agents
@@ -333,7 +334,7 @@ class AgentMemory:
             refs = self.store.backend.scopes("agent")
         ranked: list[tuple[int, int, dict[str, Any]]] = []
         for n, ref in enumerate(refs):
-            if ref.owner != self.agent_id and self.store.policy.is_private(ref.owner):
+            if ref.owner != self.agent_id and self.store.access.is_private(ref.owner):
                 continue
             rows = self.store.backend.read_records(ref, "conversations", limit=limit, query_terms=terms)
             ranked += [(rank, n, row) for rank, row in enumerate(rows)]
@@ -414,7 +415,7 @@ class AgentMemory:
         return ScopeRef("group", self.group_id) if self.group_id else self.scope
 
     def _check_task_access(self) -> None:
-        if self.group_id is not None and not self.store.policy.is_member(self.group_id, self.agent_id):
+        if self.group_id is not None and not self.store.access.is_member(self.group_id, self.agent_id):
             raise MemoryAccessDenied(
                 f"agent {self.agent_id!r} may not use the tasks of group {self.group_id!r}: "
                 "it is not a member of that group"
@@ -428,7 +429,7 @@ class AgentMemory:
         assignee = validate_owner_id(assignee or self.agent_id, "assignee")
         if self.group_id is None and assignee != self.agent_id:
             raise InvalidInputError("without a group, an agent can only create tasks for itself")
-        if self.group_id is not None and not self.store.policy.is_member(self.group_id, assignee):
+        if self.group_id is not None and not self.store.access.is_member(self.group_id, assignee):
             raise UnknownAgentError(f"cannot assign to {assignee!r}: not a member of group {self.group_id!r}")
         now = time.time()
         row = {
@@ -481,7 +482,7 @@ class AgentMemory:
 
     def assign_task(self, task_id: str, agent_id: str) -> Task:
         validate_owner_id(agent_id, "agent_id")
-        if self.group_id is not None and not self.store.policy.is_member(self.group_id, agent_id):
+        if self.group_id is not None and not self.store.access.is_member(self.group_id, agent_id):
             raise UnknownAgentError(f"cannot assign to {agent_id!r}: not a member of group {self.group_id!r}")
 
         def change(row: dict[str, Any]) -> dict[str, Any]:
@@ -523,7 +524,7 @@ class AgentMemory:
             bounded_text(  # a long result is cut in UTF-8 bytes, and says so (the task keeps all of it)
                 f"Task '{task.title}' completed by {self.agent_id}: {text}",
                 "task result",
-                self.store.max_fact_bytes // 2,
+                self.store.policy.max_fact_bytes // 2,
                 truncate=True,
             ),
             scope,
@@ -579,5 +580,5 @@ class AgentMemory:
             case_hits = self.case_log.search(query, top_k * 4)
             lists.append(([h.id for h in case_hits], 1.0))
             items.update({h.id: h for h in case_hits})
-        fused = rrf(lists, k=self.store.rrf_k)
+        fused = rrf(lists, k=self.store.recall.rrf_k)
         return [items[i] for i, _ in sorted(fused.items(), key=lambda kv: -kv[1])[:top_k]]

@@ -7,6 +7,7 @@ supersedes; readers choose the full history or the current view (superseded entr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import time
@@ -20,6 +21,7 @@ import numpy.typing as npt
 from ..core.records import lookup_key, storable_text
 from ..core.types import Filters, ScopeRef, validate_owner_id
 from ..errors import CheckpointError, InvalidInputError
+from ..facts import as_engine
 from ..search import engine
 
 if TYPE_CHECKING:
@@ -79,7 +81,7 @@ class CaseLog:
     ``agent_id`` is None (entries and checkpoints are then attributed to the store's ``operator_id``)."""
 
     def __init__(self, store: FactStore, group_id: str, agent_id: str | None = None) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self.group_id = validate_owner_id(group_id, "group_id")
         self.agent_id = None if agent_id is None else validate_owner_id(agent_id, "agent_id")
         self.author = self.agent_id if self.agent_id is not None else store.operator_id
@@ -87,9 +89,9 @@ class CaseLog:
 
     def _check(self, action: str) -> None:
         if action == "read":
-            self.store.policy.check_read(self.agent_id, self.scope)
+            self.store.access.check_read(self.agent_id, self.scope)
         else:
-            self.store.policy.check_write(self.agent_id, self.scope, "append to the case log of")
+            self.store.access.check_write(self.agent_id, self.scope, "append to the case log of")
 
     # ------------------------------------------------------------------ writing
     def append(self, entries: str | Sequence[str | Mapping[str, Any]]) -> AppendResult:
@@ -224,16 +226,8 @@ class CaseLog:
         store = self.store
         rows = store.backend.read_records(self.scope, "case_log", limit=1_000_000, oldest_first=True)
         legs = _CaseLegs(store, self.scope, rows, include_superseded)
-        settings = engine.Settings(
-            depth=max(store.search_depth, top_k),
-            top_k=top_k,
-            min_similarity=store.min_similarity,
-            lexical_weight=store.lexical_weight,
-            semantic_weight=store.semantic_weight,
-            rrf_k=store.rrf_k,
-            scope_weights={self.scope.kind: 1.0},
-        )
-        ranked = engine.search(legs, [self.scope], query, store.embedder.embed, settings, Filters())
+        settings = dataclasses.replace(store.recall, scope_weights={}, context_weights=None)
+        ranked = engine.search(legs, [self.scope], query, store.embedder.embed, settings, top_k, Filters())
         return [CaseHit(_entry(legs.by_id[r.key[1]]), r.score, r.lexical_rank, r.semantic_rank) for r in ranked]
 
 

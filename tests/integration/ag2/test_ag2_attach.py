@@ -25,6 +25,7 @@ from autogen_shared_memory.integration.ag2 import (
 )
 from autogen_shared_memory.integration.ag2.scripted import ScriptedModelClient, scripted_llm_config, tool_call
 from autogen_shared_memory.integration.toolkit import CAPSULE_PREAMBLE, FORGET, REMEMBER, SEARCH, TOOL_NAMES
+from autogen_shared_memory.settings import WritePolicy
 
 Mode = Literal["sync", "async"]
 StoreFactory = Any
@@ -54,7 +55,7 @@ def snapshot(store: SharedMemoryStore) -> list[Any]:
 
 @pytest.fixture
 def store(make_store: StoreFactory) -> SharedMemoryStore:
-    s: SharedMemoryStore = make_store(global_writers=["lead"])
+    s: SharedMemoryStore = make_store(policy=WritePolicy(global_writers=["lead"]))
     return s
 
 
@@ -68,7 +69,7 @@ def test_group_fact_remembered_by_one_agent_is_recalled_by_another(store: Shared
     attachment = store.attach(chat, group_id="crew")
     assert attachment.group_id == "crew"
     assert {attachment.mode_of(n) for n in ("alice", "bob", "carol")} == {"tools"}
-    assert store.group_members("crew") == {"crew:alice", "crew:bob", "crew:carol"}
+    assert store.operator.members("crew") == {"crew:alice", "crew:bob", "crew:carol"}
 
     run(mode, carol, manager, "Plan the launch post.")  # then alice, bob, carol... each call run by the next
     (ran_remember, remembered), (ran_global, denied), (ran_search, found) = tool_results(chat)
@@ -78,7 +79,7 @@ def test_group_fact_remembered_by_one_agent_is_recalled_by_another(store: Shared
     assert found.startswith("[memory: 1 of 1 facts]") and "The launch is on March 3" in found
     assert "by crew:alice" in found
     # the fact is alice's, in the group's scope; the denied global write left nothing behind
-    hit = store.search("launch", "group", agent_id="crew:bob", group_id=attachment.group_id)[0]
+    hit = store.as_agent("crew:bob", attachment.group_id).search("launch", "group")[0]
     assert hit.fact.created_by == "crew:alice"
     assert all(sum(st.counts.values()) == 0 for st in store.stats() if st.scope.kind == "global")
     # what the model saw: the three tools, one system message ending with the scaffolding
@@ -103,16 +104,16 @@ def test_carols_private_note_lands_in_carols_scope_whoever_executes_it(store: Sh
     run(mode, ted, manager, "Go.")
     executors = [name for name, _ in tool_results(chat)]
     assert executors[:2] == ["ted", "ted"]  # ted ran carol's calls
-    facts = store.search("double-check every date", "agent", agent_id="crew:carol")
+    facts = store.as_agent("crew:carol").search("double-check every date", "agent")
     assert [h.fact.created_by for h in facts] == ["crew:carol"] and facts[0].fact.scope.owner == "crew:carol"
-    assert store.search("secret", "agent", agent_id="crew:carol") == []  # an agent_id argument is refused
+    assert store.as_agent("crew:carol").search("secret", "agent") == []  # an agent_id argument is refused
     assert tool_results(chat)[1][1].startswith("ERROR: invalid arguments (agent_id: unknown argument")
-    assert store.search("date secret", "agent", agent_id="crew:ted") == []  # nothing was written as ted
+    assert store.as_agent("crew:ted").search("date secret", "agent") == []  # nothing was written as ted
     # ted's own search (run for ted, by carol) does not see carol's private notes
     assert tool_results(chat)[2][1] == "[memory: no matching facts]"
     # the calls are in carol's tool history, none in ted's
-    assert [c.tool_name for c in store.tool_history("crew:carol")] == ["memory_remember", "memory_remember"]
-    assert [c.tool_name for c in store.tool_history("crew:ted")] == ["memory_search"]
+    assert [c.tool_name for c in store.operator.tool_history("crew:carol")] == ["memory_remember", "memory_remember"]
+    assert [c.tool_name for c in store.operator.tool_history("crew:ted")] == ["memory_search"]
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -129,10 +130,10 @@ def test_a_speaker_given_the_floor_again_runs_its_own_call_for_itself(store: Sha
     assert tool_results(chat) == [
         (
             "alice",
-            f"created fact {store.search('tabs', 'agent', agent_id='crew:alice')[0].fact.id} in scope agent:crew:alice",
+            f"created fact {store.as_agent('crew:alice').search('tabs', 'agent')[0].fact.id} in scope agent:crew:alice",
         )
     ]
-    assert store.search("tabs", "agent", agent_id="crew:bob") == []
+    assert store.as_agent("crew:bob").search("tabs", "agent") == []
     # the speaker's own message is told by the very list it sent, not by equal contents
     own = alice.chat_messages[manager][1]
     assert own.get("name") is None and asker_of(own, manager, alice) is alice
@@ -149,8 +150,8 @@ def test_a_speaker_cannot_take_another_name_in_a_group_chat(store: SharedMemoryS
     chat, manager = group(mallory, alice, rounds=4)
     store.attach(chat, group_id="crew")
     alice.initiate_chat(manager, message="Go.")
-    assert store.search("mallory wrote", "agent", agent_id="crew:alice") == []  # GroupChat.append names the speaker
-    assert store.search("mallory wrote", "agent", agent_id="crew:mallory")[0].fact.created_by == "crew:mallory"
+    assert store.as_agent("crew:alice").search("mallory wrote", "agent") == []  # GroupChat.append names the speaker
+    assert store.as_agent("crew:mallory").search("mallory wrote", "agent")[0].fact.created_by == "crew:mallory"
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -162,8 +163,8 @@ def test_two_agent_chat_runs_the_call_for_the_sender(store: SharedMemoryStore, m
     assert attachment.mode_of("user") == "member" and attachment.mode_of("carol") == "tools"
     assert user.system_message == user_system  # no model: no scaffolding
     run(mode, user, carol, "Remember my preference.", max_turns=2)
-    assert store.search("short answers", "agent", agent_id="desk:carol")[0].fact.created_by == "desk:carol"
-    assert store.search("short answers", "agent", agent_id="desk:user") == []
+    assert store.as_agent("desk:carol").search("short answers", "agent")[0].fact.created_by == "desk:carol"
+    assert store.as_agent("desk:user").search("short answers", "agent") == []
 
 
 def test_a_call_relayed_under_another_name_is_refused(store: SharedMemoryStore) -> None:
@@ -241,17 +242,17 @@ def test_hostile_arguments_get_error_text_and_change_nothing(store: SharedMemory
             assert snapshot(store) == before
 
     check()
-    assert store.search("anything", "agent", agent_id="crew:ted") == []  # every write, if any, was carol's
+    assert store.as_agent("crew:ted").search("anything", "agent") == []  # every write, if any, was carol's
 
 
 def test_a_failing_store_answers_error_text(store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
     carol, ted = agent("carol"), agent("ted")
     store.attach([carol, ted], group_id="crew")
 
-    async def broken(*args: Any, **kwargs: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(store, "aremember", broken)
+    monkeypatch.setattr(store.engine, "remember", broken)
     reply = ted.generate_reply(messages=[tool_call("memory_remember", fact="x", scope="agent")], sender=carol)
     assert isinstance(reply, dict) and reply["content"] == (
         "ERROR: the shared memory store failed (OSError). Nothing was changed."
@@ -270,7 +271,7 @@ def test_attach_keeps_a_custom_model_client(store: SharedMemoryStore) -> None:
     user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
     store.attach(user, group_id="crew")
     user.initiate_chat(carol, message="Remember.", max_turns=2)
-    assert store.search("kept", "agent", agent_id="crew:carol")[0].fact.created_by == "crew:carol"
+    assert store.as_agent("crew:carol").search("kept", "agent")[0].fact.created_by == "crew:carol"
     assert {t["function"]["name"] for t in scripted.calls[0]["tools"]} == set(TOOL_NAMES)
     store.detach(carol)
     assert model(carol) is scripted
@@ -298,7 +299,7 @@ def test_a_client_registered_after_attach_and_a_client_set_directly(store: Share
 # ----------------------------------------------------------------------------- read-only recall
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_read_only_agent_gets_a_capsule_and_no_tools(store: SharedMemoryStore, mode: Mode) -> None:
-    store.remember("The customer prefers email", "group", group_id="desk")
+    store.as_operator("desk").remember("The customer prefers email", "group")
     support = agent("support", "I will email them.")
     user = UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
     attachment = Attacher(store).attach([user, support], group_id="desk", read_only={"support"})
@@ -347,11 +348,11 @@ def test_attach_twice_changes_nothing_and_detach_undoes_exactly(store: SharedMem
     assert tools == ["tool_of_mine", *TOOL_NAMES]
     assert alice.system_message.count("## Shared memory") == 1
     assert set(user.function_map) == {"tool_of_mine", *TOOL_NAMES} and user.system_message == before["user"]["system"]
-    assert store.group_members(first.group_id or "") == {"crew:alice", "crew:bob", "crew:user"}
+    assert store.operator.members(first.group_id or "") == {"crew:alice", "crew:bob", "crew:user"}
 
     assert sorted(store.detach(chat)) == ["alice", "bob", "user"]
     assert {a.name: _state(a) for a in (alice, bob, user)} == before
-    assert store.group_members("crew") == {"crew:alice", "crew:bob", "crew:user"}  # shared state: it stays
+    assert store.operator.members("crew") == {"crew:alice", "crew:bob", "crew:user"}  # shared state: it stays
     assert store.detach(chat) == []
 
 
@@ -372,7 +373,7 @@ def test_attach_is_all_or_nothing(store: SharedMemoryStore) -> None:
     before = _state(fine)
     with pytest.raises(ValueError, match="'clash' already has a tool or function named 'memory_search'"):
         store.attach([fine, clash], group_id="g")
-    assert _state(fine) == before and store.group_members("g") == set()
+    assert _state(fine) == before and store.operator.members("g") == set()
     with pytest.raises(ValueError, match="unique"):
         store.attach([agent("same"), agent("same")], group_id="crew")
     with pytest.raises(ValueError, match="path separator"):
@@ -394,24 +395,24 @@ def test_a_failure_half_way_undoes_the_agents_already_attached(
 ) -> None:
     first, second = agent("first"), agent("second")
     before = {a.name: _state(a) for a in (first, second)}
-    add = store.add_group_member
+    add = store.engine.add_group_member
 
     def refuse_second(group_id: str, agent_id: str) -> None:
         if agent_id == "g:second":
             raise OSError("database is locked")
         add(group_id, agent_id)
 
-    monkeypatch.setattr(store, "add_group_member", refuse_second)
+    monkeypatch.setattr(store.engine, "add_group_member", refuse_second)
     with pytest.raises(OSError, match="locked"):
         store.attach([first, second], group_id="g")
-    assert {a.name: _state(a) for a in (first, second)} == before and store.group_members("g") == set()
+    assert {a.name: _state(a) for a in (first, second)} == before and store.operator.members("g") == set()
     assert store.detach([first, second]) == []
 
 
 def test_the_manager_attaches_its_group_chat(store: SharedMemoryStore) -> None:
     _, manager = group(agent("p"), agent("q"), rounds=2)
     assert store.attach(manager, group_id="crew").group_id == "crew"
-    assert store.group_members("crew") == {"crew:p", "crew:q"}
+    assert store.operator.members("crew") == {"crew:p", "crew:q"}
 
 
 def test_messages_are_recorded_in_the_authors_records(store: SharedMemoryStore) -> None:
@@ -420,11 +421,11 @@ def test_messages_are_recorded_in_the_authors_records(store: SharedMemoryStore) 
     chat, manager = group(alice, bob, rounds=3)
     store.attach(chat, group_id="crew")
     alice.initiate_chat(manager, message="Here is the plan.")
-    assert [r.content for r in reversed(store.conversation("crew:alice"))] == [
+    assert [r.content for r in reversed(store.operator.conversation("crew:alice"))] == [
         "Here is the plan.",
         "The plan is ready.",
     ]
-    assert [r.content for r in store.conversation("crew:bob")] == ["Looks good."]
+    assert [r.content for r in store.operator.conversation("crew:bob")] == ["Looks good."]
 
 
 def test_the_text_sent_with_tool_calls_is_recorded(store: SharedMemoryStore) -> None:
@@ -436,9 +437,9 @@ def test_the_text_sent_with_tool_calls_is_recorded(store: SharedMemoryStore) -> 
     chat, manager = group(alice, bob, rounds=4)
     store.attach(chat, group_id="crew")
     bob.initiate_chat(manager, message="Plan the launch", silent=True)
-    said = [r.content for r in store.conversation("crew:alice")]
+    said = [r.content for r in store.operator.conversation("crew:alice")]
     assert "I will record the budget decision." in said
-    assert [c.tool_name for c in store.tool_history("crew:alice")] == [REMEMBER]
+    assert [c.tool_name for c in store.operator.tool_history("crew:alice")] == [REMEMBER]
 
 
 # ----------------------------------------------------------------------------- store.attach dispatch
@@ -490,8 +491,7 @@ def test_arguments_reach_the_store_as_the_model_wrote_them(store: SharedMemorySt
     pretty = '{\n "fact": "The share is at C:\\\\",\n "scope": "group"\n}'
     assert call(REMEMBER, pretty).startswith("created")
     facts = {
-        h.fact.content: h.fact.tags
-        for h in store.search("deploy window share", "group", agent_id="crew:carol", group_id="crew")
+        h.fact.content: h.fact.tags for h in store.as_agent("crew:carol", "crew").search("deploy window share", "group")
     }
     assert facts == {"Deploy window\nstarts 9:00": ("C:\\",), "The share is at C:\\": ()}
     before = snapshot(store)
@@ -518,12 +518,12 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
     # A write that waits on the lock returns after busy_timeout at the earliest (then fails): a send that
     # returns in less than half of it never waited, however slow the machine.
     busy_timeout = 10.0
-    store = SharedMemoryStore(backend=SQLiteBackend(tmp_path, busy_timeout=busy_timeout), embedder=HashEmbedder())
+    store = SharedMemoryStore(SQLiteBackend(tmp_path, busy_timeout=busy_timeout), embedder=HashEmbedder())
     alice, bob = agent("alice", "unused"), agent("bob", "unused")
     store.attach([alice, bob], group_id="pair")
-    store.log_message("pair:alice", "creates the file")
+    store.as_agent("pair:alice").log_message("creates the file")
     holder = sqlite3.connect(
-        tmp_path / scope_file_name(store.scope_ref("agent", agent_id="pair:alice")), isolation_level=None
+        tmp_path / scope_file_name(store.engine.scope_ref("agent", agent_id="pair:alice")), isolation_level=None
     )
     holder.execute("BEGIN IMMEDIATE")
 
@@ -537,7 +537,7 @@ def test_recording_a_message_never_waits_on_a_busy_file(tmp_path: Any) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    assert [r.content for r in store.conversation("pair:alice")] == ["hello bob", "creates the file"]
+    assert [r.content for r in store.operator.conversation("pair:alice")] == ["hello bob", "creates the file"]
     store.close()
 
 
@@ -557,7 +557,9 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
     for i in range(300):
         alice.send(f"message {i}", bob, request_reply=False)
     store.close()
-    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair:alice", limit=1000)) == 300
+    assert (
+        len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).operator.conversation("pair:alice", limit=1000)) == 300
+    )
 
     script = textwrap.dedent(
         """
@@ -575,13 +577,16 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
     )
     here = os.path.dirname(__file__)
     subprocess.run([sys.executable, "-c", script, str(tmp_path), here], check=True, timeout=120)
-    assert len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair2:carol", limit=1000)) == 200
+    assert (
+        len(SharedMemoryStore(tmp_path, embedder=HashEmbedder()).operator.conversation("pair2:carol", limit=1000))
+        == 200
+    )
 
     forked = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
     erin, frank = agent("erin", "unused"), agent("frank", "unused")
     forked.attach([erin, frank], group_id="pair3")
     erin.send("before the fork", frank, request_reply=False)
-    forked._settle_records()
+    forked.engine._settle_records()
     pid = os.fork()
     if pid == 0:  # the child: its own messages, written by its own thread
         try:
@@ -590,7 +595,7 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
-    said = {r.content for r in SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair3:erin")}
+    said = {r.content for r in SharedMemoryStore(tmp_path, embedder=HashEmbedder()).operator.conversation("pair3:erin")}
     assert said == {"before the fork", "from the child"}
 
     import multiprocessing
@@ -603,7 +608,9 @@ def test_queued_messages_are_written_on_close_at_exit_and_in_a_forked_child(tmp_
     process.start()
     process.join(60)
     assert process.exitcode == 0
-    found = SharedMemoryStore(tmp_path, embedder=HashEmbedder()).conversation("pair3:erin", query="multiprocessing")
+    found = SharedMemoryStore(tmp_path, embedder=HashEmbedder()).operator.conversation(
+        "pair3:erin", query="multiprocessing"
+    )
     assert len(found) == 100
 
 
@@ -636,7 +643,7 @@ def test_a_memory_call_made_inside_another_tool_does_not_run_as_the_outer_asker(
     store.attach([mallory, helper], group_id="inner")
     runner.initiate_chat(alice, message="go", max_turns=2, silent=True)
     for owner in ("outer:alice", "inner:mallory", "inner:helper"):
-        assert store.search("refund", "agent", agent_id=owner) == []
+        assert store.as_agent(owner).search("refund", "agent") == []
     answers = [m.get("content") for m in helper.chat_messages[mallory] if m.get("role") == "function"]
     assert answers and all(str(a).startswith("ERROR: this memory call is not one") for a in answers)
     searched = [m for m in alice.chat_messages[runner] if m.get("role") == "tool"]

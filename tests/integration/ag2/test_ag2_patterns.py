@@ -86,7 +86,7 @@ def test_each_memory_call_runs_for_the_agent_that_asked(store: SharedMemoryStore
     attachment = store.attach(p, group_id="crew")  # the pattern: its agents and its user agent
     group_id = attachment.group_id
     assert group_id == "crew"
-    assert store.group_members(group_id) == {"crew:alice", "crew:bob", "crew:user"}
+    assert store.operator.members(group_id) == {"crew:alice", "crew:bob", "crew:user"}
     assert attachment.mode_of("user") == "member"
 
     history = run(mode, p, "Plan the launch post.", rounds=9)
@@ -98,12 +98,12 @@ def test_each_memory_call_runs_for_the_agent_that_asked(store: SharedMemoryStore
     assert found.startswith("[memory: 2 of 2 facts]") and "by crew:alice" in found and "by crew:bob" in found
     # each fact is its asker's: author, stated_by, the audit trail's actor; each call in the asker's records
     for author, text in (("crew:alice", "March 3"), ("crew:bob", "legal review")):
-        (hit,) = store.search(text, "group", agent_id=author, group_id=group_id, top_k=1)
+        (hit,) = store.as_agent(author, group_id).search(text, "group", top_k=1)
         assert hit.fact.created_by == author and hit.fact.stated_by == (author,)
-        assert [e.actor for e in store.history(hit.fact.id, agent_id=author, group_id=group_id)] == [author]
-    assert [c.tool_name for c in store.tool_history("crew:alice")] == ["memory_remember"]
-    assert sorted(c.tool_name for c in store.tool_history("crew:bob")) == ["memory_remember", "memory_search"]
-    assert store.tool_history(EXECUTOR) == []
+        assert [e.actor for e in store.as_agent(author, group_id).history(hit.fact.id)] == [author]
+    assert [c.tool_name for c in store.operator.tool_history("crew:alice")] == ["memory_remember"]
+    assert sorted(c.tool_name for c in store.operator.tool_history("crew:bob")) == ["memory_remember", "memory_search"]
+    assert store.operator.tool_history(EXECUTOR) == []
     # what bob's model saw: the three tools, the scaffolding, alice's call's result
     request = model(bob).calls[0]
     assert set(TOOL_NAMES) <= {t["function"]["name"] for t in request["tools"]}
@@ -113,7 +113,7 @@ def test_each_memory_call_runs_for_the_agent_that_asked(store: SharedMemoryStore
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_read_only_agent_gets_its_capsule_and_its_calls_are_refused(store: SharedMemoryStore, mode: Mode) -> None:
-    store.remember("The customer prefers email", "group", group_id="desk")
+    store.as_operator("desk").remember("The customer prefers email", "group")
     writer = agent("writer", "How should we contact the customer?")
     reader = agent("reader", tool_call("memory_remember", fact="reader was here", scope="group"), "Email them.")
     store.attach([writer, reader], group_id="desk", read_only={"reader"})  # the agents list works too
@@ -122,7 +122,7 @@ def test_a_read_only_agent_gets_its_capsule_and_its_calls_are_refused(store: Sha
     ((executor, refused),) = tool_results(history)
     assert executor == EXECUTOR
     assert refused.startswith("ERROR: agent 'reader' was not given the shared memory tools")
-    assert snapshot(store) == before and store.tool_history("desk:reader") == []
+    assert snapshot(store) == before and store.operator.tool_history("desk:reader") == []
     request = model(reader).calls[0]
     assert not {t["function"]["name"] for t in request.get("tools") or []} & set(TOOL_NAMES)
     systems = [m for m in request["messages"] if m.get("role") == "system"]
@@ -142,7 +142,7 @@ def test_calls_of_an_agent_without_memory_fail_closed(store: SharedMemoryStore, 
     ((executor, refused),) = tool_results(history)
     assert executor == EXECUTOR and refused.startswith("ERROR: agent 'outsider' was not given the shared memory tools")
     assert snapshot(store) == before
-    assert store.tool_history("team:alice") == [] and store.tool_history(EXECUTOR) == []
+    assert store.operator.tool_history("team:alice") == [] and store.operator.tool_history(EXECUTOR) == []
 
 
 def test_a_speaker_cannot_take_another_name(store: SharedMemoryStore) -> None:
@@ -152,8 +152,8 @@ def test_a_speaker_cannot_take_another_name(store: SharedMemoryStore) -> None:
     store.attach(p, group_id="crew")
     ((_, created),) = tool_results(run("sync", p, "Go.", rounds=6))
     assert created.startswith("created fact")  # GroupChat.append named the message after its speaker
-    assert store.search("mallory wrote", "agent", agent_id="crew:alice") == []
-    assert store.search("mallory wrote", "agent", agent_id="crew:mallory")[0].fact.created_by == "crew:mallory"
+    assert store.as_agent("crew:alice").search("mallory wrote", "agent") == []
+    assert store.as_agent("crew:mallory").search("mallory wrote", "agent")[0].fact.created_by == "crew:mallory"
 
 
 def test_an_asker_that_cannot_be_told_gets_error_and_nothing_changes(store: SharedMemoryStore) -> None:
@@ -193,8 +193,8 @@ def test_an_asker_that_cannot_be_told_gets_error_and_nothing_changes(store: Shar
     ]:
         assert execute(message, sender).startswith("ERROR:"), message
     assert snapshot(store) == before
-    assert [c.tool_name for c in store.tool_history("team:alice")] == ["memory_remember"] * 2
-    assert store.tool_history("team:bob") == []
+    assert [c.tool_name for c in store.operator.tool_history("team:alice")] == ["memory_remember"] * 2
+    assert store.operator.tool_history("team:bob") == []
 
 
 def test_attach_a_pattern_twice_changes_nothing_and_detach_undoes_it(store: SharedMemoryStore) -> None:
@@ -213,7 +213,7 @@ def test_attach_a_pattern_twice_changes_nothing_and_detach_undoes_it(store: Shar
     assert [entry["reply_func"] for entry in executor._reply_func_list] == wrapped
     assert sorted(store.detach(p)) == ["alice", "bob"]
     assert [entry["reply_func"] for entry in executor._reply_func_list] == original
-    assert store.group_members("crew") == {"crew:alice", "crew:bob"}  # shared state: it stays
+    assert store.operator.members("crew") == {"crew:alice", "crew:bob"}  # shared state: it stays
     assert not set(TOOL_NAMES) & set(alice.function_map) and alice.system_message == "You are alice."
 
 
@@ -232,11 +232,11 @@ def test_concurrent_pattern_chats_keep_their_askers_apart(store: SharedMemorySto
 
     asyncio.run(both())
     for name in ("a1", "a2", "b1", "b2"):
-        notes = store.search("note", "agent", agent_id=f"crew:{name}")
+        notes = store.as_agent(f"crew:{name}").search("note", "agent")
         assert [(h.fact.content, h.fact.created_by) for h in notes] == [
             (f"{name[0]} {'first' if name[1] == '1' else 'second'} note", f"crew:{name}")
         ]
-        assert [c.tool_name for c in store.tool_history(f"crew:{name}")] == ["memory_remember"]
+        assert [c.tool_name for c in store.operator.tool_history(f"crew:{name}")] == ["memory_remember"]
 
 
 def test_the_store_does_not_keep_a_finished_chat_alive(store: SharedMemoryStore) -> None:

@@ -107,7 +107,7 @@ def test_recall_from_sync_code_starts_no_thread_per_reply(tmp_path: Path, thread
     """The recall hook runs in AG2's sync reply path, with or without an event loop running in the thread
     (``a_initiate_chat`` calls hooks synchronously too)."""
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    store.remember("The heron nests by the north pond", "agent", agent_id="carol")
+    store.as_agent("carol").remember("The heron nests by the north pond", "agent")
     inject = recall_hook(Recall(store, "carol"))
 
     def recall(n: int) -> str:
@@ -131,7 +131,7 @@ def test_recall_from_sync_code_starts_no_thread_per_reply(tmp_path: Path, thread
 def test_the_memory_loop_is_a_new_one_in_a_forked_process(tmp_path: Path) -> None:
     """A forked child does not inherit the parent's loop thread: it starts its own."""
     store = SharedMemoryStore(tmp_path, embedder=HashEmbedder())
-    store.remember("The heron nests by the north pond", "agent", agent_id="carol")
+    store.as_agent("carol").remember("The heron nests by the north pond", "agent")
     inject = recall_hook(Recall(store, "carol"))
     assert "north pond" in inject([{"role": "user", "content": "heron?"}])[0]["content"]
     store.close()

@@ -113,7 +113,7 @@ async def test_group_chat_shares_group_facts_with_bound_identities(store: Shared
     assert all(isinstance(t, FunctionTool) for t in first.options["tools"])
     # the group chat strips tool calls before the next agent: memory is how the fact reached the writer
     assert not any(c.type == "function_call" for m in first.messages for c in m.contents)
-    assert store.group_members(group) == {"launch:researcher", "launch:writer", "launch:reviewer"}
+    assert store.operator.members(group) == {"launch:researcher", "launch:writer", "launch:reviewer"}
 
 
 async def test_tool_schemas_are_the_toolkit_argument_models(store: SharedMemoryStore) -> None:
@@ -133,15 +133,15 @@ async def test_a_private_fact_stays_in_the_agents_own_scope(store: SharedMemoryS
     await alice.run("note your habit")
     answer = await bob.run("what are alice's habits?")
     assert "I verify dates" not in tool_results(answer)[0]
-    hit = store.search("verify dates", "agent", agent_id="launch:alice")[0]
+    hit = store.as_agent("launch:alice").search("verify dates", "agent")[0]
     assert hit.fact.created_by == "launch:alice"
     assert (hit.fact.scope.kind, hit.fact.scope.owner) == ("agent", "launch:alice")
-    assert store.search("verify dates", agent_id="launch:bob", group_id="launch") == []
+    assert store.as_agent("launch:bob", "launch").search("verify dates") == []
 
 
 # ----------------------------------------------------------------------------- identity comes from the agent
 async def test_identity_cannot_be_spoofed_through_tool_arguments(store: SharedMemoryStore) -> None:
-    store.add_group_member("other-team", "bob")
+    store.operator.add_member("other-team", "bob")
     alice = agent(
         "alice",
         tool_call(
@@ -166,10 +166,10 @@ async def test_identity_cannot_be_spoofed_through_tool_arguments(store: SharedMe
         assert result.startswith("ERROR: invalid arguments"), result  # refused, never ignored nor obeyed
         assert all(f"{key}: unknown argument" in result for key in keys)
     assert not (store.root / "group_launch.db").exists() or facts_in(store, "group_launch.db") == []
-    assert store.search("Refunds approvals", "group", agent_id="bob", group_id="other-team") == []
-    assert store.search("private note", "agent", agent_id="bob") == []
-    assert store.search("private note", "agent", agent_id="launch:alice") == []
-    assert store.search("skip review", "global", agent_id="lead") == []
+    assert store.as_agent("bob", "other-team").search("Refunds approvals", "group") == []
+    assert store.as_agent("bob").search("private note", "agent") == []
+    assert store.as_agent("launch:alice").search("private note", "agent") == []
+    assert store.as_agent("lead").search("skip review", "global") == []
 
 
 async def test_one_provider_on_two_agents_binds_each_to_its_own_name(store: SharedMemoryStore) -> None:
@@ -195,7 +195,7 @@ async def test_an_agent_without_a_name_uses_its_id_and_a_bad_name_is_refused(sto
         context_providers=[store.context_provider()],
     )
     await anonymous.run("go")
-    assert store.search("id-bound note", "agent", agent_id="agent-7")[0].fact.created_by == "agent-7"
+    assert store.as_agent("agent-7").search("id-bound note", "agent")[0].fact.created_by == "agent-7"
     bad = agent("../escape", "ok")
     with pytest.raises(ValueError, match="path separator"):
         store.attach(bad, group_id="launch")
@@ -276,13 +276,13 @@ def test_attach_twice_changes_nothing_and_detach_removes_exactly_what_attach_add
     assert len(alice.context_providers) == 1 and isinstance(alice.context_providers[0], SharedMemoryContextProvider)
     assert first.agents["alice"].provider is second.agents["alice"].provider
     group = first.group_id or ""
-    assert store.group_members(group) == {"launch:alice", "launch:bob"}
+    assert store.operator.members(group) == {"launch:alice", "launch:bob"}
     asyncio.run(builder.build().run("go"))  # a workflow run appends MAF's history provider: detach keeps it
     kept = [p for p in alice.context_providers if not isinstance(p, SharedMemoryContextProvider)]
     assert len(kept) == 1
     assert sorted(store.detach(builder)) == ["alice", "bob"]
     assert alice.context_providers == kept
-    assert store.group_members(group) == {"launch:alice", "launch:bob"}  # it stays
+    assert store.operator.members(group) == {"launch:alice", "launch:bob"}  # it stays
     assert store.detach(builder) == []
     store.attach(builder, group_id="x")
     with pytest.raises(ValueError, match="already attached to group 'x'"):
@@ -310,7 +310,7 @@ def test_a_user_tool_named_like_a_memory_tool_is_a_clear_error_and_nothing_chang
     clash = Agent(ScriptedChatClient(["ok"]), name="clash", tools=[memory_search])
     with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
         store.attach([other, clash], group_id="launch")
-    assert other.context_providers == [] and store.group_members("launch") == set()
+    assert other.context_providers == [] and store.operator.members("launch") == set()
     clash.context_providers.append(store.context_provider())
     with pytest.raises(ValueError, match="'clash' already has a tool named 'memory_search'"):
         asyncio.run(clash.run("go"))
@@ -384,7 +384,7 @@ async def test_handoff_builder_copies_attached_agents_and_detaching_the_workflow
     assert sorted(store.detach(workflow)) == ["billing", "triage"]
     everyone = [triage, billing, *copies]
     assert not any(isinstance(p, SharedMemoryContextProvider) for a in everyone for p in a.context_providers)
-    assert store.group_members("support") == {"support:billing", "support:triage"}  # shared state: it stays
+    assert store.operator.members("support") == {"support:billing", "support:triage"}  # shared state: it stays
 
 
 def test_factories_are_refused_with_a_hint(store: SharedMemoryStore) -> None:
@@ -413,8 +413,8 @@ class NoToolsClient(BaseChatClient[Any]):
 
 async def test_recall_mode_injects_a_byte_bounded_capsule_for_the_latest_message(store: SharedMemoryStore) -> None:
     for i in range(30):
-        store.remember(f"The launch checklist item {i} is signed off by the legal team", "group", group_id="crew")
-    store.remember("The cafeteria opens at nine", "group", group_id="crew")
+        store.as_operator("crew").remember(f"The launch checklist item {i} is signed off by the legal team", "group")
+    store.as_operator("crew").remember("The cafeteria opens at nine", "group")
     client = NoToolsClient()
     reader = Agent(client, "You are the reader.", name="bob")
     with pytest.warns(UserWarning, match="read-only recall"):
@@ -453,7 +453,7 @@ def test_attach_warns_when_it_falls_back_to_recall_because_the_client_cannot_run
 
 
 async def test_tools_mode_with_recall_adds_the_capsule_too(store: SharedMemoryStore) -> None:
-    store.remember("The launch is on March 3", "group", group_id="crew")
+    store.as_operator("crew").remember("The launch is on March 3", "group")
     a = agent("alice", "ok", context_providers=[store.context_provider(group_id="crew", recall=True)])
     await a.run("when is the launch?")
     request = client_of(a).requests[0]
@@ -476,17 +476,17 @@ async def test_after_run_records_the_conversation_and_memory_tool_calls(store: S
         context_providers=[store.context_provider(group_id="crew")],
     )
     await a.run("Remember the launch date")
-    said = {(r.role, r.source, r.content, r.context["direction"]) for r in store.conversation("crew:alice")}
+    said = {(r.role, r.source, r.content, r.context["direction"]) for r in store.operator.conversation("crew:alice")}
     assert said == {
         ("user", "user", "Remember the launch date", "in"),
         ("assistant", "alice", "All noted.", "out"),
     }
-    calls = {r.tool_name: r for r in store.tool_history("crew:alice")}
+    calls = {r.tool_name: r for r in store.operator.tool_history("crew:alice")}
     assert set(calls) == {"memory_remember", "memory_search"}  # memory tools only, by default
     assert calls["memory_remember"].success and calls["memory_remember"].result.startswith("created")
     assert calls["memory_remember"].tool_args == {"fact": "The launch is on March 3", "scope": "group"}
     assert not calls["memory_search"].success and (calls["memory_search"].error or "").startswith("ERROR:")
-    assert store.conversation("crew:alice", query="launch date")[0].content == "Remember the launch date"
+    assert store.operator.conversation("crew:alice", query="launch date")[0].content == "Remember the launch date"
 
 
 async def test_a_lone_surrogate_is_recorded_as_its_escape_as_the_other_frameworks_record_it(
@@ -500,9 +500,9 @@ async def test_a_lone_surrogate_is_recorded_as_its_escape_as_the_other_framework
         context_providers=[store.context_provider()],
     )
     await a.run("remember it")
-    call = store.tool_history("alice")[0]
+    call = store.operator.tool_history("alice")[0]
     assert call.tool_args["fact"] == "ok \\ud800 half"
-    assert {r.content for r in store.conversation("alice")} == {"remember it", "noted \\ud800"}
+    assert {r.content for r in store.operator.conversation("alice")} == {"remember it", "noted \\ud800"}
 
 
 async def test_all_tool_calls_are_recorded_when_asked_and_streaming_runs_record_too(store: SharedMemoryStore) -> None:
@@ -520,7 +520,7 @@ async def test_all_tool_calls_are_recorded_when_asked_and_streaming_runs_record_
     async for _ in stream:
         pass
     await stream.get_final_response()
-    assert [(r.tool_name, r.result) for r in store.tool_history("alice")] == [("other_tool", "other 1")]
+    assert [(r.tool_name, r.result) for r in store.operator.tool_history("alice")] == [("other_tool", "other 1")]
 
 
 async def test_a_recording_failure_is_logged_never_raised(
@@ -529,22 +529,22 @@ async def test_a_recording_failure_is_logged_never_raised(
     async def broken(records: Any) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(store, "alog_records", broken)
+    monkeypatch.setattr(store.engine, "alog_records", broken)
     a = agent("alice", tool_call("memory_remember", fact="kept anyway", scope="agent"), "ok")
     a.context_providers.append(store.context_provider())
     with caplog.at_level(logging.WARNING, logger="autogen_shared_memory"):
         answer = await a.run("go")
     assert answer.text == "ok" and "could not record a run" in caplog.text
-    assert store.search("kept anyway", "agent", agent_id="alice")[0].fact.created_by == "alice"
+    assert store.as_agent("alice").search("kept anyway", "agent")[0].fact.created_by == "alice"
 
 
 async def test_a_failing_recall_degrades_to_no_capsule(
     store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def broken(*args: Any, **kwargs: Any) -> Any:
+    def broken(*args: Any, **kwargs: Any) -> Any:
         raise OSError("database is locked")
 
-    monkeypatch.setattr(store, "asearch", broken)
+    monkeypatch.setattr(store.engine, "search", broken)
     a = agent("alice", "still answered", context_providers=[store.context_provider(mode="recall")])
     with caplog.at_level(logging.WARNING, logger="autogen_shared_memory"):
         answer = await a.run("anything")
@@ -597,7 +597,7 @@ def test_a_workflow_with_agents_in_sub_workflows_attaches_them(store: SharedMemo
     workflow = SequentialBuilder(participants=[alpha, beta]).with_request_info().build()
     assert sorted(store.attach(workflow, group_id="g").agents) == ["alpha", "beta"]
     assert any(isinstance(p, SharedMemoryContextProvider) for p in alpha.context_providers)
-    assert store.group_members("g") == {"g:alpha", "g:beta"}
+    assert store.operator.members("g") == {"g:alpha", "g:beta"}
     with pytest.raises(TypeError, match="no agent executors"):
         store.attach(WorkflowBuilder(start_executor=Echo(id="echo")).build(), group_id="g")
 
@@ -607,7 +607,7 @@ async def test_an_agent_holding_another_agents_memory_tools_is_refused(
 ) -> None:
     """Bob given alice's memory tools read alice's private scope and wrote as alice: attach accepted him, and
     his runs went on. Tools bound to another agent, group or store are refused in attach and at run time."""
-    store.remember("alice's private note: the vault code is 4471", "agent", agent_id="launch:alice")
+    store.as_agent("launch:alice").remember("alice's private note: the vault code is 4471", "agent")
     provider = store.context_provider(group_id="launch")
     alice = agent("alice", "ok", context_providers=[provider])
     other_store = SharedMemoryStore(tmp_path / "other", embedder=HashEmbedder())
@@ -621,12 +621,12 @@ async def test_an_agent_holding_another_agents_memory_tools_is_refused(
         bob = agent("bob", search, tool_call("memory_remember", fact="bob was here", scope="agent"), "ok", tools=tools)
         with pytest.raises(ValueError, match=f"agent 'bob' holds shared memory tools bound to {where}"):
             store.attach([alice, bob], group_id="launch")
-        assert bob.context_providers == [] and "launch:bob" not in store.group_members("launch")
+        assert bob.context_providers == [] and "launch:bob" not in store.operator.members("launch")
         bob.context_providers.append(store.context_provider(group_id="launch"))  # given by hand: refused at run
         with pytest.raises(ValueError, match=f"agent 'bob' holds shared memory tools bound to {where}"):
             await bob.run("what is the vault code?")
         assert client_of(bob).requests == []  # the model never ran with them
-    alices = store.search("bob was here vault", "agent", agent_id="launch:alice")
+    alices = store.as_agent("launch:alice").search("bob was here vault", "agent")
     assert [h.fact.content for h in alices] == ["alice's private note: the vault code is 4471"]
     other_store.close()
 
@@ -642,17 +642,17 @@ async def test_arguments_nested_too_deep_end_the_run_inside_maf_before_any_tool_
     with pytest.raises(RecursionError) as raised:
         await a.run("go")
     assert any(frame.name == "parse_arguments" for frame in raised.traceback)
-    assert store.tool_history("launch:alice") == []
+    assert store.operator.tool_history("launch:alice") == []
     assert not any(any(stats.counts.values()) for stats in store.stats())
 
 
 async def test_forget_stays_in_the_group_the_tools_are_bound_to(store: SharedMemoryStore) -> None:
     """An agent that is also a member of another group reached that group's facts by id with memory_forget
     (search and supersede already stayed in the bound group)."""
-    store.add_group_member("payroll", "launch:alice")
-    elsewhere = store.remember("Payroll runs on the 25th.", "group", agent_id="launch:alice", group_id="payroll")
+    store.operator.add_member("payroll", "launch:alice")
+    elsewhere = store.as_agent("launch:alice", "payroll").remember("Payroll runs on the 25th.", "group")
     a = agent("alice", tool_call("memory_forget", fact_id=elsewhere.id, reason="not ours"), "ok")
     store.attach(a, group_id="launch")
     (answer,) = tool_results(await a.run("clean up"))
     assert answer == f"ERROR: no fact with id '{elsewhere.id}'. Search memory to find the right id."
-    assert store.get(elsewhere.id).status == "active"
+    assert store.operator.get(elsewhere.id).status == "active"

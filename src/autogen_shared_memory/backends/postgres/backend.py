@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from ...core.records import TABLES, fts_column, table_spec
 from ...core.types import (
+    RUN_SESSION_PREFIX,
     Draft,
     EmbeddingModelMismatchError,
     Fact,
@@ -95,6 +96,16 @@ from .errors import BackendUnavailableError, redact
 from .fulltext import tsquery_literal, tsvector_literal
 from .notify import channel, notify, subscribe
 from .schema import SCHEMA_VERSION, prepare, search_path
+from .server_search import (
+    SERVER_EF,
+    SERVER_MIN_FACTS,
+    SearchMode,
+    ServerSearch,
+    check_mode,
+    enable,
+    enabled,
+    fact_stems,
+)
 
 logger = logging.getLogger("autogen_shared_memory")
 
@@ -205,8 +216,13 @@ class PostgresBackend(Backend):
             ranked rarest first while their posting lists hold at most ``max_lexical_postings`` rows (terms
             in more than ``max_common_term_ratio`` of a scope's facts are dropped; the rarest term is kept).
         vector_index, ann_min_facts, ann_ef: ``"exact"`` scans each scope's in-memory int8 codes;
-            ``"hnsw"`` answers scopes of ``ann_min_facts`` facts or more from an HNSW graph (hnswlib),
-            built in the background on their first search, as on SQLite.
+            ``"hnsw"`` answers scopes of ``ann_min_facts`` facts (default 20,000) or more from an HNSW graph
+            (hnswlib, ``ann_ef`` default 128), built in the background on their first search, as on SQLite.
+        search: ``"process"`` keeps each searched scope's vectors and postings in this process (exact,
+            FTS5's BM25); ``"server"`` searches with SQL (:mod:`.server_search`: pgvector HNSW for scopes of
+            ``ann_min_facts`` facts (default 1,000) or more, ``ann_ef`` its ``hnsw.ef_search`` (default 256);
+            full text), keeping nothing per scope in the process. Opening a schema with ``"server"`` the first
+            time builds its indexes (docs/postgres.md, "Search in the server").
     """
 
     def __init__(
@@ -222,8 +238,9 @@ class PostgresBackend(Backend):
         max_common_term_ratio: float = 0.1,
         max_lexical_postings: int = 5_000,
         vector_index: VectorIndexKind = "exact",
-        ann_min_facts: int = 20_000,
-        ann_ef: int = 128,
+        ann_min_facts: int | None = None,
+        ann_ef: int | None = None,
+        search: SearchMode = "process",
     ) -> None:
         try:
             conninfo_to_dict(dsn)
@@ -236,11 +253,20 @@ class PostgresBackend(Backend):
                 "key=value pairs (a SQLAlchemy URL such as postgresql+psycopg://... is neither)"
             )
         validate_schema_name(schema)
+        if ann_min_facts is None:  # an exact scan in the server reads each row's vector from TOAST: ~5 us a fact
+            ann_min_facts = SERVER_MIN_FACTS if search == "server" else 20_000
+        if ann_ef is None:  # pgvector's iterative scan needs a wider search than hnswlib for the same recall
+            ann_ef = SERVER_EF if search == "server" else 128
         check_options(
             vector_index, max_lexical_postings=max_lexical_postings, ann_min_facts=ann_min_facts, ann_ef=ann_ef
         )
         if not 0 < max_common_term_ratio <= 1:
             raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
+        self.search = check_mode(search)
+        if self.search == "server" and vector_index != "exact":
+            raise ValueError("vector_index chooses the in-process index: it does not apply to search='server'")
+        if self.search == "server" and ann_ef > 1000:  # pgvector's largest hnsw.ef_search
+            raise ValueError(f"ann_ef must be at most 1000 with search='server', got {ann_ef!r}")
         if not 0 < lock_timeout <= 86400 or not 0 < connect_timeout <= 3600:
             raise ValueError("lock_timeout must be in (0, 86400] seconds and connect_timeout in (0, 3600]")
         self.dsn = dsn
@@ -265,9 +291,14 @@ class PostgresBackend(Backend):
         self._maintaining = False  # a VACUUM ANALYZE is running in the background
         self._maintenance_failed = False
         self._listeners: list[Callable[[], None]] = []  # stops this backend's wake-up subscriptions
+        self._server = ServerSearch(schema, ann_min_facts, max_common_term_ratio, max_lexical_postings)
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=_seconds(connect_timeout)) as conn:
                 self._search_path = search_path(self.schema, prepare(conn, self.schema, dsn))
+                if self.search == "server":
+                    conn.execute(f"SET search_path TO {self._search_path}")
+                    enable(conn, self.schema)
+                self._writes_stems = enabled(conn, self.schema)  # every writer fills what the server searches
         except psycopg.OperationalError as exc:
             raise BackendUnavailableError(f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".strip()) from exc
         self.pool: ConnectionPool[Any] = self._new_pool()
@@ -327,6 +358,9 @@ class PostgresBackend(Backend):
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(f"SET search_path TO {self._search_path}")
         conn.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")  # a stuck writer: an error, as on SQLite
+        if self.search == "server":  # the HNSW scan goes on until the filters let enough rows through
+            conn.execute(f"SET hnsw.ef_search = {int(self.ann_ef)}")
+            conn.execute("SET hnsw.iterative_scan = strict_order")
 
     def _cache(self, scope: ScopeRef) -> _ScopeCache:
         with self._caches_lock:
@@ -646,6 +680,8 @@ class PostgresBackend(Backend):
         budgeted matches (term counts from a table the database keeps, two round trips, a heap row per
         posting); so the facts have no ``tsvector`` and no term-count table.
         """
+        if self.search == "server":
+            return self._in_server(self._server.lexical, scopes, terms, limit, filters)
         stems = query_stems(terms)
         if not stems:
             return []
@@ -717,6 +753,8 @@ class PostgresBackend(Backend):
         order is in doubt re-scored from the stored float32 vectors), over this process's copy of each
         scope, refreshed by revision first."""
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if self.search == "server":
+            return self._in_server(self._server.semantic, scopes, q, limit, filters)
         now = time.time()
 
         def run(conn: psycopg.Connection[Any]) -> list[tuple[ScopeRef, str, float]]:
@@ -724,6 +762,19 @@ class PostgresBackend(Backend):
             return rank_across(views, q, limit, lambda view, seqs: self._exact(conn, view.scope, seqs, q))
 
         result: list[tuple[ScopeRef, str, float]] = self._read(run)
+        return result
+
+    def _in_server(
+        self,
+        leg: Callable[..., list[tuple[ScopeRef, str, float]]],
+        scopes: Sequence[ScopeRef],
+        query: Any,
+        limit: int,
+        filters: Filters,
+    ) -> list[tuple[ScopeRef, str, float]]:
+        """One leg of ``search="server"`` (:class:`.server_search.ServerSearch`), with the filters' SQL."""
+        where, params = self._filter_sql(filters, time.time())
+        result: list[tuple[ScopeRef, str, float]] = self._read(lambda c: leg(c, scopes, query, limit, where, params))
         return result
 
     def _semantic_view(
@@ -780,7 +831,10 @@ class PostgresBackend(Backend):
 
     def build_ann(self, scope: ScopeRef) -> bool:
         """Build the scope's HNSW graph now, in this thread (searches go on meanwhile, exactly). Returns False
-        when there is nothing to build (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts)."""
+        when there is nothing to build (``vector_index='exact'``, fewer than ``ann_min_facts`` facts, or
+        ``search='server'``: the server's HNSW index is built when the schema is opened)."""
+        if self.search == "server":
+            return False
         cache = self._cache(scope)
 
         def refresh(conn: psycopg.Connection[Any]) -> None:
@@ -801,8 +855,10 @@ class PostgresBackend(Backend):
             f"{live.format(a='p')} ORDER BY p.seq DESC LIMIT 1), (SELECT n.id FROM asm_facts n WHERE "
             f"{same.format(a='n')} AND n.seq > f.seq AND {live.format(a='n')} ORDER BY n.seq LIMIT 1) FROM asm_facts f "
             "WHERE f.scope_kind = %(kind)s AND f.owner = %(owner)s AND f.id = ANY(%(ids)s) AND f.session_id IS NOT NULL"
+            " AND NOT starts_with(f.session_id, %(run)s)"  # a store run's session: no order to lend credit along
         )
         params = {"now": time.time(), "kind": scope.kind, "owner": scope.owner, "ids": list(fact_ids)}
+        params["run"] = RUN_SESSION_PREFIX
         rows = self._read(lambda c: c.execute(sql, params).fetchall())
         return {r[0]: (r[1], r[2]) for r in rows}
 
@@ -920,6 +976,7 @@ _COPY_FACTS = (
     f"COPY asm_facts (seq, scope_kind, owner, {', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, "
     "rev, embedding) FROM STDIN"
 )
+_COPY_FACTS_STEMS = _COPY_FACTS.replace("embedding) FROM", "embedding, stems) FROM")
 _COPY_AUDIT = "COPY asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) FROM STDIN"
 _INSERT_AUDIT = (
     "INSERT INTO asm_audit (scope_kind, owner, fact_id, event, actor, at, detail) "
@@ -970,7 +1027,8 @@ class _PgTx:
     def _flush(self) -> None:
         """Send the buffered facts (``COPY``) and audit events (one pipelined round trip)."""
         if self._new_facts:
-            with self.conn.cursor() as cur, cur.copy(_COPY_FACTS) as copy:
+            statement = _COPY_FACTS_STEMS if self.backend._writes_stems else _COPY_FACTS
+            with self.conn.cursor() as cur, cur.copy(statement) as copy:
                 for row in self._new_facts:
                     copy.write_row(row)
             self._new_facts.clear()
@@ -1051,7 +1109,8 @@ class _PgTx:
         index = self.index
         vector = np.asarray(self.vectors[j], dtype=np.float32).reshape(-1)
         seq = self._next_seq(len(self.vectors) - j)
-        self._new_facts.append((seq, *self.key, *draft_values(draft), 1, 1, self.now, self.rev, _vec(vector)))
+        row = (seq, *self.key, *draft_values(draft), 1, 1, self.now, self.rev, _vec(vector))
+        self._new_facts.append((*row, fact_stems(draft.content)) if self.backend._writes_stems else row)
         self._vector_of[seq] = vector
         self.inserts.add(j, seq, draft.id, draft.status == "active", draft.expires_at)
         index.hashes.extra.add(_hkey(draft.content_hash))
@@ -1111,6 +1170,9 @@ class _PgTx:
             if table == "facts":
                 values["embedding"] = _vec(np.frombuffer(values.pop("embedding"), dtype=np.float32))
                 values["rev"] = self.rev
+                if self.backend._writes_stems:
+                    values["stems"] = fact_stems(values["content"])
+                    casts = {**casts, "stems": "::tsvector"}
             elif table in TABLES and (fts := TABLES[table].fts) is not None and fts in values:
                 values["tsv"] = tsvector_literal(values[fts])
                 casts = {**casts, "tsv": "::tsvector"}

@@ -15,7 +15,7 @@ alone but not in a phrase.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ...search.text import fts5_terms
 
@@ -25,17 +25,21 @@ MAX_POSITIONS = 256  # positions PostgreSQL keeps per lexeme
 MAX_TSVECTOR_BYTES = 1_000_000  # PostgreSQL refuses a tsvector past 1 MB (lexemes, positions, headers)
 
 
-def _quoted(lexeme: str) -> str:
+def quoted(lexeme: str) -> str:
+    """A lexeme as a ``tsvector``/``tsquery`` literal's quoted string."""
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def tsvector_literal(text: str | None) -> str | None:
     """The ``tsvector`` of ``text`` as a literal: each FTS5 term with its positions (None for None)."""
-    if text is None:
-        return None
+    return None if text is None else tsvector_of_terms(fts5_terms(text))
+
+
+def tsvector_of_terms(terms: Iterable[str]) -> str:
+    """The ``tsvector`` literal of a text's ``terms`` (in order; the first is at position 1)."""
     positions: dict[str, list[int]] = {}
     size = 0
-    for i, term in enumerate(fts5_terms(text), 1):
+    for i, term in enumerate(terms, 1):
         i = min(i, MAX_POSITION)  # later words share the last position, as to_tsvector gives them
         at = positions.get(term)
         if at is None:
@@ -47,7 +51,7 @@ def tsvector_literal(text: str | None) -> str | None:
         if len(at) < MAX_POSITIONS and (not at or at[-1] < i) and size + 2 <= MAX_TSVECTOR_BYTES:
             at.append(i)
             size += 2
-    return " ".join(f"{_quoted(term)}:{','.join(map(str, at))}" for term, at in positions.items())
+    return " ".join(f"{quoted(term)}:{','.join(map(str, at))}" for term, at in positions.items())
 
 
 def tsquery_literal(terms: Sequence[str]) -> str:
@@ -57,5 +61,5 @@ def tsquery_literal(terms: Sequence[str]) -> str:
     for term in terms:
         words = fts5_terms(term)
         if words and all(len(w.encode()) <= MAX_LEXEME_BYTES for w in words):
-            phrases.append(" <-> ".join(map(_quoted, words)))
+            phrases.append(" <-> ".join(map(quoted, words)))
     return " | ".join(f"( {p} )" for p in dict.fromkeys(phrases))

@@ -15,7 +15,7 @@ from ...core.types import SharedMemoryError
 from .errors import BackendUnavailableError, redact
 from .fulltext import tsvector_literal
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 _PG_TYPES = {str: "text", int: "bigint", float: "double precision", bytes: "bytea"}
 
 
@@ -104,6 +104,8 @@ def migrate(conn: psycopg.Connection[Any], schema: str, dsn: str) -> None:
             _migrate_v7(conn, schema)
         if version < 8:
             _migrate_v8(conn, schema)
+        if version < 9:  # a fact's stems, for search in the server (filled once a backend enables it)
+            conn.execute(f"ALTER TABLE {s}.asm_facts ADD COLUMN IF NOT EXISTS stems tsvector")
         if row is None:
             conn.execute(f"INSERT INTO {s}.asm_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
         else:

@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from ...core.records import TABLES, fts_column, table_spec
 from ...core.types import (
+    RUN_SESSION_PREFIX,
     Draft,
     Fact,
     Filters,
@@ -397,6 +398,7 @@ class SQLiteBackend(Backend):
         vector_index: VectorIndexKind = "exact",
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
+        read_only: bool = False,
     ) -> None:
         check_options(
             vector_index,
@@ -420,7 +422,11 @@ class SQLiteBackend(Backend):
         self._pid = os.getpid()
         self._closed = False
         self._ids = IdIndex(self)
-        remove_stale_scope_builds(self.root)  # what processes killed while creating a scope file left
+        # read_only: every file is opened mode=ro (no migration, no checkpoint on close), no scope file or ids.db
+        # is created or changed, and every write is refused (an inspector browsing a live store)
+        self.read_only = bool(read_only)
+        if not self.read_only:
+            remove_stale_scope_builds(self.root)  # what processes killed while creating a scope file left
 
     # ------------------------------------------------------------------ files and connections
     def path_of(self, scope: ScopeRef) -> Path:
@@ -471,6 +477,8 @@ class SQLiteBackend(Backend):
         if not path.exists():
             if not create:
                 return None
+            if self.read_only:
+                raise StorageError(f"cannot create {path}: the store was opened read-only", path)
             self._create_file(path, scope)
         check_sqlite_file(path)
         conn = self._open(path, scope)
@@ -533,6 +541,8 @@ class SQLiteBackend(Backend):
         """``path`` opened read-write, or read-only when this process cannot write it (a read-only file,
         directory or file system): searches and reads then work and every write is refused with a
         :class:`StorageError` that says so."""
+        if self.read_only:
+            return self._open_read_only(path, scope, "the store was opened read-only")
         if not os.access(path, os.W_OK):
             return self._open_read_only(path, scope, read_only_reason(path, "the file is not writable by this user"))
         try:
@@ -717,6 +727,8 @@ class SQLiteBackend(Backend):
         kind = kind_of_fact_id(fact_id)
         if kind == "global":
             return next(iter(self.get(ScopeRef("global", ""), [fact_id])), None)
+        if self.read_only:  # ids.db is written by a lookup that misses: visit the files instead
+            return super().find(fact_id)
         for attempt in range(2):
             refs = self._ids.candidates(fact_id)
             if refs is None:
@@ -906,10 +918,12 @@ class SQLiteBackend(Backend):
             f"SELECT f.id, (SELECT p.id FROM facts p WHERE p.session_id = f.session_id AND p.seq < f.seq AND "
             f"{live.format(a='p')} ORDER BY p.seq DESC LIMIT 1), (SELECT n.id FROM facts n WHERE n.session_id = "
             f"f.session_id AND n.seq > f.seq AND {live.format(a='n')} ORDER BY n.seq LIMIT 1) "
-            f"FROM facts f WHERE f.id IN ({','.join('?' * len(fact_ids))}) AND f.session_id IS NOT NULL"
+            f"FROM facts f WHERE f.id IN ({','.join('?' * len(fact_ids))}) AND f.session_id IS NOT NULL "
+            "AND substr(f.session_id, 1, ?) != ?"  # a store run's session: no order to lend credit along
         )
         now = time.time()
-        return {r[0]: (r[1], r[2]) for r in conn.execute(sql, [now, now, *fact_ids])}
+        run = [len(RUN_SESSION_PREFIX), RUN_SESSION_PREFIX]
+        return {r[0]: (r[1], r[2]) for r in conn.execute(sql, [now, now, *fact_ids, *run])}
 
     def stats(self, scope: ScopeRef) -> ScopeStats:
         conn = self._conn(scope, create=False)

@@ -44,6 +44,7 @@ from autogen.oai.client import OpenAIWrapper, PlaceHolderClient
 
 from ...core.records import ConversationRecord, bounded_text
 from ...core.types import validate_owner_id
+from ...facts import as_engine
 from ..toolkit import (
     DEFAULT_SCAFFOLDING,
     READ_ONLY_SCAFFOLDING,
@@ -263,7 +264,7 @@ class Attacher:
     """Keeps track of what a store attached to which AG2 agent (weakly: agents may be garbage collected)."""
 
     def __init__(self, store: FactStore) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self._attached: weakref.WeakKeyDictionary[ConversableAgent, AgentAttachment] = weakref.WeakKeyDictionary()
         # the pattern chats' tool executors this attacher has linked (weakly: an executor lives as long as
         # its chat; the wrappers, in its reply list, are found there again by _ours)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow, WorkflowExecutor
 
+from ...facts import as_engine
 from ..toolkit import (
     READ_ONLY_SCAFFOLDING,
     TOOL_NAMES,
@@ -176,7 +177,7 @@ class Attacher:
     """Keeps track of what a store attached to which agent (weakly: agents may be garbage collected)."""
 
     def __init__(self, store: FactStore) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self._attached: weakref.WeakKeyDictionary[Any, AgentAttachment] = weakref.WeakKeyDictionary()
 
     def attach(

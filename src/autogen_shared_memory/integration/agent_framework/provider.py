@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ...core.capsule import MIN_CAPSULE_BYTES
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text, storable, storable_text
 from ...core.types import validate_owner_id
-from ...facts import FactStore
+from ...facts import FactStore, as_engine
 from ..toolkit import (
     ARGS,
     CAPSULE_PREAMBLE,
@@ -213,7 +213,7 @@ class SharedMemoryContextProvider(ContextProvider):
             source_id=source_id,
         )
         super().__init__(self.config.source_id)
-        self.store = store
+        self.store = as_engine(store)
         self._agents: dict[str, _Bound] = {}
         self._warned_twice = False
 

@@ -32,6 +32,7 @@ from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import SystemMessage
 from autogen_core.tools import StaticWorkbench
 
+from ...facts import as_engine
 from ..toolkit import (
     DEFAULT_SCAFFOLDING,
     READ_ONLY_SCAFFOLDING,
@@ -157,7 +158,7 @@ class Attacher:
     """Keeps track of what a store attached to which agent (weakly: agents may be garbage collected)."""
 
     def __init__(self, store: FactStore) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self._attached: weakref.WeakKeyDictionary[Any, AgentAttachment] = weakref.WeakKeyDictionary()
 
     def attach(

@@ -20,7 +20,7 @@ from typing_extensions import Self
 
 from ...core.capsule import MIN_CAPSULE_BYTES
 from ...core.types import Hit, ScopeKind, ScopeName, validate_owner_id
-from ...facts import FactStore
+from ...facts import FactStore, as_engine
 from ..toolkit import CAPSULE_PREAMBLE, Recall
 from .tools import load_store, store_component
 
@@ -121,7 +121,7 @@ class SharedMemory(Memory, Component[SharedMemoryConfig]):
         max_capsule_bytes: int = 1024,
         context_role: Literal["user", "system"] = "user",
     ) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self._config = SharedMemoryConfig(  # the store's own config is filled in when dumped
             store=ComponentModel(provider="", config={}),
             agent_id=validate_owner_id(agent_id, "agent_id"),

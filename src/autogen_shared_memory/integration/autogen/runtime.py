@@ -38,6 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 from ...core.records import ConversationRecord, Record, ToolCallRecord, bounded_text
 from ...core.types import MAX_ID_CHARS, validate_owner_id
+from ...facts import as_engine
 from ..toolkit import FAILURE_PREFIXES, ForgetArgs, RememberArgs, SearchArgs, invalid_arguments, recorded_by_tool
 from ..writer import RecordWriter
 from .attach import team_agent_ids
@@ -90,7 +91,7 @@ class MemoryRecorder(DefaultInterventionHandler):
     """An intervention handler that records agents' messages and tool calls into their memory files."""
 
     def __init__(self, store: FactStore, *, session_id: str | None = None, max_pending: int = 100_000) -> None:
-        self.store = store
+        self.store = as_engine(store)
         self.session_id = session_id or store.session_id
         self.task_id: str | None = None  # set it to tag what is recorded from now on with a task id
         self._unobserved = 0  # messages that could not be turned into records
@@ -363,7 +364,7 @@ class MemoryServiceAgent(RoutedAgent):
 
     def __init__(self, store: FactStore) -> None:
         super().__init__("Shared memory service: remember, search and forget facts.")
-        self.store = store
+        self.store = as_engine(store)
 
     async def _call(self, request: Any, ctx: MessageContext, tool_index: int, make_args: Any) -> MemoryReply:
         if ctx.sender is None:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from typing_extensions import Self
 
 from ...core.types import validate_owner_id
-from ...facts import FactStore
+from ...facts import FactStore, as_engine
 from ..toolkit import (
     DESCRIPTIONS,
     FORGET,
@@ -47,15 +47,19 @@ __all__ = [
 def store_component(store: FactStore) -> ComponentModel:
     """The store's component config, for the tools and views that dump with it (a
     :class:`~autogen_shared_memory.SharedMemoryStore` is a component; a bare ``FactStore`` is not)."""
-    if not isinstance(store, ComponentBase):
+    facade = store.facade
+    if not isinstance(facade, ComponentBase):
         raise TypeError(f"{type(store).__name__} is not an AutoGen component: use SharedMemoryStore to dump and load")
-    return store.dump_component()
+    return facade.dump_component()
 
 
 def load_store(model: ComponentModel) -> FactStore:
     """A store loaded from its component config (the same instance as an equal store of this process)."""
-    store: FactStore = ComponentLoader.load_component(model, FactStore)
-    return store
+    loaded = ComponentLoader.load_component(model)
+    engine = getattr(loaded, "engine", None)
+    if not isinstance(engine, FactStore):
+        raise TypeError(f"{model.provider} is not a SharedMemoryStore")
+    return engine
 
 
 _CALL_ID: ContextVar[str | None] = ContextVar("memory_tool_call_id", default=None)
@@ -88,7 +92,7 @@ class _MemoryTool(BaseTool[BaseModel, BaseModel]):
         record_calls: bool = False,
     ) -> None:
         super().__init__(self._args, str, self._tool_name, self._tool_description)  # type: ignore[arg-type]
-        self.store = store
+        self.store = as_engine(store)
         self.agent_id = validate_owner_id(agent_id, "agent_id")
         self.group_id = None if group_id is None else validate_owner_id(group_id, "group_id")
         self.record_calls = record_calls
