@@ -520,12 +520,27 @@ class FactStore:
     ) -> Fact:
         """Tombstone a fact (soft delete): search stops returning it, its row and audit trail stay. A fact
         already forgotten or superseded is returned unchanged (its ``status`` says which): its history stays
-        as it was."""
+        as it was.
+
+        In a shared scope (group, global) an agent forgets only what it stated: another agent's fact is
+        refused, and a fact other agents stated too keeps theirs (the agent's statement is withdrawn, the
+        fact stays). One member, or a prompt injected into it, cannot erase what the team said; the operator
+        may forget any fact."""
         validate_reason(reason)
         fact = self._readable(fact_id, self._agent(agent_id), group_id)
         self.access.check_write(agent_id, fact.scope, "forget facts in")
         actor = agent_id if agent_id is not None else self.operator_id
-        return self.backend.set_status(fact.scope, StatusChange(fact_id, "forgotten", actor, time.time(), reason))
+        change = StatusChange(fact_id, "forgotten", actor, time.time(), reason)
+        if agent_id is not None and fact.scope.kind != "agent" and fact.status in ("active", "pending"):
+            if agent_id not in fact.stated_by:
+                raise MemoryAccessDenied(
+                    f"agent {agent_id!r} may not forget fact {fact_id} in {fact.scope}: in a shared scope an "
+                    f"agent forgets only what it stated (stated by {', '.join(map(repr, fact.stated_by))})"
+                )
+            if len(fact.stated_by) > 1:  # the others' statements stay: only this agent's is taken back
+                self.backend.withdraw(fact.scope, change)
+                return self.backend.get(fact.scope, [fact_id])[0]
+        return self.backend.set_status(fact.scope, change)
 
     def forget_all(
         self,

@@ -485,7 +485,9 @@ def test_forget(run: Run, ids: dict[str, str]) -> None:
     assert as_json(run("show", old, "--json")) == closed  # the correction's tombstone stays
     assert as_json(run("show", ids["style"], "--json"))["tombstone_reason"] == "no longer true"
     assert ids["style"] not in run("search", "markdown tables").stdout
-    mine = run("forget", ids["q3"], "--reason", "done", "--as", "bob")  # a member may forget group facts
+    # in a group an agent forgets only what it stated
+    one_line_error(run("forget", ids["q3"], "--reason", "done", "--as", "bob", code=1), "forgets only what it stated")
+    mine = run("forget", ids["q3"], "--reason", "done", "--as", "alice")
     assert f"forgot {ids['q3']}" in mine.stdout
     one_line_error(run("forget", "a_0000000000000000ffff", "--reason", "x", code=1), "no fact")
 

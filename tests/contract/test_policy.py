@@ -102,3 +102,20 @@ def test_the_bound_forget_tool_acts_as_its_agent_and_in_its_group(store: SharedM
         assert store.operator.get(fact_id).status == "active"
     assert "forgot fact" in asyncio.run(BoundTools(store, "bob", "other-team").forget(elsewhere.id))
     assert store.operator.get(elsewhere.id).status == "forgotten"
+
+
+def test_in_a_shared_scope_an_agent_forgets_only_what_it_stated(store: SharedMemoryStore) -> None:
+    alice = store.as_agent("alice", "crew", join=True)
+    bob = store.as_agent("bob", "crew", join=True)
+    fact = alice.remember("The deploy key rotates weekly.", "group")
+    with pytest.raises(MemoryAccessDenied, match="forgets only what it stated"):
+        bob.forget(fact.id)
+    answer = asyncio.run(BoundTools(store, "bob", "crew").forget(fact.id))
+    assert answer.startswith("DENIED") and store.operator.get(fact.id).status == "active", answer
+    assert bob.remember("The deploy key rotates weekly.", "group").id == fact.id  # bob states it too
+    kept = alice.forget(fact.id)  # alice takes back her statement; bob's stays
+    assert (kept.status, kept.stated_by) == ("active", ("bob",))
+    assert [e.event for e in store.operator.history(fact.id)][-1] == "withdrawn"
+    assert bob.forget(fact.id).status == "forgotten"
+    other = alice.remember("Standups are at nine.", "group")
+    assert store.operator.forget(other.id).status == "forgotten"  # the operator may forget any fact

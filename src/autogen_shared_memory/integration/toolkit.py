@@ -355,6 +355,11 @@ class BoundTools:
             )
         if before.status == "forgotten":
             return f"already forgotten: fact {fact.id} ({fact.scope}) is no longer recalled. Nothing was changed."
+        if fact.status == "active":  # stated by others too: only this agent's statement was taken back
+            return (
+                f"withdrew your statement of fact {fact.id} ({fact.scope}); other agents stated it too, so it "
+                f"stays: {_quoted(fact.content)}"
+            )
         return f"forgot fact {fact.id} ({fact.scope}): {_quoted(fact.content)}"
 
 
