@@ -52,7 +52,7 @@ WRITER = textwrap.dedent(
             print(json.dumps({"op": "correct", "old": old, "new": new.id}), flush=True)
         elif live:
             fid = live.pop(rng.randrange(len(live)))
-            store.as_agent(who).forget(fid, "done")
+            store.operator.forget(fid, "done")  # the operator: an agent forgets only what it stated
             print(json.dumps({"op": "forget", "id": fid}), flush=True)
     """
 )
