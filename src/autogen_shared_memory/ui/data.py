@@ -277,14 +277,25 @@ class Inspector:
         self,
         query: str,
         *,
-        agent_id: str | None = None,
+        agent_id: str | None,
         group_id: str | None = None,
         as_of: float | None = None,
         top_k: int = 10,
     ) -> list[Hit]:
         """The store's own search: as ``agent_id`` (in ``group_id``), with its access policy, over its agent
-        scope, its group and global; or, without an agent, as the operator over every scope. The agent is
-        bound without being enrolled in the group (looking never changes membership).
+        scope, its group and global; or, with ``agent_id=None`` written out (the page's "operator" choice), as
+        the operator over every scope. The agent is bound without being enrolled in the group (looking never
+        changes membership).
+
+        Args:
+            query: what to look for.
+            agent_id: the agent to search as, or None for the operator (no default: never trusted by omission).
+            group_id: the agent's group.
+            as_of: what was believed at that time.
+            top_k: at most this many hits.
+
+        Returns:
+            The hits, best first, with their reasons.
 
         Raises:
             MemoryAccessDenied: the agent may not read the group.
