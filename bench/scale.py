@@ -17,9 +17,11 @@ said otherwise:
 * search p50/p95: ``search`` in the big scope (``"group"``) and across the operator's scopes (``"all"``: the
   big group scope and a global scope of 1,000 facts), top 5, over ``--queries`` queries;
 * a new process: its first search (opening the store and loading what it needs, measured from before the
-  store is opened), then its RSS after ``--queries`` searches (a searching worker);
+  store is opened; the measuring process's saved search index is there), then its RSS after ``--queries``
+  searches (a searching worker);
 * a new process that only writes (4 batches of 256): its RSS (a writing worker);
-* disk per fact: the backend's own size of the big scope (the SQLite file; the PostgreSQL tables' share).
+* disk per fact: the backend's own size of the big scope (the SQLite file; the PostgreSQL tables' share),
+  and the saved search index's.
 
 The scope is filled between sizes through the backend's write with the near-duplicate check off, 8,192 facts
 at a time (the store's per-fact work is not what grows with the scope). PostgreSQL
@@ -81,25 +83,27 @@ def query(i: int) -> str:
 
 def open_store(where: dict[str, str]) -> Any:
     """The store of ``where``: ``{"kind": "sqlite", "root": ...}`` or ``{"kind": "postgres", "dsn": ...,
-    "schema": ...}``, with the default settings."""
+    "schema": ..., "index_dir": ...}``, with the default settings (PostgreSQL: saving its in-process index in
+    ``index_dir``, where SQLite saves it beside the scope file)."""
     from autogen_shared_memory import SharedMemoryStore
 
     if where["kind"] == "sqlite":
         return SharedMemoryStore(where["root"], embedder=RandomEmbedder())
     from autogen_shared_memory.backends.postgres import PostgresBackend
 
-    return SharedMemoryStore(PostgresBackend(where["dsn"], schema=where["schema"]), embedder=RandomEmbedder())
+    backend = PostgresBackend(where["dsn"], schema=where["schema"], index_dir=where["index_dir"])
+    return SharedMemoryStore(backend, embedder=RandomEmbedder())
 
 
-def rss_mb() -> tuple[float, float]:
-    """This process's current and peak RSS in MB."""
+def rss_mb() -> tuple[float, float, float]:
+    """This process's current RSS, its private part (``RssAnon``: what each worker pays for itself; the rest
+    is file pages, such as a mapped saved index, shared with every process that maps them) and its peak, in
+    MB."""
     import resource
 
-    current = float("nan")
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            current = int(line.split()[1]) / 1024
-    return current, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+    current, private = (int(status[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon"))
+    return current, private, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -123,7 +127,7 @@ def worker(kind: str, where: dict[str, str], queries: int, start: int) -> dict[s
         for k in range(4):
             op.remember_many([fact(start + k * BATCH + i, "w") for i in range(BATCH)], "group")
         out["rate"] = 4 * BATCH / (time.perf_counter() - t)
-    out["rss_mb"], out["peak_rss_mb"] = rss_mb()
+    out["rss_mb"], out["private_mb"], out["peak_rss_mb"] = rss_mb()
     store.close()
     return out
 
@@ -214,15 +218,21 @@ def measure_backend(where: dict[str, str], sizes: Sequence[int], args: argparse.
                 op.search(query(i), scope)
                 times.append(time.perf_counter() - t)
             row[f"search_{scope}_p50_ms"], row[f"search_{scope}_p95_ms"] = pct(times, 50), pct(times, 95)
+        store.backend._saved.close()  # waits for a save of the search index under way
         searcher = in_new_process("search", where, args.queries, 0)
         row["first_search_s"] = searcher["first_search_s"]
         row["search_worker_rss_mb"] = searcher["rss_mb"]
+        row["search_worker_private_mb"] = searcher["private_mb"]
         writer = in_new_process("write", where, 0, serial)
         serial += 4 * BATCH
         n += 4 * BATCH
         row["write_worker_rss_mb"] = writer["rss_mb"]
+        row["write_worker_private_mb"] = writer["private_mb"]
         row["write_worker_rate"] = writer["rate"]
         row["disk_bytes_per_fact"] = store.backend.stats(ScopeRef("group", GROUP)).size_bytes / n
+        backend, group = store.backend, ScopeRef("group", GROUP)
+        home = (backend._index(group) if where["kind"] == "sqlite" else backend._cache(group)).home
+        row["index_bytes_per_fact"] = home.stat().st_blocks * 512 / n if home and home.exists() else 0.0
         row["facts"] = n
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -244,8 +254,11 @@ COLUMNS = [
     ("search_all_p95_ms", "p95", "{:.1f}"),
     ("first_search_s", "first search of a new process s", "{:.2f}"),
     ("search_worker_rss_mb", "searching worker RSS MB", "{:,.0f}"),
+    ("search_worker_private_mb", "of it private MB", "{:,.0f}"),
     ("write_worker_rss_mb", "writing worker RSS MB", "{:,.0f}"),
+    ("write_worker_private_mb", "of it private MB", "{:,.0f}"),
     ("disk_bytes_per_fact", "disk bytes/fact", "{:,.0f}"),
+    ("index_bytes_per_fact", "saved index bytes/fact", "{:,.0f}"),
 ]
 
 
@@ -318,7 +331,8 @@ def main() -> None:
             from common.pgserver import pg_server
 
             with pg_server(args.dsn) as dsn:
-                where = {"kind": "postgres", "dsn": dsn, "schema": f"scale_{uuid.uuid4().hex[:8]}"}
+                schema = f"scale_{uuid.uuid4().hex[:8]}"
+                where = {"kind": "postgres", "dsn": dsn, "schema": schema, "index_dir": str(root / "pg-index")}
                 rows += measure_backend(where, sizes, args)
     meta = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

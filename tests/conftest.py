@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 from hypothesis import settings
-from memory_backend import InMemoryBackend, MemoryDatabase
 
 from autogen_shared_memory import OnnxEmbedder, SharedMemoryStore
 from autogen_shared_memory.settings import WritePolicy
-from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.testing import HashEmbedder, InMemoryBackend, MemoryDatabase
 
-# The tests in tests/contract/ are the backend contract: each of them runs on every backend. "memory" is
-# tests/memory_backend.py, a third backend written from the contract's docstrings alone.
+# The tests in tests/contract/ run on every backend, as tests/test_conformance.py runs the packaged backend
+# contract (autogen_shared_memory.testing.conformance). "memory" is autogen_shared_memory.testing.InMemoryBackend,
+# a third backend written from the contract's docstrings alone.
 BACKENDS = ("sqlite", "postgres", "memory")
 
 # Loaded here, before any test module is imported: a test's own @settings(...) takes its other values from it.

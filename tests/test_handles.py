@@ -29,15 +29,18 @@ from autogen_shared_memory import (
 )
 from autogen_shared_memory.component import ComponentLoader
 from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.views.agents import Directory, Insights, Profile, Tasks
+from autogen_shared_memory.views.caselog import CaseLog
 
 IDENTITY = ("agent_id", "actor")
+FACETS = (Tasks, Insights, Profile, Directory, CaseLog)  # what a handle offers beside its own methods
 
 
 def _public_methods(cls: type) -> dict[str, Any]:
     return {n: getattr(cls, n) for n in dir(cls) if not n.startswith("_") and callable(getattr(cls, n, None))}
 
 
-@pytest.mark.parametrize("cls", [SharedMemoryStore, AgentHandle, OperatorHandle, MemoryHandle, FactStore])
+@pytest.mark.parametrize("cls", [SharedMemoryStore, AgentHandle, OperatorHandle, MemoryHandle, FactStore, *FACETS])
 def test_no_public_method_grants_trust_by_a_left_out_argument(cls: type) -> None:
     trusting = []
     for name, method in _public_methods(cls).items():
@@ -53,7 +56,7 @@ def test_no_public_method_grants_trust_by_a_left_out_argument(cls: type) -> None
     assert trusting == []
 
 
-@pytest.mark.parametrize("cls", [AgentHandle, OperatorHandle])
+@pytest.mark.parametrize("cls", [AgentHandle, OperatorHandle, *FACETS])
 def test_handle_methods_never_take_the_identity_they_act_as(cls: type) -> None:
     taking = [
         name
@@ -69,6 +72,31 @@ def test_the_store_surface_is_small() -> None:
     assert len(params) <= 8, params
     public = [n for n in dir(SharedMemoryStore) if not n.startswith("_")]
     assert len(public) <= 40, public
+
+
+def _verbs(cls: type) -> list[str]:
+    """The public sync methods of a class (its async twins mirror them)."""
+    return [
+        n
+        for n in dir(cls)
+        if not n.startswith("_")
+        and callable(getattr(cls, n))
+        and not inspect.iscoroutinefunction(getattr(cls, n))
+        and not isinstance(inspect.getattr_static(cls, n), property)
+    ]
+
+
+@pytest.mark.parametrize("cls", FACETS)
+def test_a_facet_is_a_few_verbs_each_with_its_async_twin(cls: type) -> None:
+    verbs = _verbs(cls)
+    assert len(verbs) <= 7, verbs
+    assert [v for v in verbs if not inspect.iscoroutinefunction(getattr(cls, f"a{v}", None))] == []
+
+
+def test_the_agent_handle_surface_is_the_fact_vocabulary_records_and_facets() -> None:
+    facets = [n for n in dir(AgentHandle) if isinstance(inspect.getattr_static(AgentHandle, n), property)]
+    assert sorted(facets) == ["agent_id", "directory", "engine", "group_id", "insights", "profile", "tasks"]
+    assert len(_verbs(AgentHandle)) <= 16, _verbs(AgentHandle)
 
 
 @pytest.fixture
@@ -137,7 +165,7 @@ async def test_async_twins_act_as_the_handle(store: SharedMemoryStore) -> None:
     assert hits[0].fact.created_by == "alice"
 
 
-@pytest.mark.parametrize("cls", [SharedMemoryStore, AgentHandle, OperatorHandle])
+@pytest.mark.parametrize("cls", [SharedMemoryStore, AgentHandle, OperatorHandle, *FACETS])
 def test_every_public_method_documents_its_arguments_or_result(cls: type) -> None:
     from autogen_shared_memory.component import ComponentBase
 

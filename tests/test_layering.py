@@ -22,6 +22,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / PACKAGE
 VIEWS = {"views", "transfer", "handles"}
 ABOVE_THE_CORE = (
     "__main__",
+    "testing",  # test helpers: the conformance suite drives a whole store (see the testing rule below)
     "integration",
     "cli",
     "mcp",
@@ -146,6 +147,22 @@ def test_the_facade_imports_no_framework_integration() -> None:
     facade = f"{PACKAGE}.store"
     assert {m for m in GRAPH[facade] | TYPED_GRAPH[facade] if _within(m, ("integration",))} == set()
     assert f"{PACKAGE}.adapters" in GRAPH[facade]  # the rule sees the registry the façade goes through
+
+
+TESTING = f"{PACKAGE}.testing"
+ON_THE_CORE = sorted(n for n in MODULES if _within(n, ("testing",)) and n not in (TESTING, f"{TESTING}.conformance"))
+
+
+@pytest.mark.parametrize("name", ON_THE_CORE)
+def test_the_testing_embedder_and_in_memory_backend_stand_on_the_core(name: str) -> None:
+    """The in-memory backend is written from the backend contract (``backends/base.py``) and the core alone,
+    as a third party's would be, and the test embedder needs no store: only the conformance suite (and the
+    package's lazy export of it) sits above the core."""
+    assert {m for m in GRAPH[name] if _within(m, ABOVE_THE_CORE) or m == PACKAGE} == set()
+
+
+def test_the_testing_rule_sees_the_in_memory_backend() -> None:
+    assert f"{TESTING}.memory" in ON_THE_CORE and f"{PACKAGE}.backends.base" in GRAPH[f"{TESTING}.memory"]
 
 
 # ----------------------------------------------------------------------------------- storage knowledge

@@ -1,14 +1,22 @@
 """Framework adapters, found by registration: the façade imports none of them.
 
-An adapter is a module (or any object) with::
+An adapter is a module that defines ``Adapter``, a class following
+:class:`~autogen_shared_memory.integration.attacher.FrameworkAdapter`::
 
-    def claims(target) -> bool   # is this team / agent / list of agents of my framework?
-    class Attacher:              # Attacher(engine): attach(target, group_id, ...) and detach(target)
+    class Adapter:                            # Adapter(engine): one per store
+        @staticmethod
+        def claims(target) -> bool: ...       # is this team / agent / list of agents of my framework?
+        def agents(self, target) -> list: ...
+        def bind(self, agent, binding): ...   # -> the record of what it did (agent_name, group_id, agent_id, mode)
+        def unbind(self, agent, record): ...
 
-The three built-in adapters (AutoGen agentchat, Microsoft Agent Framework, AG2) are listed in
-:data:`BUILT_IN`; a third-party package adds one through the ``autogen_shared_memory.adapters`` entry point
-group (``name = "package.module"``). An adapter is imported the first time a target of its framework is
-attached, so a process that only stores and searches never imports a framework.
+and one generic :class:`~autogen_shared_memory.integration.attacher.Attacher` does the rest for every
+framework (unique names, the group and identities, "bound elsewhere" checks, all or nothing, the undo
+registry, membership and the agent directory). The three built-in adapters (AutoGen agentchat, Microsoft
+Agent Framework, AG2) are listed in :data:`BUILT_IN`; a third-party package adds one through the
+``autogen_shared_memory.adapters`` entry point group (``name = "package.module"``). An adapter, and the
+generic attacher, are imported the first time a target of its framework is attached, so a process that only
+stores and searches never imports a framework; this module names them only by their module paths.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ from typing import Any
 
 from .errors import InvalidInputTypeError
 
-__all__ = ["BUILT_IN", "ENTRY_POINT_GROUP", "adapter", "framework_of", "registered"]
+__all__ = ["BUILT_IN", "ENTRY_POINT_GROUP", "GENERIC_ATTACHER", "adapter", "attacher", "framework_of", "registered"]
 
 ENTRY_POINT_GROUP = "autogen_shared_memory.adapters"
+GENERIC_ATTACHER = "autogen_shared_memory.integration.attacher"  # the module of the one generic Attacher
 
 # framework name -> (adapter module, the top-level packages whose classes it claims)
 BUILT_IN: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -64,7 +73,7 @@ def framework_of(target: Any) -> str:
             if any(root == p or (p != "autogen" and root.startswith(p)) for p in packages):
                 return name
     for name in registered():
-        if name not in BUILT_IN and adapter(name).claims(target):
+        if name not in BUILT_IN and _adapter_class(name).claims(target):
             return name
     return "autogen"
 
@@ -85,3 +94,32 @@ def adapter(framework: str) -> ModuleType:
     if module is None:
         raise InvalidInputTypeError(f"no shared-memory adapter for {framework!r}; registered: {sorted(registered())}")
     return importlib.import_module(module)
+
+
+def _adapter_class(framework: str) -> Any:
+    """The ``Adapter`` class of a framework's adapter module."""
+    module = adapter(framework)
+    cls = getattr(module, "Adapter", None)
+    if cls is None:
+        raise InvalidInputTypeError(
+            f"the shared-memory adapter module {module.__name__!r} of {framework!r} defines no Adapter class"
+        )
+    return cls
+
+
+def attacher(framework: str, engine: Any) -> Any:
+    """A new generic attacher for one store and one framework: it remembers what it attached, so that detach
+    removes exactly that.
+
+    Args:
+        framework: a name from :func:`registered`.
+        engine: the store's engine (a ``FactStore``).
+
+    Returns:
+        The :class:`~autogen_shared_memory.integration.attacher.Attacher` with the framework's adapter.
+
+    Raises:
+        InvalidInputTypeError: no adapter is registered under that name, or its module defines no ``Adapter``.
+    """
+    cls = _adapter_class(framework)
+    return importlib.import_module(GENERIC_ATTACHER).Attacher(engine, cls(engine))

@@ -474,7 +474,9 @@ class FactStore:
                 if len(facts) == 1 or type(exc) not in _PLAIN_INPUT_ERRORS:
                     raise
                 raise type(exc)(f"item {i} of {len(facts)}: {exc}") from None  # which one of the batch
-        refs = [self.scope_ref(kind, agent_id=agent_id, group_id=group_id) for kind, _ in planned]
+        kinds = dict.fromkeys(kind for kind, _ in planned)  # a scope's ref once, not once per fact
+        scopes = {kind: self.scope_ref(kind, agent_id=agent_id, group_id=group_id) for kind in kinds}
+        refs = [scopes[kind] for kind, _ in planned]
         held = {ref for ref in refs if self._held(agent_id, ref)}
         for ref in dict.fromkeys(refs):
             if ref not in held:

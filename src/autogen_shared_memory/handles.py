@@ -14,7 +14,12 @@ Invariants (``tests/test_handles.py``):
 * Binding never changes the policy: ``as_agent`` enrols the agent in its group only when asked
   (``join=True``), an act of the trusted code that makes the handle.
 
-Every method has an ``a``-prefixed async twin that runs it in a worker thread (the event loop never blocks).
+An agent handle's records beyond facts are **facets**, small objects bound to the same agent and group with
+plain verbs (``researcher.tasks.create(...)``, ``researcher.insights.list()``; :mod:`.views.agents`); the
+group's case log is :meth:`MemoryHandle.case_log`, a method because the operator names the group it reads.
+
+Every method has an ``a``-prefixed async twin that runs it in a worker thread (the event loop never blocks);
+so has every facet method.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from .facts import _off_loop, as_engine
 
 if TYPE_CHECKING:
     from .facts import FactStore
-    from .views.agents import Task
+    from .views.agents import Directory, Insights, Profile, Task, Tasks
     from .views.caselog import CaseLog
 
 __all__ = ["AgentHandle", "MemoryHandle", "OperatorHandle"]
@@ -333,6 +338,40 @@ class AgentHandle(MemoryHandle):
         """The agent this handle acts as."""
         assert self._agent_id is not None  # made with one by the store
         return self._agent_id
+
+    # ------------------------------------------------------------------ facets
+    @property
+    def tasks(self) -> Tasks:
+        """This agent's tasks: its group's (shared by the members), or without a group its own.
+        ``create``, ``get``, ``list``, ``assign``, ``set_status``, ``complete``; see :class:`~.views.agents.Tasks`.
+        """
+        from .views.agents import Tasks
+
+        return Tasks(self._engine, self.agent_id, self._group_id)
+
+    @property
+    def insights(self) -> Insights:
+        """This agent's insights (facts of its scope with a category): ``add``, ``list``; see
+        :class:`~.views.agents.Insights`."""
+        from .views.agents import Insights
+
+        return Insights(self._engine, self.agent_id)
+
+    @property
+    def profile(self) -> Profile:
+        """The user profile every agent shares, written as this agent: ``get``, ``all``, ``set``; see
+        :class:`~.views.agents.Profile`."""
+        from .views.agents import Profile
+
+        return Profile(self._engine, self.agent_id)
+
+    @property
+    def directory(self) -> Directory:
+        """The agent directory every agent shares; this agent writes its own entry: ``register``, ``get``,
+        ``list``; see :class:`~.views.agents.Directory`."""
+        from .views.agents import Directory
+
+        return Directory(self._engine, self.agent_id)
 
     # ------------------------------------------------------------------ records
     def log_message(

@@ -8,7 +8,6 @@ store. Nothing imports this module back: views and adapters take the engine or a
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import weakref
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 from typing_extensions import Self
 
-from .adapters import adapter, framework_of
+from .adapters import adapter, attacher, framework_of
 from .backends.base import Backend, ModelInfo
 from .component import Component, ComponentBase, ComponentLoader, ComponentModel
 from .core.types import Change, Position, ScopeRef, ScopeStats
@@ -361,9 +360,7 @@ class SharedMemoryStore(ComponentBase[SharedMemoryStoreConfig], Component[Shared
         it added so that detach removes exactly that (found through :mod:`.adapters`)."""
         framework = framework_of(target)
         if framework not in self._attachers:
-            module = adapter(framework)
-            cls = getattr(module, "Attacher", None) or importlib.import_module(module.__name__ + ".attach").Attacher
-            self._attachers[framework] = cls(self._engine)
+            self._attachers[framework] = attacher(framework, self._engine)
         return self._attachers[framework]
 
     def attach(

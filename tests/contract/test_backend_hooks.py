@@ -11,37 +11,10 @@ import pytest
 
 from autogen_shared_memory import NotAStoreError, SharedMemoryStore
 from autogen_shared_memory.backends import open_backend
-from autogen_shared_memory.backends.base import ModelInfo
 from autogen_shared_memory.backends.sqlite import SQLiteBackend, scope_file_name
 from autogen_shared_memory.core.types import ScopeRef
 
 StoreFactory = Callable[..., SharedMemoryStore]
-
-
-def test_health_puts_the_storage_first_and_fails_every_scope_of_another_model(make_store: StoreFactory) -> None:
-    store = make_store()
-    store.operator.remember("The office opens at nine", "global")
-    store.as_operator("crew").remember("The launch is on March 3", "group")
-    own = ModelInfo(store.embedder.model_id, int(store.embedder.dimension))
-    checks = store.backend.health(own)
-    assert checks[0].name in ("backend", "store directory") and checks[0].status == "ok"
-    assert [c for c in checks if c.status == "fail"] == []
-    other = store.backend.health(ModelInfo("another/model", own.dimension))
-    mismatches = [c for c in other if c.name == "model match" and c.status == "fail"]
-    assert len(mismatches) == 2 and all("reembed" in c.fix for c in mismatches)
-    assert not any(c.name == "model match" and c.status == "fail" for c in store.backend.health(None))
-
-
-def test_a_change_watcher_reports_every_scope_first_then_the_ones_written(make_store: StoreFactory) -> None:
-    store = make_store()
-    store.operator.remember("The office opens at nine", "global")
-    watcher = store.backend.change_watcher()
-    if watcher is None:  # the feed reads every scope each poll (or is woken by notifications)
-        return
-    crew = ScopeRef("group", "crew")
-    assert watcher.changed() >= {ScopeRef("global")}
-    store.as_operator("crew").remember("The launch is on March 3", "group")
-    assert crew in watcher.changed()
 
 
 @pytest.mark.sqlite_only

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from autogen_shared_memory import SharedMemoryStore
-from autogen_shared_memory.core.types import Change, Position, PositionError, ScopeRef, new_fact_id
-from autogen_shared_memory.feed import Subscription
+from autogen_shared_memory.core.types import Change, Position, PositionError, ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
@@ -55,103 +54,6 @@ def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeR
 
 def key(change: Change) -> tuple[ScopeRef, int]:
     return (change.scope, change.seq)
-
-
-def audit_trail(store: SharedMemoryStore) -> list[tuple[ScopeRef, int, str, str]]:
-    """Every audit row of every scope, as the backend holds them."""
-    return sorted(
-        (scope, row["seq"], row["fact_id"], row["event"])
-        for scope in store.backend.scopes()
-        for row in store.backend.rows(scope, "audit")
-    )
-
-
-def some_history(store: SharedMemoryStore) -> None:
-    """Every kind of change: created, reinforced, superseded, forgotten, approved, purged, reembedded."""
-    first = store.operator.remember("the deploy window is Thursday", "global")
-    store.operator.remember("the deploy window is Thursday", "global")  # reinforced
-    store.operator.remember("deploys happen on Friday now", "global", supersedes=[first.id])  # created + superseded
-    gone = store.as_agent("alice").remember("alice likes tea", "agent")
-    store.operator.forget(gone.id, reason="wrong")
-    store.as_agent("alice", "crew").remember("crew standup at nine", "group")
-    store.operator.purge(0)
-    store.operator.reembed()
-
-
-def test_changes_replays_the_whole_audit_trail_and_resumes_from_any_change(store: SharedMemoryStore) -> None:
-    assert store.changes() == []
-    some_history(store)
-    changes = store.changes()
-    assert sorted((c.scope, c.seq, c.fact_id, c.event) for c in changes) == audit_trail(store)
-    assert {c.event for c in changes} >= {"created", "reinforced", "superseded", "forgotten", "purged", "reembedded"}
-    for scope in (GLOBAL, CREW, ALICE):  # each scope's changes in commit (seq) order
-        seqs = [c.seq for c in changes if c.scope == scope]
-        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) and seqs
-    assert all(c.actor for c in changes) and all(c.at > 0 for c in changes)
-    # Resuming from any change's position (as an object or as its token) gives exactly the changes after it.
-    for i, change in enumerate(changes):
-        rest = [key(c) for c in changes[i + 1 :]]
-        assert sorted(key(c) for c in store.changes(since=change.position)) == sorted(rest)
-        assert sorted(key(c) for c in store.changes(since=str(change.position))) == sorted(rest)
-    assert store.changes(since=changes[-1].position) == []
-
-
-def test_changes_resume_after_a_restart_without_losses_or_repeats(make_store: StoreFactory) -> None:
-    first = make_store()
-    for i in range(5):
-        first.as_operator(f"g{i % 2}").remember(f"fact number {i}", "group")
-    token = str(first.changes()[-1].position)
-    first.close()
-    second = make_store(same_as=first)  # another process, another day: only the token survived
-    assert second.changes(since=token) == []
-    for i in range(5, 9):
-        second.as_operator(f"g{i % 3}").remember(f"fact number {i}", "group")
-    later = second.changes(since=token)
-    assert [c.event for c in later] == ["created"] * 4
-    assert {second.operator.get(c.fact_id).content for c in later} == {f"fact number {i}" for i in range(5, 9)}
-
-
-def test_changes_pages_through_with_limit(store: SharedMemoryStore) -> None:
-    some_history(store)
-    everything = [key(c) for c in store.changes()]
-    paged: list[tuple[ScopeRef, int]] = []
-    position: Position | None = None
-    while batch := store.changes(since=position, limit=3):
-        assert len(batch) <= 3
-        paged.extend(key(c) for c in batch)
-        position = batch[-1].position
-    assert sorted(paged) == sorted(everything) and len(paged) == len(set(paged))
-    with pytest.raises(ValueError):
-        store.changes(limit=0)
-
-
-def test_subscribe_delivers_every_later_change_exactly_once_in_order(store: SharedMemoryStore) -> None:
-    before = store.operator.remember("written before subscribing", "global")
-    seen: list[Change] = []
-    stop = store.subscribe(seen.append)
-    start = stop.position
-    some_history(store)
-    expected = store.changes(since=start)
-    assert wait_for(lambda: len(seen) >= len(expected))
-    settle(store, seen, (GLOBAL, CREW, ALICE))  # nothing more, nothing twice
-    expected = store.changes(since=start)
-    assert sorted(key(c) for c in seen) == sorted(key(c) for c in expected)
-    assert len({key(c) for c in seen}) == len(seen)
-    for scope in (GLOBAL, CREW, ALICE):
-        seqs = [c.seq for c in seen if c.scope == scope]
-        assert seqs == sorted(seqs)
-    assert not [c for c in seen if c.fact_id == before.id and c.event == "created"]
-    assert stop.position == seen[-1].position  # where it got to
-    assert store.changes(since=stop.position) == []
-    stop()
-    assert not stop.running
-    witness: list[Change] = []
-    with store.subscribe(witness.append):  # a live subscription hears the write ...
-        late = store.operator.remember("written after stopping", "global").id
-        assert wait_for(lambda: [c.fact_id for c in witness] == [late])
-    # ... and the stopped one's thread has ended, so it can deliver nothing more: what it has is final.
-    assert wait_for(lambda: not stop._thread.is_alive())
-    assert len(seen) == len(expected)
 
 
 def test_subscribe_from_a_position_catches_up_then_follows(make_store: StoreFactory) -> None:
@@ -197,35 +99,6 @@ def test_a_failing_callback_is_logged_and_the_feed_goes_on(
     assert "callback bug" in caplog.text or any(r.exc_info for r in caplog.records)
 
 
-def test_concurrent_writers_to_one_scope_make_a_gap_free_feed(store: SharedMemoryStore) -> None:
-    seen: list[Change] = []
-    sub = store.subscribe(seen.append, poll_interval=0.05)
-    receipts: list[str] = []
-    lock = threading.Lock()
-
-    def writer(n: int) -> None:
-        for i in range(15):
-            r = store.as_operator("crew").remember(f"writer {n} fact {i}", "group")
-            with lock:
-                receipts.append(r.id)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    trail = [row["seq"] for row in store.backend.rows(CREW, "audit")]
-    assert len(receipts) == len(trail) == 60
-    arrived = wait_for(lambda: len(seen) >= 60)
-    missing = sorted(set(trail) - {c.seq for c in seen})
-    assert arrived and not missing, f"never delivered: seqs {missing}"
-    receipts += settle(store, seen, [CREW])
-    sub()
-    trail = [row["seq"] for row in store.backend.rows(CREW, "audit")]
-    assert [c.seq for c in seen] == trail  # every audit row of the scope, once, in seq order
-    assert sorted(c.fact_id for c in seen) == sorted(receipts)
-
-
 def test_close_stops_subscriptions(make_store: StoreFactory) -> None:
     store = make_store()
     sub = store.subscribe(lambda change: None)
@@ -261,102 +134,6 @@ async def test_async_twins(store: SharedMemoryStore) -> None:
     assert seen == [receipt.id]
     assert [c.fact_id for c in await store.achanges()] == [receipt.id]
     await asyncio.to_thread(sub.stop)
-
-
-def test_now_is_after_every_earlier_change_of_every_scope(store: SharedMemoryStore) -> None:
-    # Several changes per scope before "now": a "now" taken at any but each scope's newest change would
-    # deliver the older ones.
-    for i in range(4):
-        store.operator.remember(f"older global fact {i}", "global")
-        store.as_agent("alice", "crew").remember(f"older crew fact {i}", "group")
-        store.as_agent("alice").remember(f"older alice fact {i}", "agent")
-    seen: list[Change] = []
-    with store.subscribe(seen.append, poll_interval=0.05) as sub:
-        start = sub.position
-        assert {scope: start.get(scope) for scope in (GLOBAL, CREW, ALICE)} == {
-            scope: max(row["seq"] for row in store.backend.rows(scope, "audit")) for scope in (GLOBAL, CREW, ALICE)
-        }
-        newer = [
-            store.operator.remember("newer global fact", "global").id,
-            store.as_agent("alice", "crew").remember("newer crew fact", "group").id,
-            store.as_agent("alice").remember("newer alice fact", "agent").id,
-        ]
-        assert wait_for(lambda: len(seen) >= 3)
-        newer += settle(store, seen, (GLOBAL, CREW, ALICE))
-    assert sorted(c.fact_id for c in seen) == sorted(newer)
-    assert store.changes(since=start) == store.changes(since=str(start))
-    assert sorted(c.fact_id for c in store.changes(since=start)) == sorted(newer)
-
-
-def test_a_subscription_delivers_a_scope_of_more_changes_than_one_read_holds(
-    store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # 2,500 audit rows in one transaction, as a remember_many of 2,500 facts writes them (written through the
-    # backend contract directly: the memory backend's duplicate check makes 2,500 real facts take a minute).
-    now = time.time()
-    events = [
-        {"fact_id": new_fact_id("global"), "event": "created", "actor": "loader", "at": now, "detail": "{}"}
-        for _ in range(2500)
-    ]
-    seqs = store.backend.transact(GLOBAL, lambda tx: tx.add_rows("audit", events))
-    assert len(set(seqs)) == 2500
-    seen: list[Change] = []
-    reads = {"started": 0, "ended": 0}  # the feed's reads of the scope (each one to its end, in batches)
-    catch_up = Subscription._catch_up
-
-    def counted(sub: Subscription, scope: ScopeRef) -> None:
-        reads["started"] += 1
-        try:
-            catch_up(sub, scope)
-        finally:
-            reads["ended"] += 1
-
-    monkeypatch.setattr(Subscription, "_catch_up", counted)
-    # No second look within the test (a look every minute): the first must read the scope to its end.
-    with store.subscribe(seen.append, since=None, poll_interval=60):
-        assert wait_for(lambda: len(seen) >= 2500, 30), f"delivered {len(seen)} of 2500"
-        # Every read begun has ended: a change it would deliver twice is in seen by now.
-        assert wait_for(lambda: reads["ended"] == reads["started"])
-    assert [c.fact_id for c in seen] == [e["fact_id"] for e in events]
-    assert [c.seq for c in seen] == sorted(seqs)
-    assert len(store.changes()) == 2500
-
-
-def test_a_position_of_a_replaced_scope_reads_the_new_one_from_its_beginning(
-    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    # A position belongs to the store it came from: used on another store it stands for a scope whose storage
-    # was replaced (a file deleted and made again, a database restored from an older copy).
-    old = make_store()
-    old_ids = [old.operator.remember(f"old fact {i}", "global").id for i in range(6)]
-    past_the_end = old.changes()[-1].position  # beyond every seq the new scope has
-    inside = old.changes()[1].position  # a seq the new scope has, holding another change
-    new = make_store()
-    new_ids = [new.operator.remember(f"new fact {i}", "global").id for i in range(4)]
-    assert max(row["seq"] for row in new.backend.rows(GLOBAL, "audit")) < past_the_end.get(GLOBAL)
-    assert new.backend.rows(GLOBAL, "audit", {"seq": inside.get(GLOBAL)})  # that seq is there, another change
-    for since in (past_the_end, inside, str(past_the_end), str(inside)):
-        caplog.clear()
-        read = new.changes(since=since)
-        assert [c.fact_id for c in read] == new_ids, since
-        assert "from its beginning" in caplog.text
-        assert new.changes(since=read[-1].position) == []  # the positions it hands out are the new scope's
-    # A token without marks (as earlier releases wrote them) past the end of the scope: read from the start.
-    unmarked = Position({GLOBAL: past_the_end.get(GLOBAL)})
-    assert not unmarked.marks and Position.parse(str(unmarked)) == unmarked
-    assert [c.fact_id for c in new.changes(since=unmarked)] == new_ids
-    # A subscription from such a position delivers the new scope's changes, then follows it.
-    seen: list[Change] = []
-    with new.subscribe(seen.append, since=str(past_the_end), poll_interval=0.05) as sub:
-        assert wait_for(lambda: len(seen) >= 4)
-        later = new.operator.remember("a later fact", "global").id
-        assert wait_for(lambda: len(seen) >= 5)
-        (sentinel,) = settle(new, seen, [GLOBAL])
-        assert [c.fact_id for c in seen] == [*new_ids, later, sentinel]
-        assert new.changes(since=sub.position) == []
-    assert not set(old_ids) & {c.fact_id for c in seen}
-    # The old store's own positions still resume where they were (no false alarm).
-    assert old.changes(since=inside) == old.changes()[2:]
 
 
 def token_of(entries: Any) -> str:

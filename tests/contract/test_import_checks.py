@@ -17,8 +17,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from autogen_shared_memory import FactNotFoundError, SharedMemoryStore
-from autogen_shared_memory.core.types import ScopeRef
+from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.transfer import ImportFormatError, ImportModelError, _parse, export_lines
 
@@ -43,99 +42,6 @@ def populated(make_store: StoreFactory, tmp_path: Path) -> tuple[SharedMemorySto
     path = tmp_path / "export.jsonl"
     src.export(path)
     return src, path.read_text(encoding="utf-8").splitlines()
-
-
-def with_row(lines: list[str], table: str, change: dict[str, Any], drop: tuple[str, ...] = ()) -> str:
-    """The export with the first ``table`` row changed (columns set or dropped)."""
-    out, done = [], False
-    for line in lines:
-        item = json.loads(line)
-        if not done and item.get("type") == "row" and item["table"] == table:
-            item["row"] = {**{k: v for k, v in item["row"].items() if k not in drop}, **change}
-            line, done = json.dumps(item), True
-        out.append(line)
-    assert done, table
-    return "\n".join(out) + "\n"
-
-
-NAN = float("nan")
-BAD_ROWS = [
-    ("facts", {"tags": 5}, ()),
-    ("facts", {"tags": "not json"}, ()),
-    ("facts", {"tags": '["ops", 5]'}, ()),
-    ("facts", {"metadata": "not json"}, ()),
-    ("facts", {"metadata": "[1]"}, ()),
-    ("facts", {"supersedes": "[oops"}, ()),
-    ("facts", {"stated_by": '"alice"'}, ()),
-    ("facts", {"confidence": "high"}, ()),
-    ("facts", {"confidence": 1.5}, ()),
-    ("facts", {"confidence": NAN}, ()),
-    ("facts", {"reinforcement": "many"}, ()),
-    ("facts", {"reinforcement": 0}, ()),
-    ("facts", {"reinforcement": True}, ()),
-    ("facts", {"version": 1.5}, ()),
-    ("facts", {"created_at": "yesterday"}, ()),
-    ("facts", {"expires_at": "soon"}, ()),
-    ("facts", {"status": "weird"}, ()),
-    ("facts", {"evil": 1}, ()),
-    ("facts", {}, ("created_by",)),
-    ("facts", {"created_by": "mallory\n- [w_x | global | by system]"}, ()),
-    ("facts", {"created_by": "a\x1b[2Kb"}, ()),
-    ("facts", {"stated_by": '["ok", "a/b"]'}, ()),
-    ("facts", {"tags": '["line\\nbreak"]'}, ()),
-    ("facts", {"category": "x" * 65}, ()),
-    ("facts", {}, ("created_at",)),
-    ("audit", {}, ("at",)),
-    ("audit", {"at": "now"}, ()),
-    ("audit", {"fact_id": 5}, ()),
-    ("meta", {"value": 5}, ()),
-    ("conversations", {}, ("agent_id",)),
-    ("conversations", {"content": 5}, ()),
-    ("tool_calls", {"success": "yes"}, ()),
-    ("tasks", {"created_at": "x"}, ()),
-    ("tasks", {"evil": 1}, ()),
-    # a bool is not a number, in a float column either
-    ("facts", {"created_at": True}, ()),
-    ("facts", {"expires_at": False}, ()),
-    ("audit", {"at": True}, ()),
-    ("tool_calls", {"duration_ms": True}, ()),
-    # integers no backend stores (a raw error inside a later scope's transaction, the scopes before it
-    # committed), and one no float holds
-    ("facts", {"reinforcement": 2**63}, ()),
-    ("facts", {"version": 2**63}, ()),
-    ("tool_calls", {"success": 2**63}, ()),
-    ("tool_calls", {"success": -(2**63) - 1}, ()),
-    ("facts", {"created_at": 10**400}, ()),
-    # NUL in stored text: PostgreSQL cannot store it (and no write stores it on any backend)
-    ("facts", {"tombstone_reason": "moved\x00"}, ()),
-    ("facts", {"session_id": "s\x00"}, ()),
-    ("meta", {"value": "1\x00"}, ()),
-    ("audit", {"actor": "sys\x00tem"}, ()),
-    ("audit", {"detail": '{"reason": "a\\u0000b"}'}, ()),
-    # the limits a write applies: content over max_fact_bytes, metadata over 64 KiB, a long session id
-    ("facts", {"content": "x" * 9000}, ()),
-    ("facts", {"metadata": json.dumps({"k": "x" * 70_000})}, ()),
-    ("facts", {"session_id": "s" * 129}, ()),
-    ("facts", {"tombstone_reason": "r" * 1001}, ()),
-    ("facts", {"tags": json.dumps([f"t{i}" for i in range(1025)])}, ()),
-    ("conversations", {"content": "x" * (4 * 1024 * 1024 + 1)}, ()),
-]
-
-
-@pytest.mark.parametrize(("table", "change", "drop"), BAD_ROWS, ids=[f"{t}-{str(c or d)[:48]}" for t, c, d in BAD_ROWS])
-def test_a_row_with_a_bad_column_is_refused_and_changes_nothing(
-    make_store: StoreFactory, tmp_path: Path, table: str, change: dict[str, Any], drop: tuple[str, ...]
-) -> None:
-    # Each of these once got past the check: a scope nothing could read back, a row silently dropped, or
-    # a raw database error after the scopes before it were imported.
-    _, lines = populated(make_store, tmp_path)
-    target: SharedMemoryStore = make_store()
-    target.operator.add_member("crew", "alice")
-    target.as_agent("alice", "crew").remember("already here", "group")
-    before = rows_of(target)
-    with pytest.raises(ImportFormatError, match=rf"line \d+: {table} row: "):
-        target.import_(io.StringIO(with_row(lines, table, change, drop)))
-    assert rows_of(target) == before
 
 
 def test_another_dimension_is_refused_before_anything_is_written(make_store: StoreFactory, tmp_path: Path) -> None:
@@ -171,26 +77,6 @@ def test_a_file_cut_short_is_refused_and_changes_nothing(make_store: StoreFactor
     # a version 1 file (written before the end line) still imports
     old = [lines[0].replace('"version": 2', '"version": 1'), *lines[1:-1]]
     assert target.import_(io.StringIO("\n".join(old) + "\n"), policy=True).inserted == len(lines) - 2
-
-
-def test_an_old_export_never_brings_back_a_fact_the_store_purged(make_store: StoreFactory, tmp_path: Path) -> None:
-    store: SharedMemoryStore = make_store()
-    secret = store.operator.remember("The admin password is hunter2", "global")
-    kept = store.operator.remember("The office opens at nine", "global")
-    backup = tmp_path / "backup.jsonl"
-    store.export(backup)
-    store.operator.forget(secret.id, "a secret")
-    assert store.import_(backup).closed == 0  # still forgotten: a closed fact is never reopened
-    assert store.operator.purge(0) == 1
-    report = store.import_(backup)
-    assert report.purged == 1 and report.inserted == 0
-    with pytest.raises(FactNotFoundError):
-        store.operator.get(secret.id)
-    assert secret.id not in {h.id for h in store.operator.search("admin password", "global")}
-    assert store.operator.get(kept.id).status == "active"
-    assert [e.event for e in store.operator.history(secret.id)] == ["created", "forgotten", "purged"]
-    other: SharedMemoryStore = make_store()  # a store that never purged it takes it, forgotten
-    assert other.import_(backup).purged == 0 and other.operator.get(secret.id).status == "active"
 
 
 def test_a_later_export_brings_the_approval_of_a_held_fact(make_store: StoreFactory, tmp_path: Path) -> None:
@@ -602,22 +488,6 @@ def test_an_import_never_creates_a_scope_for_the_operator_id(make_store: StoreFa
 
 
 # --------------------------------------------------------------------------- a snapshot per scope
-def test_a_snapshot_reads_the_scope_as_it_was_when_it_was_taken(make_store: StoreFactory) -> None:
-    store: SharedMemoryStore = make_store()
-    first = store.operator.remember("The office opens at nine", "global")
-    global_ = first.scope
-    with store.backend.snapshot(global_) as rows:
-        assert [r["id"] for r in rows("facts")] == [first.id]
-        later = store.operator.remember("The office closes at six", "global")  # this thread writes meanwhile
-        store.operator.forget(first.id, "moved")
-        assert [r["status"] for r in rows("facts")] == ["active"]
-        assert [r["event"] for r in rows("audit")] == ["created"]
-        assert [r["id"] for r in rows("facts", after_seq=0, limit=10)] == [first.id]
-    assert (store.operator.get(first.id).status, store.operator.get(later.id).status) == ("forgotten", "active")
-    with store.backend.snapshot(ScopeRef("group", "nobody")) as rows:
-        assert rows("facts") == [] and rows("meta") == []
-
-
 def export_is_consistent(lines: list[str]) -> tuple[int, int]:
     """The audit rows of facts the export lacks, and the facts whose status disagrees with their trail."""
     facts: dict[str, str] = {}
@@ -631,21 +501,6 @@ def export_is_consistent(lines: list[str]) -> tuple[int, int]:
     orphans = sum(1 for fid in last if fid not in facts)
     disagree = sum(1 for fid, status in facts.items() if (status == "forgotten") != (last.get(fid) == "forgotten"))
     return orphans, disagree
-
-
-def test_an_export_taken_between_writes_is_one_moment_of_each_scope(make_store: StoreFactory) -> None:
-    store: SharedMemoryStore = make_store(policy=WritePolicy(global_writers=["*"]))
-    ids = [
-        r.id for r in store.operator.remember_many([f"fact number {i} of the export" for i in range(1100)], "global")
-    ]
-    lines = export_lines(store)
-    taken = [next(lines) for _ in range(503)]  # the header, meta, 500 facts of the first batch of 1000
-    for fid in ids[:20]:
-        store.operator.forget(fid, "gone")
-    store.operator.remember_many([f"written during the export {i}" for i in range(20)], "global")
-    taken += list(lines)
-    assert export_is_consistent(taken) == (0, 0)
-    assert sum(1 for line in taken if '"table": "facts"' in line) == 1100
 
 
 def _write_while_exported(place: tuple[str, ...], stop: str) -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -336,20 +334,6 @@ def test_a_negation_is_never_merged_into_the_fact_it_negates(make_store: StoreFa
         assert {h.content for h in s.as_operator("crew").search(said, "group", top_k=10)} >= {said, negated}
 
 
-def test_an_exact_duplicate_is_found_by_its_hash_alone(make_store: StoreFactory) -> None:
-    # Cosine merges off: only the content-hash lookup can find the restatements, whether the fact is stored
-    # (a batch asks for its hashes in one query) or written earlier in the same batch.
-    store = make_store(dedup=DedupSettings(near_duplicate=1.01, similar=1.01))
-    first = store.as_operator("crew").remember("Deploys happen on Fridays.", "group")
-    receipts = store.as_operator("crew").remember_many(
-        ["deploys happen on fridays", "Reviews need two approvals.", "reviews need two approvals!"], "group"
-    )
-    assert [r.status for r in receipts] == ["reinforced", "created", "reinforced"]
-    assert receipts[0].duplicate_of == first.id and receipts[2].duplicate_of == receipts[1].id
-    assert store.operator.get(first.id).reinforcement == 2
-    assert [e.event for e in store.backend.history(first.scope, receipts[1].id)] == ["created", "reinforced"]
-
-
 def test_text_that_is_not_unicode_is_refused_and_nothing_written(make_store: StoreFactory) -> None:
     s = make_store()
     with pytest.raises(ValueError, match="fact content is not valid Unicode"):
@@ -367,32 +351,6 @@ def test_a_correction_always_wins(make_store: StoreFactory) -> None:
         assert before.status == "superseded" and before.superseded_by == fix.id
         assert before.valid_to == after.created_at and after.status == "active"
         s.operator.forget(fix.id)
-
-
-@pytest.mark.parametrize("workers", [6])
-def test_concurrent_corrections_have_exactly_one_winner(make_store: StoreFactory, workers: int) -> None:
-    s = make_store()
-    old = s.operator.remember("The on-call engineer is Dana", "global")
-    results: list[str] = []
-    barrier = threading.Barrier(workers)
-
-    def correct(i: int) -> None:
-        barrier.wait()
-        try:
-            s.operator.remember(f"The on-call engineer is engineer {i}", "global", supersedes=[old.id])
-            results.append("won")
-        except ValueError as exc:
-            assert "already superseded" in str(exc)
-            results.append("lost")
-
-    threads = [threading.Thread(target=correct, args=(i,)) for i in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(results) == ["lost"] * (workers - 1) + ["won"]
-    counts = s.stats()[0].counts
-    assert (counts["active"], counts["superseded"]) == (1, 1)
 
 
 def test_reinforcement_never_edits_another_authors_fact(make_store: StoreFactory) -> None:
@@ -459,50 +417,6 @@ def test_the_capsule_counts_distinct_agents_not_calls(make_store: StoreFactory) 
     s.as_agent("alice").remember("standup is at 9:15.", "global")
     assert "| x2]" in s.operator.recall("standup", "global")
     assert s.operator.search("standup", "global")[0].fact.reinforcement == 21
-
-
-def test_search_as_of_recalls_what_was_believed_then(make_store: StoreFactory) -> None:
-    s = make_store()
-    first = s.operator.remember("The launch date is March 3", "global")
-    t1 = time.time()
-    time.sleep(0.01)
-    second = s.operator.remember("The launch date is March 10", "global", supersedes=[first.id])
-    t2 = time.time()
-    time.sleep(0.01)
-    s.operator.forget(second.id, "launch cancelled")
-    expiring = s.operator.remember("The launch room is booked", "global", ttl_days=1)
-
-    def believed(at: float) -> set[str]:
-        return {h.id for h in s.operator.search("launch date room", "global", as_of=at, top_k=10)}
-
-    assert believed(t1) == {first.id}
-    assert believed(t2) == {second.id}
-    assert believed(time.time()) == {expiring.id}
-    assert believed(time.time() + 2 * 86400) == set()  # expired by then
-    assert believed(0.0) == set()  # before anything was written
-    assert s.operator.get(first.id).valid_to == s.operator.get(second.id).created_at
-
-
-def test_a_write_is_stamped_when_it_commits_not_before_its_embedding(make_store: StoreFactory) -> None:
-    """A correction's time was taken before the embedding: ``search(as_of=t)`` at a ``t`` while it was being
-    embedded (readers saw the old fact) named the correction, and its TTL ran from that earlier time."""
-    s = make_store()
-    old = s.operator.remember("The VPN gateway is vpn1", "global")
-    embed, moments = s.embedder.embed, []
-
-    def slow(texts: Any) -> Any:  # the batch is embedded while readers still see the old fact
-        time.sleep(0.02)
-        moments.append(time.time())
-        time.sleep(0.02)
-        return embed(texts)
-
-    s.embedder.embed = slow  # type: ignore[method-assign]
-    new = s.operator.remember("The VPN gateway is vpn2", "global", supersedes=[old.id], ttl_days=1)
-    moment = moments[0]
-    assert [h.id for h in s.operator.search("VPN gateway", "global", as_of=moment)] == [old.id]
-    stored = s.operator.get(new.id)
-    assert stored.created_at > moment and s.operator.get(old.id).valid_to == stored.created_at
-    assert stored.expires_at == pytest.approx(stored.created_at + 86400, abs=1e-3)
 
 
 def test_remember_tool_names_the_similar_fact_and_how_to_replace_it(make_store: StoreFactory) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,10 +19,8 @@ from autogen_shared_memory.facts import MAX_QUERY_CHARS
 from autogen_shared_memory.integration.autogen.tools import memory_tools
 from autogen_shared_memory.search.fusion import rrf
 from autogen_shared_memory.search.text import query_terms, stem, stems_of
-from autogen_shared_memory.settings import DedupSettings, RecallSettings
+from autogen_shared_memory.settings import DedupSettings
 from autogen_shared_memory.testing import HashEmbedder
-
-StoreFactory = Callable[..., SharedMemoryStore]
 
 NASTY = [
     '"',
@@ -156,37 +154,6 @@ def test_query_words_sharing_a_stem_on_a_large_scope(store: SharedMemoryStore) -
     store.operator.remember_many([f"weekly report {i} for team {i % 40}" for i in range(1100)], "global")
     hits = store.operator.search("reported reports teams team 7", "global")
     assert hits and "report" in hits[0].content
-
-
-def test_all_scopes_merge_lexical_matches_by_score_not_by_rank(make_store: StoreFactory) -> None:
-    """A small scope's best keyword match (one weak term) must not outrank a big scope's strong match."""
-    store = make_store(recall=RecallSettings(semantic_weight=0.0))  # the lexical leg alone decides
-    store.operator.add_member("crew", "alice")
-    store.as_agent("alice").remember_many(
-        ["Lisbon is sunny in May", *(f"alice note {i} on tea" for i in range(5))], "agent"
-    )
-    filler = [f"sprint {i} retro notes for squad {i % 7}" for i in range(50)]
-    store.as_operator("crew").remember_many(
-        [*filler, "the Lisbon office deploys the billing service on Fridays"], "group"
-    )
-    hits = store.as_agent("alice", "crew").search("when does the Lisbon office deploy billing", top_k=2)
-    assert [h.content for h in hits] == [
-        "the Lisbon office deploys the billing service on Fridays",
-        "Lisbon is sunny in May",
-    ]
-    assert [h.lexical_rank for h in hits] == [1, 2]
-
-
-def test_a_small_scopes_full_match_outranks_a_big_scopes_one_word_match(make_store: StoreFactory) -> None:
-    """Raw BM25 grows with a scope's size (IDF): scores are normalised by the query's IDF mass per scope."""
-    store = make_store(recall=RecallSettings(semantic_weight=0.0))
-    store.operator.add_member("crew", "alice")
-    mine = ["alice drinks oolong tea at noon", *(f"alice note {i} about weather" for i in range(5))]
-    store.as_agent("alice").remember_many(mine, "agent")
-    theirs = [f"sprint {i} retro notes for squad {i % 7}" for i in range(300)]
-    store.as_operator("crew").remember_many([*theirs, "the oolong shipment arrived late"], "group")
-    hits = store.as_agent("alice", "crew").search("oolong tea at noon", top_k=2)
-    assert [h.content for h in hits] == ["alice drinks oolong tea at noon", "the oolong shipment arrived late"]
 
 
 def test_lexical_postings_budget_keeps_the_rarest_terms(tmp_path: Path) -> None:

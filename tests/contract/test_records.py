@@ -17,7 +17,7 @@ from autogen_agentchat.conditions import MaxMessageTermination
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_core import SingleThreadedAgentRuntime
 
-from autogen_shared_memory import MemoryAccessDenied, ScopeRef, SharedMemoryStore
+from autogen_shared_memory import MemoryAccessDenied, SharedMemoryStore
 from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
 from autogen_shared_memory.transfer import ImportFormatError
@@ -98,70 +98,6 @@ def test_search_all_conversations(store: SharedMemoryStore) -> None:
         me.search_all_conversations("x", agent_id="nobody")
 
 
-@pytest.mark.parametrize(
-    ("query", "found"),
-    [
-        ("the", {"the build is red", "the ＡＰＩ is down"}),
-        (
-            "it is",
-            {
-                "it is done",
-                "the build is red",
-                "Café déjà vu: it is naïve",
-                "staging is green; deploy later",
-                "It's John's turn",
-                "the ＡＰＩ is down",
-            },
-        ),
-        ("cafe", {"Café déjà vu: it is naïve"}),
-        ("DEJA", {"Café déjà vu: it is naïve"}),
-        ("naive", {"Café déjà vu: it is naïve"}),
-        ("10.0.0.1", {"ping 10.0.0.1 failed"}),
-        ("don't", {"don't deploy on Friday"}),
-        ("deploying", {"don't deploy on Friday", "staging is green; deploy later"}),
-        ("staging_deploy", set()),  # a phrase of two words that are not side by side anywhere
-        ("deploy_on", {"don't deploy on Friday"}),
-        ("!!!", set()),
-        ("it's", {"it is done", "Café déjà vu: it is naïve", "It's John's turn"}),  # "s" is a word
-        ("s", {"It's John's turn"}),
-        ("possible", {"possibly broken"}),  # FTS5's stemmer, not another Porter
-        ("analog", {"an analogy"}),
-        ("API", set()),  # FTS5 keeps full-width letters as they are (the query is folded: no match either way)
-    ],
-)
-def test_record_full_text_matches_alike_on_every_backend(store: SharedMemoryStore, query: str, found: set[str]) -> None:
-    """FTS5's words on every backend (PostgreSQL's english search kept diacritics, dropped its stop words and
-    cut ``10.0.0.1`` its own way, so these found nothing there)."""
-    texts = ["the build is red", "it is done", "Café déjà vu: it is naïve", "ping 10.0.0.1 failed"]
-    texts += ["don't deploy on Friday", "staging is green; deploy later", "It's John's turn", "possibly broken"]
-    texts += ["an analogy", "the ＡＰＩ is down"]
-    from autogen_shared_memory.search.text import query_terms
-
-    lead = store.for_agent("lead")
-    for text in texts:
-        lead.log_conversation("assistant", text)
-    assert {r.content for r in store.operator.conversation("lead", query=query)} == found
-    store.operator.add_member("crew", "lead")
-    store.as_agent("lead", "crew").case_log().append(texts)
-    terms = query_terms(query)
-    matched = store.backend.rows(ScopeRef("group", "crew"), "case_log", query_terms=terms) if terms else []
-    assert {r["summary"] for r in matched} == found
-
-
-def test_a_full_text_match_is_for_record_tables_with_an_index(store: SharedMemoryStore) -> None:
-    """Facts are matched by the search's lexical leg (each process's postings), not by ``rows``: every backend
-    refuses ``query_terms`` on a table without a full-text index, alike, and before reading anything."""
-    store.as_agent("alice", "crew").remember("the staging deploy failed", "group")
-    store.for_agent("alice").log_conversation("assistant", "The staging deploy failed at 3pm")
-    crew, alice = ScopeRef("group", "crew"), ScopeRef("agent", "alice")
-    for scope, table in [(crew, "facts"), (crew, "audit"), (crew, "meta"), (alice, "tool_calls")]:
-        with pytest.raises(ValueError, match=f"{table} has no full-text index"):
-            store.backend.rows(scope, table, query_terms=["deploy"])
-    assert [r["content"] for r in store.backend.rows(alice, "conversations", query_terms=["deploy"])] == [
-        "The staging deploy failed at 3pm"
-    ]
-
-
 def test_user_profile_is_shared_and_json(store: SharedMemoryStore) -> None:
     store.for_agent("gaia").update_user_profile("reply_style", "concise", confidence=0.8)
     store.for_agent("email").update_user_profile("timezone", {"tz": "Europe/Paris", "dst": True})
@@ -175,28 +111,6 @@ def test_user_profile_is_shared_and_json(store: SharedMemoryStore) -> None:
         store.for_agent("gaia").update_user_profile("huge", "x" * 70_000)
     assert store.for_agent("gaia").get_user_profile("bad") is None
     assert len(store.for_agent("x").get_user_profile()) == 2  # type: ignore[arg-type]
-
-
-def test_record_json_comes_back_as_it_was_written(store: SharedMemoryStore) -> None:
-    """A profile value, a task's context and a tool call's arguments keep their numbers' type and sign and their
-    keys' order on every backend (PostgreSQL kept ``jsonb``'s parsed form before schema 7: 1e20 came back as
-    an int, -0.0 as 0.0, keys sorted by length); a ``where`` on such a column compares its text."""
-    import math
-
-    value = {"zeta": 1e20, "alpha": -0.0, "nested": {"bb": 1.0, "a": [0.1, -0.0]}}
-    lead = store.for_agent("lead")
-    lead.update_user_profile("limits", value)
-    back = lead.get_user_profile("limits")
-    assert back is not None and back.value == value
-    assert list(back.value) == list(value) and list(back.value["nested"]) == ["bb", "a"]
-    assert isinstance(back.value["zeta"], float) and math.copysign(1.0, back.value["alpha"]) == -1.0
-    task = lead.create_task("check the limits", context=value)
-    context = lead.get_task(task.id).context
-    assert list(context) == list(value) and isinstance(context["zeta"], float)
-    written = store.backend.rows(ScopeRef("global", ""), "user_profile", where={"key": "limits"})[0]["value"]
-    assert [r["key"] for r in store.backend.rows(ScopeRef("global", ""), "user_profile", where={"value": written})] == [
-        "limits"
-    ]
 
 
 def test_agent_directory(store: SharedMemoryStore) -> None:
@@ -489,41 +403,6 @@ def _populate(store: SharedMemoryStore) -> dict[str, Any]:
     return {"keep": keep.id, "old": old.id, "gone": gone.id}
 
 
-def test_export_import_round_trip_is_lossless(store: SharedMemoryStore, tmp_path: Path) -> None:
-    ids = _populate(store)
-    path = tmp_path / "export.jsonl"
-    rows = store.export(path)
-    assert rows > 10
-    target = SharedMemoryStore(tmp_path / "copy", embedder=HashEmbedder())
-    report = target.import_(path, policy=True)  # the memberships and privacy too
-    assert report.inserted == rows and not report.skipped_bad
-    for fid in ids.values():
-        a, b = store.operator.get(fid), target.operator.get(fid)
-        assert a == b
-    assert [e.event for e in target.operator.history(ids["old"])] == [
-        e.event for e in store.operator.history(ids["old"])
-    ]
-    assert target.as_operator("crew").search("deploy thursday", "group")[0].id == ids["keep"]
-
-    def vectors(s: SharedMemoryStore) -> dict[str, bytes]:
-        return {row["id"]: row["embedding"] for t, row in s.backend.export_scope(ScopeRef("global")) if t == "facts"}
-
-    assert vectors(store) == vectors(target) and len(vectors(store)) == 2
-    t_alice = target.for_agent("alice", "crew")
-    assert [r.content for r in target.operator.conversation("alice")] == ["hello from alice"]
-    assert t_alice.get_my_tool_history()[0].duration_ms == 1.5
-    assert [e.summary for e in t_alice.case_log.entries()] == ["case opened"]
-    assert t_alice.get_user_profile("lang").value == "en"  # type: ignore[union-attr]
-    assert t_alice.get_agent_capabilities("alice") == ["ops"]
-    assert t_alice.list_tasks()[0].title == "write docs"
-    assert target.state.retrieve_agent_state("alice", "u1", "k") == {"v": 1}
-    assert target.engine.access.is_private("alice") and target.operator.members("crew") == store.operator.members(
-        "crew"
-    )
-    assert target.import_(path).inserted == 0  # repeatable: nothing duplicated
-    assert len(target.operator.conversation("alice")) == 1
-
-
 def test_export_one_agent(store: SharedMemoryStore, tmp_path: Path) -> None:
     _populate(store)
     buffer = io.StringIO()
@@ -633,41 +512,6 @@ async def test_automatic_recording_through_a_team_run(store: SharedMemoryStore) 
     assert said[0].content == "draft ready" and said[0].task_id == "k_launch"
     assert said[0].session_id == recorder.session_id
     recorder.close()
-
-
-def test_records_with_text_no_backend_stores_alike_are_kept_with_escapes(make_store: Any, tmp_path: Path) -> None:
-    """A NUL, a lone surrogate or NaN in a tool call's arguments or a message's context (a model's broken
-    JSON) is kept, shown as an escape, on every backend: PostgreSQL's jsonb refused them, and with them the
-    whole batch. An export written before (its JSON still carrying them) imports the same way."""
-    from autogen_shared_memory.core.records import ConversationRecord, ToolCallRecord
-
-    s = make_store()
-    s.engine.log_records(
-        [
-            ConversationRecord(agent_id="alice", content="hello there", context={"note": "x\ud83d", "k\x00": 1}),
-            ToolCallRecord(
-                agent_id="alice", tool_name="memory_search", tool_args={"query": "a\x00b", "n": float("nan")}
-            ),
-        ]
-    )
-    (call,) = s.operator.tool_history("alice")
-    assert call.tool_args == {"query": "a\\x00b", "n": "nan"}
-    (said,) = s.operator.conversation("alice")
-    assert said.context == {"note": "x\\ud83d", "k\\x00": 1}
-    path = tmp_path / "old.jsonl"
-    s.export(path)
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    for item in lines:  # as an older release (or SQLite) wrote it: the JSON escapes themselves
-        if item.get("table") == "tool_calls":
-            item["row"]["tool_args"] = '{"query": "a\\u0000b", "lone": "\\ud83d"}'
-    path.write_text("".join(json.dumps(item) + "\n" for item in lines))
-    target = make_store()
-    target.import_(path)
-    (imported,) = target.operator.tool_history("alice")
-    assert imported.tool_args == {"query": "a\\x00b", "lone": "\\ud83d"}
-    with pytest.raises(ValueError, match="NUL"):  # a value set on purpose is refused, as a fact would be
-        s.for_agent("alice").update_user_profile("k", {"v": "a\x00b"})
-    assert s.for_agent("alice").get_user_profile() == {}
 
 
 def test_a_later_export_closes_what_it_forgot_or_superseded(make_store: Any, tmp_path: Path) -> None:
@@ -784,18 +628,6 @@ def test_a_tool_call_duration_must_be_a_finite_number(store: SharedMemoryStore, 
     assert alice.get_my_tool_history() == []
     alice.log_tool_call("search", {"q": "x"}, "ok", True, 12)
     assert [c.duration_ms for c in alice.get_my_tool_history()] == [12]
-
-
-def test_record_filters_with_bytes_records_escape_find_them_on_every_backend(store: SharedMemoryStore) -> None:
-    """A NUL in a filter: SQLite answered [], PostgreSQL raised a raw DataError. Filters are now read as the
-    records store such text (escaped), so the record logged with it is found."""
-    store.as_agent("alice").log_tool_call("bad\x00tool", {"x": 1}, "ok", session_id="s\x00")
-    store.as_agent("alice").log_message("hello", session_id="s\x00")
-    assert [r.tool_name for r in store.operator.tool_history("alice", tool_name="bad\x00tool")] == ["bad\\x00tool"]
-    assert [r.content for r in store.operator.conversation("alice", session_id="s\x00")] == ["hello"]
-    assert store.operator.conversation("alice", session_id="\ud800") == []
-    with pytest.raises(TypeError, match="session_id must be a str"):
-        store.operator.conversation("alice", session_id=5)  # type: ignore[arg-type]
 
 
 def test_a_limit_shorter_than_the_cut_marker_still_bounds_the_text() -> None:

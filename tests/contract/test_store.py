@@ -8,31 +8,22 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 from old_schemas import FACTS_FTS, SCHEMA_4_FACTS_FTS
 
 from autogen_shared_memory import (
-    EmbeddingModelMismatchError,
     FactNotFoundError,
     NotAStoreError,
     SharedMemoryStore,
 )
-from autogen_shared_memory.backends.base import reembed_scope
 from autogen_shared_memory.backends.sqlite import MIGRATIONS, SCHEMA_VERSION
 from autogen_shared_memory.core.records import TABLES
 from autogen_shared_memory.core.types import ScopeRef
-from autogen_shared_memory.settings import DedupSettings, RecallSettings, WritePolicy
+from autogen_shared_memory.settings import DedupSettings, RecallSettings
 from autogen_shared_memory.testing import HashEmbedder
 
 StoreFactory = Callable[..., SharedMemoryStore]
-
-
-def db_rows(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        return int(conn.execute("SELECT count(*) FROM facts").fetchone()[0])
 
 
 def test_root_from_env_and_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -199,53 +190,6 @@ def test_forgetting_a_superseded_fact_leaves_its_history_as_it_was(store: Shared
     )
 
 
-def test_ttl_expiry_and_purge(store: SharedMemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    short = store.operator.remember("standup moved to 10:30 today", "global", ttl_days=1)
-    keep = store.operator.remember("standup is daily", "global")
-    gone = store.operator.remember("old decision", "global")
-    store.operator.forget(gone.id)
-    real = time.time
-    monkeypatch.setattr(time, "time", lambda: real() + 2 * 86400)
-    assert store.operator.get(short.id).status == "expired"
-    assert [h.id for h in store.operator.search("standup", "global")] == [keep.id]
-    assert {h.id for h in store.operator.search("standup", "global", include_inactive=True)} == {short.id, keep.id}
-    counts = store.stats()[0].counts
-    assert counts == {"active": 1, "forgotten": 1, "superseded": 0, "expired": 1}
-    assert store.operator.purge(older_than=1) == 2
-    with pytest.raises(FactNotFoundError):
-        store.operator.get(short.id)
-    assert store.operator.get(keep.id).status == "active"
-    assert [e.event for e in store.operator.history(keep.id)] == ["created"]
-    # the audit trail of a purged fact survives
-    assert store.backend.history(short.scope if hasattr(short, "scope") else keep.scope, gone.id)[-1].event == "purged"
-
-
-def test_history_of_a_purged_fact_is_its_trail_for_whoever_could_read_it(store: SharedMemoryStore) -> None:
-    store.operator.add_member("crew", "alice")
-    store.operator.set_private("alice")
-    facts = {
-        "global": store.operator.remember("an old global rule", "global"),
-        "group": store.as_agent("alice", "crew").remember("an old crew rule", "group"),
-        "agent": store.as_agent("alice").remember("an old private note", "agent"),
-    }
-    for fact in facts.values():
-        store.operator.forget(fact.id)
-    assert store.operator.purge(older_than=0) == 3
-    for kind, fact in facts.items():
-        for caller in (store.operator, store.as_agent("alice", "crew")):  # trusted code, and the owner
-            trail = caller.history(fact.id)
-            assert [e.event for e in trail] == ["created", "forgotten", "purged"], (kind, caller)
-        with pytest.raises(FactNotFoundError):
-            store.operator.get(fact.id)
-    # one who could not read the fact learns nothing more now that it is gone (no oracle for private ids)
-    store.operator.add_member("other", "mallory")
-    for fact in (facts["group"], facts["agent"]):
-        with pytest.raises(FactNotFoundError):
-            store.as_agent("mallory", "crew").history(fact.id)
-    with pytest.raises(FactNotFoundError):
-        store.as_operator("crew").history("g_0193a1b2c3d4e5f60718")  # never existed
-
-
 def test_purge_keeps_recent_tombstones(store: SharedMemoryStore) -> None:
     r = store.operator.remember("recent", "global")
     store.operator.forget(r.id)
@@ -253,31 +197,6 @@ def test_purge_keeps_recent_tombstones(store: SharedMemoryStore) -> None:
     assert store.operator.purge(older_than=0) == 1
     with pytest.raises(ValueError):
         store.operator.purge(older_than=-1)
-
-
-def test_filters(store: SharedMemoryStore) -> None:
-    store.as_agent("alice", "crew").remember(
-        "deploy checklist step one", "group", tags=["ops"], category="process", confidence=0.4
-    )
-    store.as_agent("bob", "crew").remember(
-        "deploy checklist step two", "group", tags=["ops", "urgent"], category="process", confidence=0.9
-    )
-    store.as_agent("bob", "crew").remember("deploy budget note", "group", category="finance")
-    alice = store.as_agent("alice", "crew")
-    q: dict[str, Any] = {"scope": "group", "top_k": 10}
-    assert len(alice.search("deploy", **q)) == 3
-    assert {h.content for h in alice.search("deploy", tags=["urgent"], **q)} == {"deploy checklist step two"}
-    assert {h.fact.created_by for h in alice.search("deploy", created_by="bob", **q)} == {"bob"}
-    assert len(alice.search("deploy", category="process", **q)) == 2
-    assert [h.content for h in alice.search("deploy", min_confidence=0.5, category="process", **q)] == [
-        "deploy checklist step two"
-    ]
-    assert alice.search("deploy", since=time.time() + 60, **q) == []
-    assert len(alice.search("deploy", until=time.time() + 60, **q)) == 3
-    two = alice.search("deploy", tags=["urgent"], **q)[0].fact
-    assert [h.id for h in alice.search("deploy", tags=["ops", "urgent"], **q)] == [two.id]  # every tag
-    assert two.id in {h.id for h in alice.search("deploy", since=two.created_at, **q)}  # since: inclusive
-    assert two.id not in {h.id for h in alice.search("deploy", until=two.created_at, **q)}  # until: exclusive
 
 
 def test_hits_carry_provenance_and_reasons(store: SharedMemoryStore) -> None:
@@ -360,113 +279,7 @@ def test_foreign_sqlite_database_is_refused_and_untouched(store: SharedMemorySto
     assert path.read_bytes() == before
 
 
-def test_other_embedding_model_is_refused_then_reembed(make_store: StoreFactory) -> None:
-    first = make_store(embedder=HashEmbedder(64, "model-a"))
-    r = first.operator.remember("the deploy key rotates monthly", "global")
-    second = make_store(same_as=first, embedder=HashEmbedder(32, "model-b"), policy=WritePolicy(operator_id="migrator"))
-    with pytest.raises(EmbeddingModelMismatchError, match="reembed"):
-        second.operator.search("deploy key", "global")
-    with pytest.raises(EmbeddingModelMismatchError):
-        second.operator.remember("another", "global")
-    assert second.operator.reembed() == 1
-    assert second.operator.search("deploy key", "global")[0].id == r.id
-    assert second.stats()[0].embedding_model == "model-b"
-    assert second.operator.remember("another", "global").status == "created"
-    assert [(e.event, e.actor) for e in second.operator.history(r.id)] == [
-        ("created", "system"),
-        ("reembedded", "migrator"),
-    ]
-
-
 G = ScopeRef("global", "")
-
-
-def test_a_reembed_stopped_part_way_changes_nothing_and_runs_again(make_store: StoreFactory) -> None:
-    """Its vectors and the model switch are one write: stopped after some batches (here, an error between
-    them), the scope still holds the old model's vectors only, both old and new stores get clear answers, and
-    the next reembed finishes (it used to leave two models' vectors of two sizes: nothing could search, write
-    or re-embed the scope)."""
-    old = make_store(embedder=HashEmbedder(64, "model-a"))
-    facts = [r.id for r in old.operator.remember_many([f"fact number {i} about llamas" for i in range(40)], "global")]
-    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
-
-    def stop(done: int) -> None:
-        raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        reembed_scope(new.backend, G, new.embedder.embed, new.model, batch_size=8, progress=stop)
-    assert old.operator.search("fact number 7 llamas", "global")[0].id == facts[7]
-    assert old.operator.remember("still written with model a", "global").status == "created"
-    with pytest.raises(EmbeddingModelMismatchError):
-        new.operator.search("llamas", "global")
-    assert new.operator.reembed() == 41
-    assert new.operator.search("fact number 7 llamas", "global")[0].id == facts[7]
-    assert new.stats()[0].embedding_model == "model-b"
-
-
-def test_a_fact_written_with_the_old_model_during_a_reembed_gets_the_new_models_vector(
-    make_store: StoreFactory,
-) -> None:
-    """A write that lands between the re-embed's batches (with the old model, which the scope still names) is
-    re-embedded before the switch; it used to keep the old model's vector under the new model's name."""
-    old = make_store(embedder=HashEmbedder(32, "model-a"))
-    old.operator.remember_many([f"fact number {i} about llamas" for i in range(20)], "global")
-    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
-    late: list[str] = []
-    switch = new.backend.replace_vectors
-
-    def write_meanwhile(*args: Any) -> bool:  # after the last batch was listed, before the switch
-        if not late:
-            late.append(old.operator.remember("The deploy key rotates every Friday at noon", "global").id)
-        return switch(*args)
-
-    new.backend.replace_vectors = write_meanwhile  # type: ignore[method-assign]
-    assert reembed_scope(new.backend, G, new.embedder.embed, new.model, batch_size=8) == 21
-    stored = np.frombuffer(new.backend.rows(G, "facts", {"id": late[0]})[0]["embedding"], np.float32)
-    assert np.allclose(stored, new.embedder.embed(["The deploy key rotates every Friday at noon"])[0])
-    assert [e.event for e in new.operator.history(late[0])] == ["created", "reembedded"]
-
-
-def test_a_fact_written_in_a_purged_facts_place_during_a_reembed_is_reembedded(make_store: StoreFactory) -> None:
-    """SQLite gives a new row the highest rowid + 1: after the newest facts are purged, a fact written during
-    the re-embed got a listed fact's seq, was not seen as late, kept the old model's vector (another size:
-    every search and write of the scope failed afterwards)."""
-    old = make_store(embedder=HashEmbedder(64, "model-a"))
-    facts = [r.id for r in old.operator.remember_many([f"fact number {i} about llamas" for i in range(6)], "global")]
-    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
-    late: list[str] = []
-    switch = new.backend.replace_vectors
-
-    def purge_then_write(*args: Any) -> int | None:  # after the facts were listed and embedded
-        if not late:
-            for fact_id in facts[-2:]:
-                old.operator.forget(fact_id, "obsolete")
-            old.operator.purge(older_than=0)
-            late.append(old.operator.remember("The deploy key rotates every Friday at noon", "global").id)
-        return switch(*args)
-
-    new.backend.replace_vectors = purge_then_write  # type: ignore[method-assign]
-    assert reembed_scope(new.backend, G, new.embedder.embed, new.model, batch_size=4) == 5
-    assert [e.event for e in new.operator.history(late[0])] == ["created", "reembedded"]
-    assert new.operator.search("deploy key rotates", "global")[0].id == late[0]
-    assert new.operator.remember("The deploy key rotates every Friday at noon", "global").status == "reinforced"
-
-
-def test_a_fact_purged_during_a_reembed_gets_no_reembedded_event(make_store: StoreFactory) -> None:
-    old = make_store(embedder=HashEmbedder(32, "model-a"))
-    facts = [r.id for r in old.operator.remember_many([f"fact number {i} about llamas" for i in range(10)], "global")]
-    new = make_store(same_as=old, embedder=HashEmbedder(32, "model-b"))
-    switch = new.backend.replace_vectors
-
-    def purge_meanwhile(*args: Any) -> int | None:  # after the facts were listed and embedded
-        old.operator.forget(facts[3], "obsolete")
-        old.operator.purge(older_than=0)
-        return switch(*args)
-
-    new.backend.replace_vectors = purge_meanwhile  # type: ignore[method-assign]
-    assert reembed_scope(new.backend, G, new.embedder.embed, new.model) == 9
-    assert [e.event for e in new.operator.history(facts[3])] == ["created", "forgotten", "purged"]
-    assert [e.event for e in new.operator.history(facts[4])] == ["created", "reembedded"]
 
 
 @pytest.mark.sqlite_only
@@ -622,20 +435,3 @@ def test_supersede_chain_lists_every_linked_fact_oldest_first(store: SharedMemor
         store.operator.get(third.id),
         second.id,
     ]  # purged: a bare id, a dead end
-
-
-def test_metadata_comes_back_as_it_was_written(store: SharedMemoryStore) -> None:
-    """Numbers keep their type and sign, keys their order, on every backend (PostgreSQL kept a parsed form
-    before schema 6: 1e20 came back as an int, -0.0 as 0.0, keys reordered); so does a restatement's."""
-    import math
-
-    metadata = {"zeta": 1e20, "alpha": -0.0, "mid": 2**63 - 1, "tiny": 5e-324, "nested": {"b": 1.0, "a": [0.1, -0.0]}}
-    fact = store.operator.remember("the rocket weighs a lot", "global", metadata=metadata)
-    back = store.operator.get(fact.id).metadata
-    assert list(back) == list(metadata) and list(back["nested"]) == ["b", "a"]
-    assert isinstance(back["zeta"], float) and back["zeta"] == 1e20 and isinstance(back["nested"]["b"], float)
-    assert math.copysign(1.0, back["alpha"]) == -1.0 and math.copysign(1.0, back["nested"]["a"][1]) == -1.0
-    assert back == metadata
-    store.as_agent("lead").remember("The rocket weighs a lot.", "global", metadata={"y": -0.0, "x": 1e20})
-    detail = store.operator.history(fact.id)[-1].detail["metadata"]
-    assert list(detail) == ["y", "x"] and isinstance(detail["x"], float) and math.copysign(1.0, detail["y"]) == -1.0

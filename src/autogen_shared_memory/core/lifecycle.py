@@ -25,7 +25,7 @@ decision is taken here, in Python, the same way for SQLite, PostgreSQL and any t
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import hashlib
 import itertools
 import json
@@ -457,8 +457,9 @@ def _stamped(draft: Draft, now: float) -> Draft:
     if draft.created_at >= now:
         return draft
     later = now - draft.created_at
-    expires_at = None if draft.expires_at is None else draft.expires_at + later
-    return dataclasses.replace(draft, created_at=now, expires_at=expires_at)
+    stamped = copy.copy(draft)  # a batch stamps every draft: dataclasses.replace cost more than its insert
+    vars(stamped).update(created_at=now, expires_at=None if draft.expires_at is None else draft.expires_at + later)
+    return stamped
 
 
 def _state(

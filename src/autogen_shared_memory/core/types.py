@@ -114,11 +114,13 @@ def new_fact_id(kind: ScopeKind) -> str:
     never repeat within a process and sort in creation order even if the clock steps back.
     """
     with _ID_LOCK:
-        ms, seq = time.time_ns() // 1_000_000, secrets.randbits(31)
+        ms = time.time_ns() // 1_000_000
         if ms <= _last_id[0]:
             ms, seq = _last_id[0], _last_id[1] + 1
             if seq >= 1 << 32:
                 ms, seq = ms + 1, secrets.randbits(31)
+        else:
+            seq = secrets.randbits(31)  # (a system call: only for a millisecond's first id)
         _last_id[:] = [ms, seq]
     return f"{_ID_PREFIX[kind]}_{ms:012x}{seq:08x}"
 

@@ -445,8 +445,8 @@ def warn_recall_only(agent_name: str, why: str, fix: str) -> None:
 
     The fallback is silent otherwise, and a client that does not say it runs tools is often a configuration
     slip: the agent would quietly never remember anything. An agent the caller asked to be read-only is not
-    warned about. Called from an attacher's per-agent step, so the warning points at the ``store.attach``
-    call (``store.attach`` -> ``Attacher.attach`` -> ``Attacher._attach_one`` -> here).
+    warned about. Called from an adapter's ``bind``, so the warning points at the ``store.attach`` call
+    (``store.attach`` -> ``Attacher.attach`` -> ``Adapter.bind`` -> here).
 
     Args:
         agent_name: the agent's name, as the framework knows it.

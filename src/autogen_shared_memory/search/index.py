@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -41,6 +41,78 @@ VectorIndexKind = Literal["exact", "hnsw"]
 Exact = Callable[[npt.NDArray[np.int64], npt.NDArray[np.float32]], npt.NDArray[np.float32]]
 
 
+class Ids(Sequence[str]):
+    """A scope index's fact ids by position: a packed base (UTF-8 bytes and offsets, mapped from a saved index)
+    and a list of the ids added since. Reading an id decodes it; nothing decodes the base as a whole."""
+
+    __slots__ = ("_base", "_blob", "_ends", "_tail")
+
+    def __init__(self, blob: npt.NDArray[np.uint8] | None = None, ends: npt.NDArray[np.int64] | None = None) -> None:
+        self._blob = np.zeros(0, dtype=np.uint8) if blob is None else blob
+        self._ends = np.zeros(1, dtype=np.int64) if ends is None else ends  # ends[i]..ends[i + 1]: id i
+        self._base = len(self._ends) - 1
+        self._tail: list[str] = []
+
+    def __len__(self) -> int:
+        return self._base + len(self._tail)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if i < self._base:
+            if i < 0:
+                raise IndexError(i)
+            return bytes(self._blob[self._ends[i] : self._ends[i + 1]]).decode()
+        return self._tail[i - self._base]
+
+    def __iter__(self) -> Iterator[str]:
+        for i in range(self._base):
+            yield bytes(self._blob[self._ends[i] : self._ends[i + 1]]).decode()
+        yield from self._tail
+
+    def extend(self, ids: Iterable[str]) -> None:
+        """Add ids at the end."""
+        self._tail.extend(ids)
+
+    def packed(self, n: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+        """The first ``n`` ids as (UTF-8 bytes, ends with a leading 0), to save."""
+        base = min(n, self._base)
+        tail = [s.encode() for s in self._tail[: n - base]]
+        blob = np.concatenate([self._blob[: self._ends[base]], np.frombuffer(b"".join(tail), dtype=np.uint8)])
+        lengths = np.fromiter((len(b) for b in tail), dtype=np.int64, count=len(tail))
+        ends = np.concatenate([self._ends[: base + 1], self._ends[base] + np.cumsum(lengths)])
+        return blob, ends
+
+    def snapshot(self, n: int) -> Ids:
+        """The first ``n`` ids, unaffected by later additions (the tail is copied, the base is immutable)."""
+        out = Ids(self._blob, self._ends)
+        out._base = min(n, self._base)
+        out._tail = self._tail[: n - out._base]
+        return out
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a scope a saved index holds: rows, rows indexed for the lexical leg, rows placed in cells,
+    and the scope revision it was taken at."""
+
+    rows: int = 0
+    postings: int = 0
+    cells: int = 0
+    rev: int = -1
+
+    def behind(self, now: Coverage, start: int) -> bool:
+        """Whether an index covering ``now`` is worth saving over this one: one of its parts reaches ``start``
+        rows and holds a quarter more than it does here."""
+        return any(
+            b >= start and b >= a + max(1, a // 4)
+            for a, b in ((self.rows, now.rows), (self.postings, now.postings), (self.cells, now.cells))
+        )
+
+
 class VectorIndex:
     """The vectors of one scope as growable two-level int8 codes (:class:`Codes`), refreshed from storage
     by revision: 2 bytes per dimension, half of a float16 copy; and its facts' postings (the lexical leg,
@@ -48,6 +120,8 @@ class VectorIndex:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        self.home: Any = None  # where the backend saves this index (search/saved.py); None: nowhere
+        self.saving = False  # a save is under way
         self.reset()
 
     def reset(self) -> None:
@@ -57,15 +131,24 @@ class VectorIndex:
         self.ann_building = False
         self.postings = Postings()  # positions 0 .. postings.n - 1 indexed
         self.cells: Cells | None = None  # a big scope's cells, for write batches' near-duplicate candidates
+        self.saved = Coverage()  # what the saved form of this generation holds (empty: none known)
         self.rev = -1
         self.epoch = -1
         self.n = 0
         self.dim = 0
-        self.ids: list[str] = []
+        self.ids = Ids()
         self.seq = np.zeros(0, dtype=np.int64)
         self.codes = quantize(np.zeros((0, 0), dtype=np.float32))
         self.active = np.zeros(0, dtype=bool)
         self.expires = np.zeros(0, dtype=np.float64)
+
+    def saved_extras(self) -> dict[str, npt.NDArray[Any]]:
+        """What a backend's subclass keeps beside the rows and saves with them (caller holds the lock; the
+        arrays must not change afterwards)."""
+        return {}
+
+    def install_extras(self, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
+        """Take back what :meth:`saved_extras` saved, from a mapped file."""
 
     def _grow(self, need: int, dim: int) -> None:
         if self.dim != dim:
@@ -147,17 +230,17 @@ class VectorIndex:
             for lo in range(0, len(rows), 65536):
                 self._append_many(rows[lo : lo + 65536])
             return
-        for seq, fact_id, status, expires, blob in rows:
-            pos = self.position(seq) if self.n and seq <= self.seq[self.n - 1] else None
-            if pos is None:
-                if blob is None:
-                    continue
-                self.append(seq, fact_id, np.frombuffer(blob, dtype=np.float32), status == "active", expires)
-            else:
+        last = int(self.seq[self.n - 1])
+        for seq, _, status, expires, blob in rows:
+            pos = self.position(seq) if seq <= last else None
+            if pos is not None:
                 self.active[pos] = status == "active"
                 self.expires[pos] = np.inf if expires is None else expires
                 if blob is not None:
                     self._set_vectors(pos, np.frombuffer(blob, dtype=np.float32).reshape(1, -1))
+        new = [r for r in rows if r[0] > last and r[4] is not None]  # after the known ones: seq order
+        for lo in range(0, len(new), 65536):  # appended a chunk at a time, as in a first load
+            self._append_many(new[lo : lo + 65536])
 
     def live_mask(self, now: float, include_inactive: bool) -> npt.NDArray[np.bool_]:
         if include_inactive:
@@ -561,7 +644,7 @@ class ScopeView:
 
     scope: ScopeRef
     codes: Codes
-    ids: list[str]
+    ids: Sequence[str]
     seqs: npt.NDArray[np.int64]
     mask: npt.NDArray[np.bool_]
     found: npt.NDArray[np.int64] | None = None

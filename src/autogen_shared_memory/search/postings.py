@@ -26,6 +26,70 @@ _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
 Posting = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # positions (ascending), term frequencies
 
 
+class Vocab:
+    """Stems to ids: a packed base, sorted for lookup (UTF-8 bytes, their ends and their order by bytes; mapped
+    from a saved index, so nothing decodes it as a whole), and a dict of the stems added since. A lookup in
+    the base is a binary search (~20 comparisons at a million stems)."""
+
+    __slots__ = ("_added", "_base", "_blob", "_ends", "_order")
+
+    def __init__(
+        self,
+        blob: npt.NDArray[np.uint8] | None = None,
+        ends: npt.NDArray[np.int64] | None = None,
+        order: npt.NDArray[np.int64] | None = None,
+    ) -> None:
+        self._blob = np.zeros(0, dtype=np.uint8) if blob is None else blob
+        self._ends = np.zeros(1, dtype=np.int64) if ends is None else ends  # stem i: ends[i] .. ends[i + 1]
+        self._order = np.zeros(0, dtype=np.int64) if order is None else order  # ids, by their stems' bytes
+        self._base = len(self._ends) - 1
+        self._added: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return self._base + len(self._added)
+
+    def _stem(self, i: int) -> bytes:
+        return bytes(self._blob[self._ends[i] : self._ends[i + 1]])
+
+    def get(self, term: str) -> int | None:
+        """The id of ``term``, or None."""
+        found = self._added.get(term)
+        if found is not None or not self._base:
+            return found
+        key, order = term.encode("utf-8", "surrogatepass"), self._order
+        lo, hi = 0, self._base
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._stem(int(order[mid])) < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return int(order[lo]) if lo < self._base and self._stem(int(order[lo])) == key else None
+
+    def setdefault(self, term: str, value: int) -> int:
+        """The id of ``term``, made ``value`` if it has none."""
+        found = self.get(term)
+        if found is None:
+            self._added[term] = found = value
+        return found
+
+    def snapshot(self) -> Vocab:
+        """The stems as they are now, unaffected by later additions."""
+        out = Vocab(self._blob, self._ends, self._order)
+        out._added = dict(self._added)
+        return out
+
+    def packed(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(UTF-8 bytes, ends with a leading 0, ids in byte order) of every stem, ids in order, to save."""
+        added = [t.encode("utf-8", "surrogatepass") for t in sorted(self._added, key=self._added.__getitem__)]
+        lengths = np.fromiter(map(len, added), dtype=np.int64, count=len(added))
+        blob = np.concatenate([self._blob[: self._ends[-1]], np.frombuffer(b"".join(added), dtype=np.uint8)])
+        ends = np.concatenate([self._ends, self._ends[-1] + np.cumsum(lengths)])
+        stems = [bytes(blob[ends[i] : ends[i + 1]]) for i in range(len(ends) - 1)]
+        order = np.asarray(sorted(range(len(stems)), key=stems.__getitem__), dtype=np.int64)
+        return blob, ends, order
+
+
 class Postings:
     """The inverted index of one scope's facts, addressed by position (0, 1, ... in the order they were added).
 
@@ -33,11 +97,11 @@ class Postings:
     to a tail of flat arrays (scanned per query term), merged into the sorted base (per stem, a slice of
     positions and term frequencies) once it outgrows an eighth of it, so adding a fact costs its
     tokenization, and a merge is amortised. Memory: 6 bytes per (fact, distinct stem) pair and 4 per fact,
-    plus the vocabulary (a dict entry per distinct stem).
+    plus the vocabulary (:class:`Vocab`).
     """
 
     def __init__(self) -> None:
-        self.vocab: dict[str, int] = {}  # stem -> id
+        self.vocab = Vocab()  # stem -> id
         self.words: dict[str, int] = {"\x00": -1}  # folded word -> its stem's id ("\x00": a text's end)
         self.n = 0
         self.tokens = 0  # the length of all facts together, for the average
@@ -177,7 +241,7 @@ class ScopeTerms:
     avgdl: float
     live: npt.NDArray[np.bool_]
     seqs: npt.NDArray[np.int64]
-    ids: list[str]
+    ids: Sequence[str]
 
 
 # The facts among ``positions`` (live ones, ascending) that pass the search's narrowing filters, as a mask

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from ..core.records import lookup_key, storable_text
 from ..core.types import Filters, ScopeRef, validate_owner_id
 from ..errors import CheckpointError, InvalidInputError
-from ..facts import as_engine
+from ..facts import _off_loop, as_engine
 from ..search import engine
 
 if TYPE_CHECKING:
@@ -78,7 +78,10 @@ def _entry(row: Mapping[str, Any]) -> CaseEntry:
 
 class CaseLog:
     """The case log of ``group_id`` as seen by ``agent_id`` (a group member), or by trusted code when
-    ``agent_id`` is None (entries and checkpoints are then attributed to the store's ``operator_id``)."""
+    ``agent_id`` is None (entries and checkpoints are then attributed to the store's ``operator_id``).
+
+    Made by a handle's :meth:`~..handles.MemoryHandle.case_log`.
+    """
 
     def __init__(self, store: FactStore, group_id: str, agent_id: str | None = None) -> None:
         self.store = as_engine(store)
@@ -95,7 +98,20 @@ class CaseLog:
 
     # ------------------------------------------------------------------ writing
     def append(self, entries: str | Sequence[str | Mapping[str, Any]]) -> AppendResult:
-        """Append 1..20 entries atomically (a string, or mappings with ``summary`` and ``supersedes``)."""
+        """Append 1 to 20 entries atomically, authored by this log's agent (the operator id for trusted code).
+
+        Args:
+            entries: one summary, or a list of summaries or of mappings with ``summary`` and ``supersedes``
+                (ids of earlier entries this one corrects).
+
+        Returns:
+            The new entries' ids and the log's version after the append.
+
+        Raises:
+            MemoryAccessDenied: the agent is not a member of the group (nothing is written).
+            CheckpointError: ``supersedes`` names an entry not in this log (nothing is written).
+            InvalidInputError: a bad entry (nothing is written).
+        """
         self._check("write")
         items = [entries] if isinstance(entries, str) else list(entries)
         if not 1 <= len(items) <= MAX_BATCH:
@@ -150,6 +166,18 @@ class CaseLog:
         return found
 
     def get(self, entry_id: str) -> CaseEntry:
+        """One entry by id.
+
+        Args:
+            entry_id: the entry.
+
+        Returns:
+            The entry.
+
+        Raises:
+            MemoryAccessDenied: the agent may not read the group.
+            CheckpointError: no such entry in this log.
+        """
         self._check("read")
         found = self._rows_by_id({entry_id})
         if not found:
@@ -159,8 +187,18 @@ class CaseLog:
     def entries(self, after: str | None = None, *, current: bool = False, limit: int = 10_000) -> list[CaseEntry]:
         """Entries oldest first, after the entry ``after`` (a checkpoint) if given.
 
-        ``current=True`` folds superseded entries away (the reconciled view); the default is the full
-        history.
+        Args:
+            after: only the entries after this one.
+            current: fold superseded entries away (the reconciled view); the default is the full history.
+            limit: at most this many (1 to 1,000,000).
+
+        Returns:
+            The entries.
+
+        Raises:
+            MemoryAccessDenied: the agent may not read the group.
+            CheckpointError: ``after`` is not in this log.
+            InvalidInputError: a bad limit.
         """
         self._check("read")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1_000_000:
@@ -185,7 +223,18 @@ class CaseLog:
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint(self, entry_id: str | None = None) -> CaseEntry | None:
-        """Record that this agent consumed the log up to ``entry_id`` (default: the latest entry)."""
+        """Record that this agent consumed the log up to an entry.
+
+        Args:
+            entry_id: the entry (default: the latest).
+
+        Returns:
+            The entry checkpointed, or ``None`` when the log is empty.
+
+        Raises:
+            MemoryAccessDenied: the agent may not read the group.
+            CheckpointError: no such entry in this log.
+        """
         self._check("read")
         if entry_id is None:
             rows = self.store.backend.read_records(self.scope, "case_log", limit=1)
@@ -209,17 +258,44 @@ class CaseLog:
         return entry
 
     def last_checkpoint(self) -> str | None:
+        """This agent's last checkpoint.
+
+        Returns:
+            The id of the entry, or ``None`` before the first checkpoint.
+        """
         rows = self.store.backend.read_records(self.scope, "case_checkpoints", {"agent_id": self.author}, limit=1)
         return str(rows[0]["entry_id"]) if rows else None
 
     def resume(self, *, current: bool = False) -> list[CaseEntry]:
-        """The entries this agent has not consumed yet (after its last checkpoint)."""
+        """The entries this agent has not consumed yet (after its last checkpoint).
+
+        Args:
+            current: fold superseded entries away.
+
+        Returns:
+            The entries, oldest first.
+
+        Raises:
+            MemoryAccessDenied: the agent may not read the group.
+        """
         return self.entries(after=self.last_checkpoint(), current=current)
 
     # ------------------------------------------------------------------ recall
     def search(self, query: str, top_k: int = 5, *, include_superseded: bool = False) -> list[CaseHit]:
         """Hybrid recall over the log's summaries: the fact search's engine (full text and cosine side by
-        side, fused by RRF) over this log's entries."""
+        side, fused by RRF) over this log's entries.
+
+        Args:
+            query: what to look for (a blank query finds nothing).
+            top_k: at most this many hits.
+            include_superseded: also entries a later entry corrected.
+
+        Returns:
+            The hits, best first.
+
+        Raises:
+            MemoryAccessDenied: the agent may not read the group.
+        """
         self._check("read")
         if not isinstance(query, str) or not query.strip():
             return []
@@ -229,6 +305,14 @@ class CaseLog:
         settings = dataclasses.replace(store.recall, scope_weights={}, context_weights=None)
         ranked = engine.search(legs, [self.scope], query, store.embedder.embed, settings, top_k, Filters())
         return [CaseHit(_entry(legs.by_id[r.key[1]]), r.score, r.lexical_rank, r.semantic_rank) for r in ranked]
+
+    aappend = _off_loop(append)
+    aget = _off_loop(get)
+    aentries = _off_loop(entries)
+    acheckpoint = _off_loop(checkpoint)
+    alast_checkpoint = _off_loop(last_checkpoint)
+    aresume = _off_loop(resume)
+    asearch = _off_loop(search)
 
 
 class _CaseLegs:

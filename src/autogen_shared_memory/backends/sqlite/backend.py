@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import random
 import sqlite3
@@ -73,7 +74,9 @@ from ..base import (
     draft_values,
     fact_from_row,
 )
+from ..saved_index import DEFAULT_SAVE_FROM, SavedIndexes
 from .files import (
+    SAVED_INDEX_SUFFIX,
     Connection,
     StorageError,
     building,
@@ -86,6 +89,7 @@ from .files import (
     quote,
     read_only_reason,
     remove_stale_scope_builds,
+    saved_index_name,
     scope_file_candidates,
     scope_file_name,
     storage_code,
@@ -97,6 +101,8 @@ from .ids import IdIndex
 from .schema import FACT_COLUMNS, MIGRATIONS, SCHEMA_VERSION
 from .watch import ScopeFiles
 
+logger = logging.getLogger("autogen_shared_memory")
+
 
 def fts5_expression(terms: Iterable[str]) -> str:
     """An FTS5 MATCH expression: the OR of the terms, each a quoted string literal."""
@@ -105,8 +111,8 @@ def fts5_expression(terms: Iterable[str]) -> str:
 
 
 _INSERT_FACT = (
-    f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, rev, embedding) "
-    f"VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 1, 1, ?, ?, ?)"
+    f"INSERT INTO facts ({', '.join(DRAFT_COLUMNS)}, reinforcement, version, updated_at, rev, embedding, seq) "
+    f"VALUES ({', '.join('?' * len(DRAFT_COLUMNS))}, 1, 1, ?, ?, ?, ?)"
 )
 
 
@@ -129,6 +135,8 @@ class _Tx:
         self.vectors = np.zeros((0, 0), dtype=np.float32)
         self.near: NearestExisting | None = None
         self.inserts = BatchInserts()
+        self.new_facts: list[tuple[Any, ...]] = []  # rows of _INSERT_FACT, sent by send_facts()
+        self.next_seq = 0  # the seq of the next new fact while new_facts holds rows
         self.new_audit: list[tuple[str, str, str, float, str]] = []  # written by finish()
         self.reload = False  # vectors replaced or imported: every process reloads its caches
 
@@ -141,7 +149,20 @@ class _Tx:
             self._refresh = None
         return self._index
 
+    def send_facts(self) -> None:
+        """Insert the buffered new facts (one ``executemany``): before any other statement of the
+        transaction, so that every read sees every earlier insert."""
+        if self.new_facts:
+            self.conn.executemany(_INSERT_FACT, self.new_facts)
+            self.new_facts.clear()
+
+    def _exact(self, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """float32 cosines with stored facts, this write's buffered ones included."""
+        self.send_facts()
+        return SQLiteBackend._exact(self.conn, seqs, q)
+
     def _facts(self, where: str, params: Sequence[Any]) -> list[Fact]:
+        self.send_facts()
         rows = self.conn.execute(f"SELECT {FACT_COLUMNS} FROM facts WHERE {where} ORDER BY seq", params)
         return [fact_from_row(self.scope, row, self.now) for row in rows]
 
@@ -157,6 +178,7 @@ class _Tx:
         )
 
     def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
+        self.send_facts()
         found: set[str] = set()
         hashes = list(content_hashes)
         for lo in range(0, len(hashes), 500):
@@ -181,9 +203,8 @@ class _Tx:
         if self.near is None or len(self.near.earlier[j]):
             self.settle()  # the lookup reads the index, and the positions of this write's earlier inserts
         if self.near is None:
-            conn = self.conn
             self.near = NearestExisting(
-                lambda seqs, q: SQLiteBackend._exact(conn, seqs, q),
+                self._exact,
                 self.index,
                 self.vectors,
                 self.now,
@@ -194,16 +215,21 @@ class _Tx:
         return [(self.index.ids[pos], cos) for pos, cos in self.near.lookup(j)]
 
     def insert(self, draft: Draft, j: int) -> None:
+        """Buffer the new fact (:meth:`send_facts` inserts the batch), numbered as SQLite numbers a row:
+        one above the largest ``seq`` in the table."""
         self.index  # noqa: B018 - up to date before rows change
+        if not self.new_facts:
+            self.next_seq = int(self.conn.execute("SELECT coalesce(max(seq), 0) FROM facts").fetchone()[0]) + 1
+        seq, self.next_seq = self.next_seq, self.next_seq + 1
         vector = np.ascontiguousarray(self.vectors[j], dtype=np.float32).tobytes()
-        cur = self.conn.execute(_INSERT_FACT, (*draft_values(draft), self.now, self.rev, vector))
-        assert cur.lastrowid is not None
-        self.inserts.add(j, cur.lastrowid, draft.id, draft.status == "active", draft.expires_at)
+        self.new_facts.append((*draft_values(draft), self.now, self.rev, vector, seq))
+        self.inserts.add(j, seq, draft.id, draft.status == "active", draft.expires_at)
         self.n_facts += 1
         self.dirty = True
 
     def update(self, fact_id: str, changes: Mapping[str, Any]) -> None:
         self.settle()  # the fact may be one this write inserted
+        self.send_facts()
         index = self.index
         names = list(changes)
         values = [json.dumps(list(v)) if isinstance(v, tuple) else v for v in changes.values()]
@@ -224,6 +250,7 @@ class _Tx:
     def delete(self, fact_ids: Sequence[str]) -> None:
         self.index  # noqa: B018 - up to date before rows change
         self.settle()
+        self.send_facts()
         for lo in range(0, len(fact_ids), 500):
             chunk = list(fact_ids[lo : lo + 500])
             self.conn.execute(f"DELETE FROM facts WHERE id IN ({','.join('?' * len(chunk))})", chunk)
@@ -234,9 +261,10 @@ class _Tx:
         self.new_audit.append((fact_id, event, actor, self.now, json.dumps(dict(detail), default=str)))
 
     def finish(self) -> None:
-        """Write what is deferred (index rows, audit events): before the transaction commits, and before
-        a row operation that may read them."""
+        """Write what is deferred (index rows, new facts, audit events): before the transaction commits, and
+        before a row operation that may read them."""
         self.settle()
+        self.send_facts()
         if self.new_audit:
             self.conn.executemany(
                 "INSERT INTO audit (fact_id, event, actor, at, detail) VALUES (?, ?, ?, ?, ?)", self.new_audit
@@ -323,6 +351,7 @@ class _Tx:
     def set_vectors(self, fact_ids: Sequence[str], vectors: Vectors) -> None:
         self.index  # noqa: B018 - up to date before rows change
         self.settle()
+        self.send_facts()
         self.conn.executemany(
             "UPDATE facts SET embedding = ?, rev = ? WHERE id = ?",
             [
@@ -331,6 +360,17 @@ class _Tx:
             ],
         )
         self.reload = self.dirty = True
+
+
+def _mode_of_scope_file(saved_index: Path) -> int:
+    """The permission bits of the scope file a saved index is beside: the index holds its ids and words."""
+    return saved_index.with_name(saved_index.name.removesuffix(SAVED_INDEX_SUFFIX)).stat().st_mode & 0o666
+
+
+def _id_at(conn: sqlite3.Connection, seq: int) -> str | None:
+    """The id of the fact at ``seq`` in a file, or None."""
+    row = conn.execute("SELECT id FROM facts WHERE seq = ?", (seq,)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def _texts(conn: sqlite3.Connection, seqs: npt.NDArray[np.int64]) -> dict[int, str]:
@@ -399,18 +439,24 @@ class SQLiteBackend(Backend):
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
         read_only: bool = False,
+        save_index_from: int | None = DEFAULT_SAVE_FROM,
     ) -> None:
         check_options(
             vector_index,
             max_lexical_postings=max_lexical_postings,
             ann_min_facts=ann_min_facts,
             ann_ef=ann_ef,
+            **({} if save_index_from is None else {"save_index_from": save_index_from}),
         )
         if not 0 < max_common_term_ratio <= 1:
             raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
         self.vector_index = vector_index
         self.ann_min_facts = ann_min_facts
         self.ann_ef = ann_ef
+        # A scope of this many facts or more has its search index saved beside its file (``<file>.index``),
+        # and saved again when it holds a quarter more: a new process maps it instead of reading every vector
+        # and indexing every text (search/saved.py). None: never saved (a saved file is still read).
+        self.save_index_from = save_index_from
         self.root = Path(root).expanduser().absolute()
         self.busy_timeout = busy_timeout
         self.max_common_term_ratio = max_common_term_ratio
@@ -425,6 +471,7 @@ class SQLiteBackend(Backend):
         # read_only: every file is opened mode=ro (no migration, no checkpoint on close), no scope file or ids.db
         # is created or changed, and every write is refused (an inspector browsing a live store)
         self.read_only = bool(read_only)
+        self._saved = SavedIndexes(save_index_from, writable=not self.read_only, mode=_mode_of_scope_file)
         if not self.read_only:
             remove_stale_scope_builds(self.root)  # what processes killed while creating a scope file left
 
@@ -638,6 +685,7 @@ class SQLiteBackend(Backend):
             index = self._indexes.get(scope)
             if index is None:
                 index = self._indexes[scope] = VectorIndex()
+                index.home = self.path_of(scope).with_name(saved_index_name(scope))
             return index
 
     def _refresh(self, conn: sqlite3.Connection, index: VectorIndex) -> None:
@@ -648,6 +696,10 @@ class SQLiteBackend(Backend):
             index.epoch = epoch
         if rev == index.rev:
             return
+        if index.rev < 0 and index.home is not None:  # a fresh index: map the saved one if it is this file's
+            self._saved.map(index, epoch, rev, functools.partial(_id_at, conn))
+            if rev == index.rev:
+                return
         last_seq = int(index.seq[index.n - 1]) if index.n else 0
         # New rows carry their vector; known rows only need their status (and a vector when re-embedded).
         # (A re-embed or purge bumps the epoch instead, which reloads everything.)
@@ -683,6 +735,7 @@ class SQLiteBackend(Backend):
                 raise
         # index.rev stays at its pre-transaction value: the next refresh re-reads just this
         # transaction's rows, which settles every field the transaction changed.
+        self._saved.save_later(index)
 
     # ------------------------------------------------------------------ writes
     def transact(self, scope: ScopeRef, fn: Callable[[ScopeTx], T], event: str = "write") -> T:
@@ -806,6 +859,7 @@ class SQLiteBackend(Backend):
             with index.lock:
                 self._refresh(conn, index)
                 terms_of = index.terms(scope, stems, now, everything, functools.partial(_texts, conn))
+            self._saved.save_later(index)
             if terms_of is not None:
                 found.append(terms_of)
                 conns[scope] = conn
@@ -863,6 +917,7 @@ class SQLiteBackend(Backend):
             view = index.view(
                 scope, q, limit, filters, now, (self.vector_index, self.ann_min_facts, self.ann_ef), source=conn
             )
+        self._saved.save_later(index)
         if view is None:
             return None
         if filters.narrows:
@@ -1108,6 +1163,7 @@ class SQLiteBackend(Backend):
             conns = list(self._all_conns)
             self._all_conns.clear()
             self._indexes.clear()
+        self._saved.close()
         for conn in conns:
             with contextlib.suppress(sqlite3.Error):  # closing is best effort
                 conn.close()

@@ -294,6 +294,21 @@ def scope_file_name(scope: ScopeRef) -> str:
     return f"{scope.kind}_{owner_file_token(scope.owner)}.db"
 
 
+SAVED_INDEX_SUFFIX = ".index"
+
+
+def saved_index_name(scope: ScopeRef) -> str:
+    """The name of the file beside a scope's file that holds its saved search index (``<scope file>.index``).
+
+    Args:
+        scope: the scope.
+
+    Returns:
+        The file name.
+    """
+    return scope_file_name(scope) + SAVED_INDEX_SUFFIX
+
+
 def is_scope_file_name(name: str) -> bool:
     """Whether a file of the store's directory is named like a scope file (``global.db``, ``agent_*.db``,
     ``group_*.db``); what it holds decides whether it is one."""

@@ -15,12 +15,13 @@ except ModuleNotFoundError as exc:  # a bare "No module named 'autogen'" does no
 
 from ...core.types import GroupIdRequired
 from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, Attachment
-from .attach import AgentAttachment, Attacher, iter_agents
+from .attach import Adapter, AgentAttachment, Attacher, iter_agents
 from .tools import asker_of, tool_schema
 
 __all__ = [
     "DEFAULT_SCAFFOLDING",
     "READ_ONLY_SCAFFOLDING",
+    "Adapter",
     "AgentAttachment",
     "Attacher",
     "Attachment",

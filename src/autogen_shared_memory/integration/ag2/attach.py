@@ -23,8 +23,9 @@ client registered with ``register_model_client`` (Ollama, test clients) back to 
 Attach and detach carry the registered client instances (and the usage totals) over to the rebuilt
 wrapper, so such an agent keeps working; a client object set directly on ``agent.client`` is kept as is.
 
-Everything attach adds is recorded so that ``detach`` removes exactly that, and attaching twice changes
-nothing.
+This module is the AG2 adapter (:class:`Adapter`); the generic :class:`~..attacher.Attacher` does what every
+framework shares (unique names, the group, all or nothing, the undo registry), so that ``detach`` removes
+exactly what attach added, and attaching twice changes nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,19 +45,9 @@ from autogen.oai.client import OpenAIWrapper, PlaceHolderClient
 
 from ...core.records import ConversationRecord, bounded_text
 from ...core.types import validate_owner_id
-from ...facts import as_engine
-from ..toolkit import (
-    DEFAULT_SCAFFOLDING,
-    READ_ONLY_SCAFFOLDING,
-    TOOL_NAMES,
-    Attachment,
-    BoundTools,
-    Mode,
-    Recall,
-    join_group,
-    register_agent,
-    team_identity,
-)
+from ..attacher import AdapterBase, Binding, private_attribute
+from ..attacher import Attacher as GenericAttacher
+from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, TOOL_NAMES, BoundTools, Mode, Recall
 from ..writer import RecordWriter
 from .tools import Caller, ReplyFunc, note_sent, recall_hook, tool_call_wrappers, tool_function, tool_schema
 
@@ -84,7 +75,34 @@ class AgentAttachment:
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)  # added to the function map
     reply_functions: list[tuple[ReplyFunc, ReplyFunc]] = field(default_factory=list)  # (original, wrapper)
     hooks: list[tuple[str, Callable[..., Any]]] = field(default_factory=list)
-    joined: bool = False  # attach made it a group member: an attach that fails part-way takes that back
+
+
+# The private attributes of AG2 objects attach reads or changes, one function each, written against AG2 0.14.1
+# (module autogen): AG2 has no public way to list or replace an agent's reply functions as registered, nor to
+# reach the model clients a wrapper holds. A version without one of them fails with an error naming it, not
+# with an AttributeError from the middle of an attach.
+_WRITTEN_FOR = "autogen 0.14.1"
+
+
+def _reply_func_list(agent: ConversableAgent) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = private_attribute(agent, "_reply_func_list", _WRITTEN_FOR)
+    return entries
+
+
+def _wrapper_clients(client: OpenAIWrapper) -> list[Any]:
+    """The wrapper's model clients (the list itself: an entry is replaced in place)."""
+    clients = private_attribute(client, "_clients", _WRITTEN_FOR)
+    if not isinstance(clients, list):
+        raise RuntimeError(
+            f"shared memory cannot attach: OpenAIWrapper._clients is a {type(clients).__name__}, not the list "
+            f"{_WRITTEN_FOR} keeps"
+        )
+    return clients
+
+
+def _group_manager(executor: GroupToolExecutor) -> Any:
+    # optional: an executor that never joined a chat has none (and nothing to unwrap for)
+    return getattr(executor, "_group_manager", None)
 
 
 def _group_agents(group_chat: GroupChat) -> Iterator[ConversableAgent]:
@@ -154,7 +172,7 @@ def _tool_call_replies(agent: ConversableAgent) -> tuple[ReplyFunc | None, Reply
     """AG2's tool-call reply functions in the agent's reply list (sync, async), as registered (none when
     they were replaced, e.g. already wrapped)."""
     found: dict[str, ReplyFunc] = {}
-    for entry in agent._reply_func_list:
+    for entry in _reply_func_list(agent):
         func = entry["reply_func"]
         kind = _TOOL_CALL_REPLIES.get(getattr(func, "__func__", func))
         if kind is not None:
@@ -192,11 +210,14 @@ def _with_scaffolding(current: Any, text: str) -> Any:
 
 def _check_client(agent: ConversableAgent) -> None:
     client = agent.client
-    if isinstance(client, OpenAIWrapper) and not isinstance(getattr(client, "_clients", None), list):
-        raise RuntimeError(
-            f"cannot attach shared memory to {agent.name!r}: registering its tools makes AG2 rebuild its model "
-            "client, and this AG2 version's client does not show which custom clients to keep"
-        )
+    if isinstance(client, OpenAIWrapper):
+        try:
+            _wrapper_clients(client)
+        except RuntimeError as exc:
+            raise RuntimeError(
+                f"cannot attach shared memory to {agent.name!r}: registering its tools makes AG2 rebuild its model "
+                f"client, and this AG2 version's client does not show which custom clients to keep ({exc})"
+            ) from None
 
 
 def _change_tools_keeping_client(agent: ConversableAgent, change: Callable[[], None]) -> None:
@@ -212,13 +233,14 @@ def _change_tools_keeping_client(agent: ConversableAgent, change: Callable[[], N
         return
     if not isinstance(new, OpenAIWrapper):
         return
-    for i, (before, after) in enumerate(zip(old._clients, new._clients, strict=False)):
+    kept, rebuilt = _wrapper_clients(old), _wrapper_clients(new)
+    for i, (before, after) in enumerate(zip(kept, rebuilt, strict=False)):
         if (
             isinstance(after, PlaceHolderClient)
             and not isinstance(before, PlaceHolderClient)
             and type(before).__name__ == after.config.get("model_client_cls")
         ):
-            new._clients[i] = before
+            rebuilt[i] = before
     for attr in _USAGE:
         if attr in vars(old):
             setattr(new, attr, getattr(old, attr))
@@ -255,22 +277,57 @@ def _recorder(writer: RecordWriter, agent_name: str, agent_id: str) -> Callable[
     return record
 
 
-def _register_in_directory(store: FactStore, agent: ConversableAgent, agent_id: str) -> None:
-    tools = [n for n in _llm_tool_names(agent) if n not in TOOL_NAMES]
-    register_agent(store, agent_id, agent.description, _model_name(agent), tools)
-
-
-class Attacher:
-    """Keeps track of what a store attached to which AG2 agent (weakly: agents may be garbage collected)."""
+class Adapter(AdapterBase[AgentAttachment]):
+    """The AG2 adapter: group chats, their managers, patterns, agents and lists of agents. It keeps, per
+    store, the agents it bound (a tool call is run for the agent that asked, with that agent's tools), the
+    pattern chats' tool executors it linked and the thread that writes the records."""
 
     def __init__(self, store: FactStore) -> None:
-        self.store = as_engine(store)
-        self._attached: weakref.WeakKeyDictionary[ConversableAgent, AgentAttachment] = weakref.WeakKeyDictionary()
-        # the pattern chats' tool executors this attacher has linked (weakly: an executor lives as long as
+        super().__init__(store)
+        self._bound: weakref.WeakKeyDictionary[ConversableAgent, AgentAttachment] = weakref.WeakKeyDictionary()
+        # the pattern chats' tool executors this adapter has linked (weakly: an executor lives as long as
         # its chat; the wrappers, in its reply list, are found there again by _ours)
         self._executors: weakref.WeakSet[GroupToolExecutor] = weakref.WeakSet()
         self._lock = threading.Lock()  # chats in several threads may meet a new executor at once
         self._records: RecordWriter | None = None
+
+    @staticmethod
+    def claims(target: Any) -> bool:
+        """Whether ``target`` is an AG2 group chat, manager, pattern or agent (or a list whose first item is).
+
+        Args:
+            target: anything given to ``store.attach``.
+
+        Returns:
+            True for AG2 objects.
+        """
+        first = target[0] if isinstance(target, (list, tuple)) and target else target
+        return isinstance(first, (ConversableAgent, GroupChat, Pattern))
+
+    def agents(self, target: Any) -> list[Any]:
+        return list(iter_agents(target))
+
+    def check_options(self, names: list[str], options: Mapping[str, Any]) -> None:
+        """``read_only`` (``True`` or agent names) and ``record`` (a bool)."""
+        unexpected = set(options) - {"read_only", "record"}
+        if unexpected:
+            raise TypeError(f"attach got options AG2 does not take: {sorted(unexpected)} (it takes read_only, record)")
+        read_only = options.get("read_only", False)
+        if isinstance(read_only, str):
+            raise TypeError("read_only is True, False or a collection of agent names, not one str")
+        unknown = set() if isinstance(read_only, bool) else set(read_only) - set(names)
+        if unknown:
+            raise ValueError(f"read_only names agents that are not attached here: {sorted(unknown)}")
+
+    def check(self, agent: Any, binding: Binding) -> None:
+        clash = (set(_llm_tool_names(agent)) | set(agent.function_map)) & set(TOOL_NAMES)
+        if clash:
+            raise ValueError(
+                f"agent {binding.name!r} already has a tool or function named {sorted(clash)[0]!r}: rename it, "
+                "detach the store that added it, or do not attach shared memory to this agent"
+            )
+        if agent.llm_config:
+            _check_client(agent)
 
     def _writer(self) -> RecordWriter:
         """The thread that writes the attached agents' messages (started by the first agent recorded)."""
@@ -279,95 +336,11 @@ class Attacher:
                 self._records = RecordWriter(self.store)
             return self._records
 
-    def attach(
-        self,
-        target: Any,
-        group_id: str | None = None,
-        *,
-        agent_ids: Mapping[str, str] | None = None,
-        scaffolding: str | None = None,
-        read_only_scaffolding: str | None = None,
-        read_only: bool | Collection[str] = False,
-        record: bool = True,
-    ) -> Attachment[AgentAttachment]:
-        """Give every agent of ``target`` shared memory (all or nothing; a second attach changes nothing).
-
-        Args:
-            target: a ``GroupChat``, its ``GroupChatManager``, a pattern, an agent or a list of agents.
-            group_id: the team's name (required).
-            agent_ids: explicit memory ids for some agents, by name (default: ``group_id:name``).
-            scaffolding: replaces the default scaffolding of agents with the tools.
-            read_only_scaffolding: replaces the scaffolding of agents that only get recall.
-            read_only: ``True`` or the names of the agents that get capsule recall instead of the tools.
-            record: record the agents' text messages and memory tool calls in their records.
-
-        Returns:
-            The attachment: the group id and what was done to each agent, by name.
-
-        Raises:
-            GroupIdRequired: no ``group_id``.
-            ValueError / TypeError: see :func:`~..toolkit.team_identity`; repeated agent names; an agent
-                attached to another group or with a tool named like a memory tool; bad ``read_only``.
-        """
-        agents = list(iter_agents(target))
-        names = [agent.name for agent in agents]
-        duplicates = {n for n in names if names.count(n) > 1}
-        if duplicates:
-            raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
-        group_id, ids = team_identity(group_id, names, agent_ids)
-        if isinstance(read_only, str):
-            raise TypeError("read_only is True, False or a collection of agent names, not one str")
-        unknown = set() if isinstance(read_only, bool) else set(read_only) - set(names)
-        if unknown:
-            raise ValueError(f"read_only names agents that are not attached here: {sorted(unknown)}")
-        # Validate everything before changing anything: attach is all or nothing.
-        for agent in agents:
-            done = self._attached.get(agent)
-            if done is not None:
-                if done.group_id != group_id or done.agent_id != ids[agent.name]:
-                    raise ValueError(
-                        f"agent {agent.name!r} is already attached to group {done.group_id!r} as "
-                        f"{done.agent_id!r}; detach it first"
-                    )
-                continue
-            clash = (set(_llm_tool_names(agent)) | set(agent.function_map)) & set(TOOL_NAMES)
-            if clash:
-                raise ValueError(
-                    f"agent {agent.name!r} already has a tool or function named {sorted(clash)[0]!r}: rename it, "
-                    "detach the store that added it, or do not attach shared memory to this agent"
-                )
-            if agent.llm_config:
-                _check_client(agent)
-        result: Attachment[AgentAttachment] = Attachment(group_id)
-        added: list[ConversableAgent] = []
-        try:
-            for agent in agents:
-                done = self._attached.get(agent)
-                if done is None:
-                    recall_only = read_only if isinstance(read_only, bool) else agent.name in read_only
-                    done = self._attach_one(
-                        agent,
-                        ids[agent.name],
-                        group_id,
-                        scaffolding or DEFAULT_SCAFFOLDING,
-                        read_only_scaffolding or READ_ONLY_SCAFFOLDING,
-                        recall_only=recall_only,
-                        record=record,
-                    )
-                    self._attached[agent] = done
-                    added.append(agent)
-                result.agents[agent.name] = done
-        except BaseException:
-            for agent in reversed(added):
-                self._undo(agent, self._attached.pop(agent), failed=True)
-            raise
-        return result
-
     def _caller(self, asker: ConversableAgent | str) -> Caller:
         """The memory tools a call asked by ``asker`` runs with (resolved from the message, see :mod:`.tools`)."""
         if isinstance(asker, str):
             return Caller(error=asker)
-        done = self._attached.get(asker)
+        done = self._bound.get(asker)
         if done is None or done.tools is None:
             return Caller(
                 error=f"ERROR: agent {asker.name!r} was not given the shared memory tools, so its memory calls are "
@@ -392,23 +365,14 @@ class Attacher:
                             self._executors.add(agent)
         return message
 
-    def _attach_one(
-        self,
-        agent: ConversableAgent,
-        agent_id: str,
-        group_id: str,
-        scaffolding: str,
-        read_only_scaffolding: str,
-        *,
-        recall_only: bool,
-        record: bool,
-    ) -> AgentAttachment:
-        store = self.store
+    def bind(self, agent: Any, binding: Binding) -> AgentAttachment:
+        store, agent_id, group_id = self.store, binding.agent_id, binding.group_id
+        read_only = binding.options.get("read_only", False)
+        record = bool(binding.options.get("record", True))
+        recall_only = read_only if isinstance(read_only, bool) else binding.name in read_only
         mode: Mode = "member" if not agent.llm_config else "recall" if recall_only else "tools"
         done = AgentAttachment(agent.name, group_id, mode, agent_id)
         try:
-            done.joined = join_group(store, group_id, agent_id)
-            _register_in_directory(store, agent, agent_id)
             # Every agent executes memory calls (for the agent that asked): the wrappers say who that is.
             done.reply_functions = _wrap_tool_call_replies(agent, self._caller)
             if done.reply_functions:
@@ -432,7 +396,11 @@ class Attacher:
                 done.hooks.append(("process_all_messages_before_reply", hook))
             if mode != "member":
                 done.original_system_message = agent.system_message
-                text = scaffolding if mode == "tools" else read_only_scaffolding
+                text = (
+                    binding.scaffolding or DEFAULT_SCAFFOLDING
+                    if mode == "tools"
+                    else binding.read_only_scaffolding or READ_ONLY_SCAFFOLDING
+                )
                 updated = _with_scaffolding(done.original_system_message, text)
                 if updated != done.original_system_message:
                     agent.update_system_message(updated)
@@ -442,54 +410,56 @@ class Attacher:
                 agent.register_hook("process_message_before_send", hook)
                 done.hooks.append(("process_message_before_send", hook))
         except BaseException:
-            self._undo(agent, done, failed=True)
+            self.unbind(agent, done)
             raise
+        self._bound[agent] = done
         return done
 
-    def _undo(self, agent: ConversableAgent, done: AgentAttachment, failed: bool = False) -> None:
-        """Remove what ``done`` says attach added (whatever was added; the rest is left alone); the group
-        membership too if attach ``failed`` (it is all or nothing; a detach leaves it, see :func:`join_group`)."""
-        if failed and done.joined and done.group_id is not None:
-            self.store.remove_group_member(done.group_id, done.agent_id)
-        for hookable, hook in done.hooks:
+    def unbind(self, agent: Any, record: AgentAttachment) -> None:
+        """Remove what ``record`` says attach added (whatever was added; the rest is left alone)."""
+        self._bound.pop(agent, None)
+        for hookable, hook in record.hooks:
             hooks = agent.hook_lists.get(hookable, [])
             if hook in hooks:
                 hooks.remove(hook)
-        if done.system_message is not None:
+        if record.system_message is not None:
             current = agent.system_message
-            if current == done.system_message:
-                agent.update_system_message(done.original_system_message)
-            elif isinstance(current, str) and isinstance(done.original_system_message, str):
-                suffix = done.system_message[len(done.original_system_message) :]
+            if current == record.system_message:
+                agent.update_system_message(record.original_system_message)
+            elif isinstance(current, str) and isinstance(record.original_system_message, str):
+                suffix = record.system_message[len(record.original_system_message) :]
                 if suffix and suffix in current:  # changed since: take out only the scaffolding
                     agent.update_system_message(current.replace(suffix, "", 1))
-        for name in reversed(done.tool_signatures):
+        for name in reversed(record.tool_signatures):
             if name in _llm_tool_names(agent):
                 remove = functools.partial(agent.update_tool_signature, name, is_remove=True)
                 _change_tools_keeping_client(agent, remove)
-        ours = [name for name, func in done.functions.items() if agent.function_map.get(name) is func]
+        ours = [name for name, func in record.functions.items() if agent.function_map.get(name) is func]
         if ours:  # a None entry removes the function (AG2's documented way)
-            agent.register_function(dict.fromkeys(ours), silent_override=True)  # type: ignore[arg-type]
-        for original, wrapper in done.reply_functions:
+            agent.register_function(dict.fromkeys(ours), silent_override=True)
+        for original, wrapper in record.reply_functions:
             agent.replace_reply_func(wrapper, original)
 
-    def detach(self, target: Any) -> list[str]:
-        """Undo attach for every agent of ``target``; returns the names of the agents it changed."""
-        changed: list[str] = []
-        for agent in iter_agents(target):
-            done = self._attached.pop(agent, None)
-            if done is None:
-                continue
-            self._undo(agent, done)
-            changed.append(agent.name)
-        with self._lock:  # executors of chats none of whose agents is still attached here: unwrapped
+    def describe(self, agent: Any, record: AgentAttachment) -> tuple[Any, Any, list[str]]:
+        """The directory entry: description, model, the agent's own tools (the memory tools are implied)."""
+        tools = [n for n in _llm_tool_names(agent) if n not in TOOL_NAMES]
+        return agent.description, _model_name(agent), tools
+
+    def detached(self, target: Any) -> None:
+        """Unwrap the executors of chats none of whose agents is still attached here."""
+        with self._lock:
             for executor in list(self._executors):
-                manager = getattr(executor, "_group_manager", None)
-                chat = getattr(manager, "groupchat", None)
-                if not any(a in self._attached for a in getattr(chat, "agents", ())):
-                    for entry in executor._reply_func_list:
+                chat = getattr(_group_manager(executor), "groupchat", None)
+                if not any(a in self._bound for a in getattr(chat, "agents", ())):
+                    for entry in _reply_func_list(executor):
                         wrapper = entry["reply_func"]
                         if getattr(wrapper, "_shared_memory_resolve", None) == self._caller:
                             entry["reply_func"] = wrapper.__wrapped__
                     self._executors.discard(executor)
-        return changed
+
+
+class Attacher(GenericAttacher[AgentAttachment]):
+    """The generic attacher with the AG2 adapter (what ``store.attach`` uses for AG2 objects)."""
+
+    def __init__(self, store: FactStore) -> None:
+        super().__init__(store, Adapter(store))

@@ -14,7 +14,7 @@ except ModuleNotFoundError as exc:  # a bare "No module named 'agent_framework'"
 
 from ...core.types import GroupIdRequired
 from ..toolkit import Attachment
-from .attach import AgentAttachment, Attacher, iter_agents
+from .attach import Adapter, AgentAttachment, Attacher, iter_agents
 from .provider import (
     DEFAULT_SOURCE_ID,
     MemoryTool,
@@ -26,6 +26,7 @@ from .provider import (
 
 __all__ = [
     "DEFAULT_SOURCE_ID",
+    "Adapter",
     "AgentAttachment",
     "Attacher",
     "Attachment",

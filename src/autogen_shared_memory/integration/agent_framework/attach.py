@@ -15,31 +15,23 @@ group (``launch:writer``) or the id ``agent_ids`` maps its name to:
 (``GroupChatBuilder``, ``SequentialBuilder``, ``ConcurrentBuilder``, ``HandoffBuilder``,
 ``MagenticBuilder``: their participants) or a built ``Workflow`` (the agents of its ``AgentExecutor`` s).
 Attach a builder before ``build()`` when it copies its agents (``HandoffBuilder`` does), or attach the
-built workflow. Everything attach adds is remembered so that ``detach`` removes exactly that, and
-attaching twice changes nothing. An agent that holds memory tools bound to another agent, group or store
+built workflow. This module is the MAF adapter (:class:`Adapter`); the generic :class:`~..attacher.Attacher`
+does what every framework shares, so that ``detach`` removes exactly what attach added, and attaching twice
+changes nothing. An agent that holds memory tools bound to another agent, group or store
 (``provider.tools_for(other_agent)`` in its ``tools``) is refused: those tools would act as the other agent.
 """
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent_framework import AgentExecutor, BaseAgent, Executor, FunctionInvocationLayer, Workflow, WorkflowExecutor
 
-from ...facts import as_engine
-from ..toolkit import (
-    READ_ONLY_SCAFFOLDING,
-    TOOL_NAMES,
-    Attachment,
-    Mode,
-    join_group,
-    register_agent,
-    team_identity,
-    warn_recall_only,
-)
+from ..attacher import AdapterBase, Binding, private_attribute
+from ..attacher import Attacher as GenericAttacher
+from ..toolkit import READ_ONLY_SCAFFOLDING, TOOL_NAMES, Mode, warn_recall_only
 from .provider import (
     MemoryTool,
     SharedMemoryContextProvider,
@@ -65,14 +57,31 @@ class AgentAttachment:
     added_provider: bool = False  # False: the agent already had a shared memory provider; attach kept it
 
 
+# The private attributes of agent-framework-orchestrations 1.4.0 builders attach reads, one function each:
+# a builder has no public list of its participants before build(). A version without them fails with an
+# error naming the attribute, not with an AttributeError from the middle of an attach.
+_WRITTEN_FOR = "agent-framework-orchestrations 1.4.0"
+
+
+def _builder_participants(builder: Any) -> Any:
+    return private_attribute(builder, "_participants", _WRITTEN_FOR)
+
+
+def _builder_participant_factories(builder: Any) -> Any:
+    # optional: only the builders that take factories (GroupChatBuilder) have it
+    return getattr(builder, "_participant_factories", None)
+
+
 def _is_builder(target: Any) -> bool:
-    return type(target).__module__.startswith("agent_framework_orchestrations") and hasattr(target, "_participants")
+    """An orchestration builder (``SequentialBuilder``, ``GroupChatBuilder``...: the package's ``*Builder``)."""
+    kind = type(target)
+    return kind.__module__.startswith("agent_framework_orchestrations") and kind.__name__.endswith("Builder")
 
 
 def _participants(builder: Any) -> list[Any]:
-    participants = builder._participants
+    participants = _builder_participants(builder)
     found = list(participants.values()) if isinstance(participants, dict) else list(participants)
-    if not found and getattr(builder, "_participant_factories", None):
+    if not found and _builder_participant_factories(builder):
         raise TypeError(
             f"{type(builder).__name__} makes its participants with factories, so there is nothing to attach "
             "yet: attach the agents the factories return, or give them store.context_provider(...)"
@@ -161,158 +170,106 @@ def _foreign_tools(agent: Any, store: FactStore, agent_id: str, group_id: str) -
     return None
 
 
-def _register_in_directory(store: FactStore, agent: Any, name: str, mode: Mode) -> None:
-    """The agent directory entry of an attached agent: name, description, model, tools."""
-    options = getattr(agent, "default_options", None)
-    tools = [n for n in (_tool_name(t) for t in (options or {}).get("tools") or []) if n]
-    if mode == "tools":
-        tools = [*tools, *TOOL_NAMES]
-    client = getattr(agent, "client", None)
-    model = (options or {}).get("model") or getattr(client, "model", None) or getattr(client, "model_id", None)
-    description = getattr(agent, "description", None)
-    register_agent(store, name, description, model, tools)
+class Adapter(AdapterBase[AgentAttachment]):
+    """The Microsoft Agent Framework adapter: agents, lists, orchestration builders and workflows; an agent
+    with ``context_providers`` gets a :class:`SharedMemoryContextProvider`, any other agent is a member."""
 
-
-class Attacher:
-    """Keeps track of what a store attached to which agent (weakly: agents may be garbage collected)."""
-
-    def __init__(self, store: FactStore) -> None:
-        self.store = as_engine(store)
-        self._attached: weakref.WeakKeyDictionary[Any, AgentAttachment] = weakref.WeakKeyDictionary()
-
-    def attach(
-        self,
-        target: Any,
-        group_id: str | None = None,
-        *,
-        agent_ids: Mapping[str, str] | None = None,
-        scaffolding: str | None = None,
-        read_only_scaffolding: str | None = None,
-    ) -> Attachment[AgentAttachment]:
-        """Give every agent of ``target`` shared memory as a member of ``group_id`` (all or nothing; a second
-        attach changes nothing).
+    @staticmethod
+    def claims(target: Any) -> bool:
+        """Whether ``target`` is a MAF agent, workflow or orchestration builder (or a list whose first item is).
 
         Args:
-            target: an agent, a list of agents, an orchestration builder or a workflow.
-            group_id: the team's name (required).
-            agent_ids: explicit memory ids for some agents, by name (default: ``group_id:name``).
-            scaffolding: replaces the default scaffolding of agents with the tools.
-            read_only_scaffolding: replaces the scaffolding of agents that only get recall.
+            target: anything given to ``store.attach``.
 
         Returns:
-            The attachment: the group id and what was done to each agent, by name.
-
-        Raises:
-            GroupIdRequired: no ``group_id``.
-            ValueError / TypeError: see :func:`~..toolkit.team_identity`; repeated agent names; an agent
-                attached elsewhere, with a provider of another store, group or identity, holding memory tools
-                bound elsewhere, or with a tool named like a memory tool.
+            True for MAF objects.
         """
-        agents = list(dict.fromkeys(iter_agents(target)))  # one agent listed twice is attached once
-        # Validate everything before changing anything: attach is all or nothing.
-        names = [agent_identity(agent) for agent in agents]
-        duplicates = {n for n in names if names.count(n) > 1}
-        if duplicates:
-            raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
-        group_id, ids = team_identity(group_id, names, agent_ids)
-        for agent, name in zip(agents, names, strict=True):
-            done = self._attached.get(agent)
-            if done is not None and (done.group_id != group_id or done.agent_id != ids[name]):
-                raise ValueError(
-                    f"agent {name!r} is already attached to group {done.group_id!r} as {done.agent_id!r}; "
-                    "detach it first"
-                )
-            existing = _own_provider(agent)
-            if done is None and existing is not None and existing.store is not self.store:
-                raise ValueError(
-                    f"agent {name!r} already has a shared memory provider of another store; remove it or "
-                    "attach the agent with that store"
-                )
-            if done is None and existing is not None and existing.group_id != group_id:
-                raise ValueError(
-                    f"agent {name!r} already has a shared memory provider for group {existing.group_id!r}; "
-                    "remove it or attach with that group"
-                )
-            if done is None and existing is not None and existing.agent_id_of(agent) != ids[name]:
-                raise ValueError(
-                    f"agent {name!r} already has a shared memory provider that names it "
-                    f"{existing.agent_id_of(agent)!r}, not {ids[name]!r}; remove it or attach with its agent_ids"
-                )
-            where = _foreign_tools(agent, self.store, ids[name], group_id) if done is None else None
-            if where is not None:
-                raise foreign_tool_error(name, where)
-            clash = _clashing_tool(agent) if done is None and _providers(agent) is not None else None
-            if clash is not None:
-                raise ValueError(
-                    f"agent {name!r} already has a tool named {clash!r}: rename that tool or do not attach shared "
-                    "memory to this agent"
-                )
-        result: Attachment[AgentAttachment] = Attachment(group_id)
-        for agent, name in zip(agents, names, strict=True):
-            done = self._attached.get(agent)
-            if done is None:
-                done = self._attach_one(agent, name, ids[name], group_id, scaffolding, read_only_scaffolding)
-                self._attached[agent] = done
-            result.agents[name] = done
-        return result
+        first = target[0] if isinstance(target, (list, tuple)) and target else target
+        return isinstance(first, (BaseAgent, Workflow)) or _is_builder(first)
 
-    def _attach_one(
-        self, agent: Any, name: str, agent_id: str, group_id: str, scaffolding: str | None, read_only: str | None
-    ) -> AgentAttachment:
-        store = self.store
+    def agents(self, target: Any) -> list[Any]:
+        return list(dict.fromkeys(iter_agents(target)))  # one agent listed twice is attached once
+
+    def agent_name(self, agent: Any) -> str:
+        return agent_identity(agent)
+
+    def check(self, agent: Any, binding: Binding) -> None:
+        name, existing = binding.name, _own_provider(agent)
+        if existing is not None and existing.store is not self.store:
+            raise ValueError(
+                f"agent {name!r} already has a shared memory provider of another store; remove it or "
+                "attach the agent with that store"
+            )
+        if existing is not None and existing.group_id != binding.group_id:
+            raise ValueError(
+                f"agent {name!r} already has a shared memory provider for group {existing.group_id!r}; "
+                "remove it or attach with that group"
+            )
+        if existing is not None and existing.agent_id_of(agent) != binding.agent_id:
+            raise ValueError(
+                f"agent {name!r} already has a shared memory provider that names it "
+                f"{existing.agent_id_of(agent)!r}, not {binding.agent_id!r}; remove it or attach with its agent_ids"
+            )
+        where = _foreign_tools(agent, self.store, binding.agent_id, binding.group_id)
+        if where is not None:
+            raise foreign_tool_error(name, where)
+        clash = _clashing_tool(agent) if _providers(agent) is not None else None
+        if clash is not None:
+            raise ValueError(
+                f"agent {name!r} already has a tool named {clash!r}: rename that tool or do not attach shared "
+                "memory to this agent"
+            )
+
+    def bind(self, agent: Any, binding: Binding) -> AgentAttachment:
+        name, agent_id, group_id = binding.name, binding.agent_id, binding.group_id
         providers = _providers(agent)
         if providers is None:
-            mode: Mode = "member"
-        else:
-            existing = _own_provider(agent)
-            mode = existing.mode if existing is not None else "tools" if _runs_tools(agent) else "recall"
-        join_group(store, group_id, agent_id)
-        _register_in_directory(store, agent, agent_id, mode)
-        if providers is None or mode == "member":
             return AgentAttachment(name, group_id, "member", agent_id)
         existing = _own_provider(agent)
         if existing is not None:  # e.g. the user gave the agent store.context_provider(...) already
             return AgentAttachment(name, group_id, existing.mode, agent_id, provider=existing, added_provider=False)
-        if mode == "recall":  # decided by the client above (an explicit recall provider was kept as it is)
+        mode: Literal["tools", "recall"] = "tools" if _runs_tools(agent) else "recall"
+        if mode == "recall":
             warn_recall_only(
                 name,
                 "cannot run tools (it has no agent_framework.FunctionInvocationLayer)",
                 "give the agent a chat client with MAF's function-invocation layer (every MAF client has it) if "
                 "the model can call functions",
             )
+        read_only = binding.read_only_scaffolding or READ_ONLY_SCAFFOLDING
         provider = SharedMemoryContextProvider(
-            store,
+            self.store,
             group_id,
             agent_ids={name: agent_id},
             mode=mode,
-            scaffolding=scaffolding if mode == "tools" else (read_only or READ_ONLY_SCAFFOLDING),
+            scaffolding=binding.scaffolding if mode == "tools" else read_only,
         )
         providers.append(provider)
         return AgentAttachment(name, group_id, mode, agent_id, provider=provider, added_provider=True)
 
-    def detach(self, target: Any) -> list[str]:
-        """Undo attach for every agent of ``target``; returns the names of the agents it changed."""
-        changed: list[str] = []
-        for agent in dict.fromkeys(iter_agents(target)):
-            done = self._attached.pop(agent, None)
-            holders = [agent]
-            if done is None:  # a copy of an attached agent (HandoffBuilder copies its agents when it builds)
-                original = self._original_of(agent)
-                if original is None:
-                    continue
-                done = self._attached.pop(original)
-                holders.append(original)
-            for holder in holders:
-                providers = _providers(holder)
-                if done.added_provider and providers is not None:
-                    providers[:] = [p for p in providers if p is not done.provider]
-            changed.append(done.agent_name)
-        return changed
+    def unbind(self, agent: Any, record: AgentAttachment) -> None:
+        providers = _providers(agent)
+        if record.added_provider and providers is not None:
+            providers[:] = [p for p in providers if p is not record.provider]
 
-    def _original_of(self, agent: Any) -> Any | None:
-        """The attached agent whose added provider ``agent`` holds too (a copy made after attach)."""
-        providers = _providers(agent) or []
-        for original, done in list(self._attached.items()):
-            if done.added_provider and any(p is done.provider for p in providers):
-                return original
-        return None
+    def holds(self, agent: Any, record: AgentAttachment) -> bool:
+        """A copy of an attached agent (``HandoffBuilder`` copies its agents when it builds) holds the
+        provider attach added to the original."""
+        return record.added_provider and any(p is record.provider for p in _providers(agent) or [])
+
+    def describe(self, agent: Any, record: AgentAttachment) -> tuple[Any, Any, list[str]]:
+        """The directory entry: description, model, the agent's tools (and the memory tools it was given)."""
+        options = getattr(agent, "default_options", None)
+        tools = [n for n in (_tool_name(t) for t in (options or {}).get("tools") or []) if n]
+        if record.mode == "tools":
+            tools = [*tools, *TOOL_NAMES]
+        client = getattr(agent, "client", None)
+        model = (options or {}).get("model") or getattr(client, "model", None) or getattr(client, "model_id", None)
+        return getattr(agent, "description", None), model, tools
+
+
+class Attacher(GenericAttacher[AgentAttachment]):
+    """The generic attacher with the MAF adapter (what ``store.attach`` uses for MAF objects)."""
+
+    def __init__(self, store: FactStore) -> None:
+        super().__init__(store, Adapter(store))

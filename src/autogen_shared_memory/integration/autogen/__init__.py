@@ -2,7 +2,7 @@
 
 from ...core.types import GroupIdRequired
 from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, Attachment
-from .attach import AgentAttachment
+from .attach import Adapter, AgentAttachment, Attacher
 from .memory import SharedMemory, SharedMemoryConfig
 from .runtime import (
     ForgetRequest,
@@ -17,7 +17,9 @@ from .tools import MemoryForgetTool, MemoryRememberTool, MemorySearchTool, memor
 __all__ = [
     "DEFAULT_SCAFFOLDING",
     "READ_ONLY_SCAFFOLDING",
+    "Adapter",
     "AgentAttachment",
+    "Attacher",
     "Attachment",
     "ForgetRequest",
     "GroupIdRequired",

@@ -15,13 +15,13 @@ The team is named by the caller (``group_id``), and each agent's memory identity
 that group (``launch:writer``) unless ``agent_ids`` maps it (see :func:`~..toolkit.team_identity`); a
 recording runtime (``store.runtime_handler()``) records an attached team's agents under those identities.
 
-Everything attach adds is recorded so that ``detach`` removes exactly that, and attaching twice changes
-nothing.
+This module is the AutoGen adapter (:class:`Adapter`); the generic :class:`~..attacher.Attacher` does what
+every framework shares (unique names, the group, "bound elsewhere" checks, all or nothing, the undo
+registry), so that ``detach`` removes exactly what attach added, and attaching twice changes nothing.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,18 +32,9 @@ from autogen_agentchat.teams import BaseGroupChat
 from autogen_core.models import SystemMessage
 from autogen_core.tools import StaticWorkbench
 
-from ...facts import as_engine
-from ..toolkit import (
-    DEFAULT_SCAFFOLDING,
-    READ_ONLY_SCAFFOLDING,
-    TOOL_NAMES,
-    Attachment,
-    Mode,
-    join_group,
-    register_agent,
-    team_identity,
-    warn_recall_only,
-)
+from ..attacher import AdapterBase, Binding, bound_elsewhere, private_attribute, set_private_attribute
+from ..attacher import Attacher as GenericAttacher
+from ..toolkit import DEFAULT_SCAFFOLDING, READ_ONLY_SCAFFOLDING, TOOL_NAMES, Mode, warn_recall_only
 from .memory import SharedMemory, drop_capsules
 from .tools import _MemoryTool, memory_tools
 
@@ -66,15 +57,87 @@ class AgentAttachment:
     original_system_messages: list[SystemMessage] | None = None
 
 
+# The private attributes of agentchat objects attach reads or sets, one function each, written against
+# autogen-agentchat 0.7.5 (autogen-core 0.7.5): agentchat has no public way to add a workbench, a memory or
+# system messages to a built agent, nor to list a team's participants. A version without one of them fails
+# with an error naming it, not with an AttributeError from the middle of an attach.
+_WRITTEN_FOR = "autogen-agentchat 0.7.5"
+
+
+def _participants(team: BaseGroupChat) -> list[ChatAgent | Team]:
+    return list(private_attribute(team, "_participants", _WRITTEN_FOR))
+
+
+def _inner_team(agent: SocietyOfMindAgent) -> Team:
+    team: Team = private_attribute(agent, "_team", _WRITTEN_FOR)
+    return team
+
+
+def _team_id(team: BaseGroupChat) -> str:
+    return str(private_attribute(team, "_team_id", _WRITTEN_FOR))
+
+
+def _model_client(agent: AssistantAgent) -> Any:
+    return private_attribute(agent, "_model_client", _WRITTEN_FOR)
+
+
+def _tools(agent: AssistantAgent) -> list[Any]:
+    return list(private_attribute(agent, "_tools", _WRITTEN_FOR))
+
+
+def _handoff_tools(agent: AssistantAgent) -> list[Any]:
+    return list(private_attribute(agent, "_handoff_tools", _WRITTEN_FOR))
+
+
+def _workbench(agent: AssistantAgent) -> list[Any]:
+    return list(private_attribute(agent, "_workbench", _WRITTEN_FOR))
+
+
+def _set_workbench(agent: AssistantAgent, workbenches: list[Any]) -> None:
+    set_private_attribute(agent, "_workbench", workbenches, _WRITTEN_FOR)
+
+
+def _workbench_tools(wb: StaticWorkbench) -> list[Any]:
+    return list(private_attribute(wb, "_tools", _WRITTEN_FOR))
+
+
+def _memory(agent: AssistantAgent) -> list[Any] | None:
+    memory: list[Any] | None = private_attribute(agent, "_memory", _WRITTEN_FOR)
+    return memory
+
+
+def _set_memory(agent: AssistantAgent, memory: list[Any] | None) -> None:
+    set_private_attribute(agent, "_memory", memory, _WRITTEN_FOR)
+
+
+def _system_messages(agent: AssistantAgent) -> list[SystemMessage]:
+    return list(private_attribute(agent, "_system_messages", _WRITTEN_FOR))
+
+
+def _set_system_messages(agent: AssistantAgent, messages: list[SystemMessage]) -> None:
+    set_private_attribute(agent, "_system_messages", messages, _WRITTEN_FOR)
+
+
+def _model_context(agent: AssistantAgent) -> Any:
+    return private_attribute(agent, "_model_context", _WRITTEN_FOR)
+
+
+def _configured_model(client: Any) -> Any:
+    # autogen-ext 0.7.5's OpenAI clients keep their configuration in _raw_config; other clients have none,
+    # and the directory entry then names the model family: optional, so no error when it is missing.
+    config = getattr(client, "_raw_config", None)
+    return config.get("model") if isinstance(config, Mapping) else None
+
+
 def iter_agents(target: Any) -> Iterator[ChatAgent]:
     """Every agent inside a team (recursively) or the agent itself."""
     if isinstance(target, BaseGroupChat):
-        for participant in target._participants:
+        for participant in _participants(target):
             yield from iter_agents(participant)
     elif isinstance(target, ChatAgent):
         yield target
         if isinstance(target, SocietyOfMindAgent):
-            yield from iter_agents(target._team)
+            yield from iter_agents(_inner_team(target))
     elif isinstance(target, Team):
         raise TypeError(f"cannot look inside team type {type(target).__name__}; attach its agents one by one")
     else:
@@ -85,10 +148,10 @@ def _teams(target: Any) -> Iterator[BaseGroupChat]:
     """Every agentchat team inside ``target`` (itself, nested teams, ``SocietyOfMindAgent`` inner teams)."""
     if isinstance(target, BaseGroupChat):
         yield target
-        for participant in target._participants:
+        for participant in _participants(target):
             yield from _teams(participant)
     elif isinstance(target, SocietyOfMindAgent):
-        yield from _teams(target._team)
+        yield from _teams(_inner_team(target))
 
 
 _TEAMS = "_autogen_team_agent_ids"  # store attribute: team id -> {agent name: memory id}, for the recorder
@@ -102,14 +165,14 @@ def team_agent_ids(store: FactStore, team_id: str) -> Mapping[str, str] | None:
 
 
 def _function_calling(agent: AssistantAgent) -> bool:
-    return bool(agent._model_client.model_info.get("function_calling", False))
+    return bool(_model_client(agent).model_info.get("function_calling", False))
 
 
 def _existing_tool_names(agent: AssistantAgent) -> set[str]:
-    names = {tool.name for tool in agent._tools} | {tool.name for tool in agent._handoff_tools}
-    for wb in agent._workbench:
+    names = {tool.name for tool in _tools(agent)} | {tool.name for tool in _handoff_tools(agent)}
+    for wb in _workbench(agent):
         if isinstance(wb, StaticWorkbench) and not _is_memory_workbench(wb):
-            names |= {tool.name for tool in wb._tools}
+            names |= {tool.name for tool in _workbench_tools(wb)}
     return names
 
 
@@ -118,19 +181,22 @@ def _memory_binding(agent: Any) -> tuple[FactStore, str | None, str] | None:
     them already."""
     if not isinstance(agent, AssistantAgent):
         return None
-    for wb in agent._workbench:
+    for wb in _workbench(agent):
         if isinstance(wb, StaticWorkbench) and _is_memory_workbench(wb):
-            tool = wb._tools[0]
+            tool = _workbench_tools(wb)[0]
             if isinstance(tool, _MemoryTool):
                 return tool.store, tool.group_id, tool.agent_id
-    for memory in agent._memory or []:
+    for memory in _memory(agent) or []:
         if isinstance(memory, SharedMemory):
             return memory.store, memory.group_id, memory.agent_id
     return None
 
 
 def _is_memory_workbench(wb: Any) -> bool:
-    return isinstance(wb, StaticWorkbench) and bool(wb._tools) and all(isinstance(t, _MemoryTool) for t in wb._tools)
+    if not isinstance(wb, StaticWorkbench):
+        return False
+    tools = _workbench_tools(wb)
+    return bool(tools) and all(isinstance(t, _MemoryTool) for t in tools)
 
 
 def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMessage]:
@@ -143,126 +209,57 @@ def _with_scaffolding(messages: list[SystemMessage], text: str) -> list[SystemMe
     return [SystemMessage(content=f"{first.content}\n\n{text}"), *messages[1:]]
 
 
-def _register_in_directory(store: FactStore, agent: ChatAgent, agent_id: str) -> None:
-    """The agent directory entry of an attached agent: name, description, model, tools."""
-    tools: list[str] = []
-    model: str | None = None
-    if isinstance(agent, AssistantAgent):
-        tools = [t.name for t in (*agent._tools, *agent._handoff_tools)]
-        client = agent._model_client
-        model = str(getattr(client, "_raw_config", {}).get("model") or client.model_info.get("family") or "") or None
-    register_agent(store, agent_id, agent.description, model, tools)
+class Adapter(AdapterBase[AgentAttachment]):
+    """The AutoGen agentchat adapter: teams (nested ones and ``SocietyOfMindAgent`` inner teams included)
+    and agents; an ``AssistantAgent`` gets a memory workbench or the ``Memory`` view, any other agent is a
+    member."""
 
-
-class Attacher:
-    """Keeps track of what a store attached to which agent (weakly: agents may be garbage collected)."""
-
-    def __init__(self, store: FactStore) -> None:
-        self.store = as_engine(store)
-        self._attached: weakref.WeakKeyDictionary[Any, AgentAttachment] = weakref.WeakKeyDictionary()
-
-    def attach(
-        self,
-        target: Any,
-        group_id: str | None = None,
-        *,
-        agent_ids: Mapping[str, str] | None = None,
-        scaffolding: str | None = None,
-        read_only_scaffolding: str | None = None,
-    ) -> Attachment[AgentAttachment]:
-        """Give every agent of ``target`` shared memory as a member of ``group_id`` (all or nothing; a second
-        attach changes nothing).
+    @staticmethod
+    def claims(target: Any) -> bool:
+        """Whether ``target`` is an agentchat team or agent (or a list whose first item is).
 
         Args:
-            target: an agentchat team or agent.
-            group_id: the team's name (required).
-            agent_ids: explicit memory ids for some agents, by name (default: ``group_id:name``).
-            scaffolding: replaces the default scaffolding of agents with the tools.
-            read_only_scaffolding: replaces the scaffolding of agents that only get recall.
+            target: anything given to ``store.attach``.
 
         Returns:
-            The attachment: the group id and what was done to each agent, by name.
-
-        Raises:
-            GroupIdRequired: no ``group_id``.
-            ValueError / TypeError: see :func:`~..toolkit.team_identity`; repeated agent names; an agent
-                attached to another group, holding memory bound elsewhere or a tool named like a memory tool.
+            True for agentchat objects.
         """
-        agents = list(iter_agents(target))
-        names = [agent.name for agent in agents]
-        duplicates = {n for n in names if names.count(n) > 1}
-        if duplicates:
-            raise ValueError(f"agent names must be unique to share memory; repeated: {sorted(duplicates)}")
-        group_id, ids = team_identity(group_id, names, agent_ids)
-        # Validate everything before changing anything: attach is all or nothing.
-        for agent in agents:
-            done = self._attached.get(agent)
-            if done is not None and done.group_id != group_id:
-                raise ValueError(
-                    f"agent {agent.name!r} is already attached to group {done.group_id!r}; detach it first"
-                )
-            if done is not None and done.agent_id != ids[agent.name]:
-                raise ValueError(f"agent {agent.name!r} is already attached as {done.agent_id!r}; detach it first")
-            bound = _memory_binding(agent) if done is None else None
-            if bound is not None and (
-                bound[0] is not self.store or bound[1] != group_id or bound[2] != ids[agent.name]
-            ):
-                if bound[0] is not self.store:
-                    where = "another store"
-                elif bound[1] != group_id:
-                    where = f"group {bound[1]!r}"
-                else:
-                    where = f"agent {bound[2]!r}"
-                raise ValueError(
-                    f"agent {agent.name!r} already has shared memory bound to {where} (an agent loaded "
-                    "from a dumped, attached one, or attached to another store): detach it there first, or "
-                    "build it without the memory tools and memory view"
-                )
-            if done is None and isinstance(agent, AssistantAgent) and _function_calling(agent):
-                clash = _existing_tool_names(agent) & set(TOOL_NAMES)
-                if clash:
-                    raise ValueError(
-                        f"agent {agent.name!r} already has a tool named {sorted(clash)[0]!r}: rename that "
-                        "tool or do not attach shared memory to this agent"
-                    )
-        result: Attachment[AgentAttachment] = Attachment(group_id)
-        for agent in agents:
-            done = self._attached.get(agent)
-            if done is None:
-                done = self._attach_one(
-                    agent,
-                    ids[agent.name],
-                    group_id,
-                    scaffolding or DEFAULT_SCAFFOLDING,
-                    read_only_scaffolding or READ_ONLY_SCAFFOLDING,
-                )
-                self._attached[agent] = done
-            result.agents[agent.name] = done
-        teams: dict[str, dict[str, str]] = self.store.__dict__.setdefault(_TEAMS, {})
-        for team in _teams(target):  # a recording runtime names the team's agents as attach did
-            teams[team._team_id] = {a.name: ids[a.name] for a in iter_agents(team)}
-        return result
+        first = target[0] if isinstance(target, (list, tuple)) and target else target
+        return isinstance(first, (ChatAgent, Team))
 
-    def _attach_one(
-        self, agent: ChatAgent, agent_id: str, group_id: str, scaffolding: str, read_only: str
-    ) -> AgentAttachment:
-        store = self.store
-        join_group(store, group_id, agent_id)
-        _register_in_directory(store, agent, agent_id)
+    def agents(self, target: Any) -> list[Any]:
+        return list(iter_agents(target))
+
+    def check(self, agent: Any, binding: Binding) -> None:
+        bound = _memory_binding(agent)
+        where = bound_elsewhere(self.store, binding, bound) if bound is not None else None
+        if where is not None:
+            raise ValueError(
+                f"agent {binding.name!r} already has shared memory bound to {where} (an agent loaded "
+                "from a dumped, attached one, or attached to another store): detach it there first, or "
+                "build it without the memory tools and memory view"
+            )
+        if isinstance(agent, AssistantAgent) and _function_calling(agent):
+            clash = _existing_tool_names(agent) & set(TOOL_NAMES)
+            if clash:
+                raise ValueError(
+                    f"agent {binding.name!r} already has a tool named {sorted(clash)[0]!r}: rename that "
+                    "tool or do not attach shared memory to this agent"
+                )
+
+    def bind(self, agent: Any, binding: Binding) -> AgentAttachment:
+        store, agent_id, group_id = self.store, binding.agent_id, binding.group_id
         if not isinstance(agent, AssistantAgent):
             return AgentAttachment(agent.name, group_id, "member", agent_id)
-        original = list(agent._system_messages)
+        original = _system_messages(agent)
         if _function_calling(agent):
-            existing = next(
-                (wb for wb in agent._workbench if isinstance(wb, StaticWorkbench) and _is_memory_workbench(wb)),
-                None,
-            )
+            existing = next((wb for wb in _workbench(agent) if _is_memory_workbench(wb)), None)
             if existing is not None:  # e.g. an agent loaded from a dumped, already attached agent
                 workbench = existing
             else:
                 workbench = StaticWorkbench(list(memory_tools(store, agent_id, group_id)))
-                agent._workbench = [*agent._workbench, workbench]
-            agent._system_messages = _with_scaffolding(original, scaffolding)
+                _set_workbench(agent, [*_workbench(agent), workbench])
+            _set_system_messages(agent, _with_scaffolding(original, binding.scaffolding or DEFAULT_SCAFFOLDING))
             return AgentAttachment(
                 agent.name,
                 group_id,
@@ -277,12 +274,13 @@ class Attacher:
             "does not declare function calling (model_info['function_calling'])",
             "declare it in the client's model_info if the model can call functions",
         )
-        memory = next((m for m in agent._memory or [] if isinstance(m, SharedMemory)), None)
+        memory = next((m for m in _memory(agent) or [] if isinstance(m, SharedMemory)), None)
         added = memory is None  # one already there is bound to this store, group and agent (attach checked)
         if memory is None:
             memory = SharedMemory(store, agent_id, group_id)
-            agent._memory = [*(agent._memory or []), memory]
-        agent._system_messages = _with_scaffolding(original, read_only)
+            _set_memory(agent, [*(_memory(agent) or []), memory])
+        read_only = binding.read_only_scaffolding or READ_ONLY_SCAFFOLDING
+        _set_system_messages(agent, _with_scaffolding(original, read_only))
         return AgentAttachment(
             agent.name,
             group_id,
@@ -293,23 +291,41 @@ class Attacher:
             original_system_messages=original,
         )
 
-    def detach(self, target: Any) -> list[str]:
-        """Undo attach for every agent of ``target``; returns the names of the agents it changed."""
-        changed: list[str] = []
+    def unbind(self, agent: Any, record: AgentAttachment) -> None:
+        if not isinstance(agent, AssistantAgent):
+            return
+        if record.workbench is not None and record.added_workbench:
+            _set_workbench(agent, [wb for wb in _workbench(agent) if wb is not record.workbench])
+        memory = _memory(agent)
+        if record.memory is not None and record.added_memory and memory:
+            _set_memory(agent, [m for m in memory if m is not record.memory] or None)
+            drop_capsules(_model_context(agent))
+        if record.original_system_messages is not None:
+            _set_system_messages(agent, record.original_system_messages)
+
+    def describe(self, agent: Any, record: AgentAttachment) -> tuple[Any, Any, list[str]]:
+        """The directory entry: description, model, the agent's own tools (the memory tools are implied)."""
+        if not isinstance(agent, AssistantAgent):
+            return agent.description, None, []
+        tools = [t.name for t in (*_tools(agent), *_handoff_tools(agent))]
+        client = _model_client(agent)
+        model = str(_configured_model(client) or client.model_info.get("family") or "") or None
+        return agent.description, model, tools
+
+    def attached(self, target: Any, ids: Mapping[str, str]) -> None:
+        """Name the agents of every team in ``target`` for a recording runtime as attach did."""
+        teams: dict[str, dict[str, str]] = self.store.__dict__.setdefault(_TEAMS, {})
+        for team in _teams(target):
+            teams[_team_id(team)] = {a.name: ids[a.name] for a in iter_agents(team)}
+
+    def detached(self, target: Any) -> None:
         teams: dict[str, dict[str, str]] = self.store.__dict__.get(_TEAMS, {})
         for team in _teams(target):
-            teams.pop(team._team_id, None)
-        for agent in iter_agents(target):
-            done = self._attached.pop(agent, None)
-            if done is None:
-                continue
-            if isinstance(agent, AssistantAgent):
-                if done.workbench is not None and done.added_workbench:
-                    agent._workbench = [wb for wb in agent._workbench if wb is not done.workbench]
-                if done.memory is not None and done.added_memory and agent._memory:
-                    agent._memory = [m for m in agent._memory if m is not done.memory] or None
-                    drop_capsules(agent._model_context)
-                if done.original_system_messages is not None:
-                    agent._system_messages = done.original_system_messages
-            changed.append(agent.name)
-        return changed
+            teams.pop(_team_id(team), None)
+
+
+class Attacher(GenericAttacher[AgentAttachment]):
+    """The generic attacher with the AutoGen adapter (what ``store.attach`` uses for agentchat objects)."""
+
+    def __init__(self, store: FactStore) -> None:
+        super().__init__(store, Adapter(store))

@@ -1,4 +1,5 @@
-"""An in-process backend written from the contract's docstrings alone (base.py, core/, search/).
+"""An in-process backend written from the contract's docstrings alone (base.py, core/, search/): a third
+backend beside SQLite and PostgreSQL, for tests of code that uses a store, and an example of the contract.
 
 Each scope is a dict of tables (``meta``, ``facts``, ``audit``, the record tables), each table a dict from
 its key to a row (a dict of plain SQL scalars, ``seq`` included), in insertion order. Rows are never
@@ -23,7 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from autogen_shared_memory.backends.base import (
+from ..backends.base import (
     DRAFT_COLUMNS,
     FACT_COLUMN_NAMES,
     STORAGE_TABLES,
@@ -34,8 +35,8 @@ from autogen_shared_memory.backends.base import (
     draft_values,
     fact_from_row,
 )
-from autogen_shared_memory.core.records import TABLES, fts_column, table_spec
-from autogen_shared_memory.core.types import (
+from ..core.records import TABLES, fts_column, table_spec
+from ..core.types import (
     RUN_SESSION_PREFIX,
     Draft,
     EmbeddingModelMismatchError,
@@ -45,9 +46,9 @@ from autogen_shared_memory.core.types import (
     ScopeRef,
     ScopeStats,
 )
-from autogen_shared_memory.embedding import Vectors
-from autogen_shared_memory.search.lexical import idf
-from autogen_shared_memory.search.text import fold, fts5_terms, stem
+from ..embedding import Vectors
+from ..search.lexical import idf
+from ..search.text import fold, fts5_terms, stem
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -278,6 +279,8 @@ class _Tx:
         after_seq: int | None = None,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
+        if table not in self.tables:
+            raise ValueError(f"unknown table {table!r}")
         found = [dict(r) for r in self.tables[table].values() if _matches(r, where)]
         if after_seq is not None:
             found = [r for r in found if r["seq"] > after_seq]

@@ -1,0 +1,304 @@
+"""A scope's search index saved beside its file: a new process maps it and answers exactly as one that read
+the file; what changed since the save is read from the file; a file that is not this scope file's, of another
+epoch, damaged or cut short is ignored; a read-only store never writes one."""
+
+from __future__ import annotations
+
+import os
+import uuid
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autogen_shared_memory import DedupSettings, SharedMemoryStore
+from autogen_shared_memory.backends.base import ModelInfo
+from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.core.lifecycle import content_hash
+from autogen_shared_memory.core.types import Draft, ScopeRef, new_fact_id
+from autogen_shared_memory.search import index as index_module
+from autogen_shared_memory.search.saved import Coverage, Ids
+from autogen_shared_memory.testing import HashEmbedder
+
+GROUP = "g"
+SCOPE = ScopeRef("group", GROUP)
+QUERIES = ["amber falcon", "quiet river seven", "falcon report", "blue seven bridge", "nothing matches zzz"]
+WORDS = ["amber", "falcon", "quiet", "river", "seven", "blue", "bridge", "report", "north", "copper", "lamp"]
+
+
+def _texts(n: int, start: int = 0) -> list[str]:
+    rng = np.random.default_rng(start)
+    return [f"note {start + i}: " + " ".join(rng.choice(WORDS, 4)) for i in range(n)]
+
+
+def _store(root: Path, save_from: int | None = 100, **options: object) -> SharedMemoryStore:
+    backend = SQLiteBackend(root, save_index_from=save_from, **options)  # type: ignore[arg-type]
+    return SharedMemoryStore(backend, embedder=HashEmbedder())
+
+
+def _answers(store: SharedMemoryStore) -> list[list[tuple[str, float]]]:
+    op = store.as_operator(GROUP)
+    return [[(h.id, round(h.score, 9)) for h in op.search(q, "group", top_k=8)] for q in QUERIES]
+
+
+def _index(store: SharedMemoryStore) -> index_module.VectorIndex:
+    return store.backend._indexes[SCOPE]  # type: ignore[attr-defined,no-any-return]
+
+
+def _saved_file(root: Path) -> Path:
+    return root / "group_g.db.index"
+
+
+def _filled(root: Path, n: int = 400) -> None:
+    store = _store(root)
+    store.as_operator(GROUP).remember_many(_texts(n), "group")
+    _answers(store)  # searching indexes the texts too; the save waits for both legs
+    store.close()  # waits for the save under way
+
+
+def test_a_new_store_maps_the_saved_index_and_answers_as_one_that_read_the_file(tmp_path: Path) -> None:
+    _filled(tmp_path)
+    assert _saved_file(tmp_path).stat().st_size > 0
+    mapped = _store(tmp_path, None)
+    got = _answers(mapped)
+    index = _index(mapped)
+    assert index.saved.rows == 400 and index.saved.postings == 400  # it mapped the file, texts indexed too
+    mapped.close()
+    _saved_file(tmp_path).unlink()
+    read = _store(tmp_path, None)
+    assert _answers(read) == got
+    assert _index(read).saved == Coverage()
+    read.close()
+
+
+def test_what_changed_since_the_save_is_read_from_the_file(tmp_path: Path) -> None:
+    _filled(tmp_path)
+    other = _store(tmp_path, None)  # another process: forgets one fact, adds others, never saves
+    op = other.as_operator(GROUP)
+    gone = op.search("amber falcon", "group", top_k=1)[0].id
+    op.forget(gone)
+    added = op.remember("copper lamp zebra unique words here", "group").id
+    other.close()
+    mapped = _store(tmp_path, None)
+    hits = [h.id for h in mapped.as_operator(GROUP).search("amber falcon copper lamp zebra", "group", top_k=50)]
+    assert _index(mapped).saved.rows == 400
+    assert added in hits and gone not in hits
+    mapped.close()
+
+
+def test_a_saved_index_of_another_scope_file_is_ignored(tmp_path: Path) -> None:
+    _filled(tmp_path / "a")
+    b = _store(tmp_path / "b", None)
+    b.as_operator(GROUP).remember_many(_texts(450, start=10_000), "group")  # same scope, other facts, rev ahead
+    b.close()
+    (tmp_path / "b" / "group_g.db.index").write_bytes(_saved_file(tmp_path / "a").read_bytes())
+    b = _store(tmp_path / "b", None)
+    got = _answers(b)
+    assert _index(b).saved == Coverage()  # the fact at its last seq is not the file's
+    b.close()
+    (tmp_path / "b" / "group_g.db.index").unlink()
+    b = _store(tmp_path / "b", None)
+    assert _answers(b) == got
+    b.close()
+
+
+def test_a_saved_index_of_an_earlier_epoch_is_ignored(tmp_path: Path) -> None:
+    _filled(tmp_path)
+    store = _store(tmp_path, None)
+    op = store.as_operator(GROUP)
+    for hit in op.search("amber", "group", top_k=20):
+        op.forget(hit.id)
+    time.sleep(0.01)
+    assert store.operator.purge(timedelta(milliseconds=1)) > 0  # deletes rows: the scope's epoch moves on
+    store.close()
+    store = _store(tmp_path, None)
+    got = _answers(store)
+    assert _index(store).saved == Coverage()
+    store.close()
+    _saved_file(tmp_path).unlink()
+    store = _store(tmp_path, None)
+    assert _answers(store) == got
+    store.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(0, 10**7), flips=st.lists(st.tuples(st.integers(0, 4095), st.integers(1, 255)), max_size=4))
+def test_a_damaged_or_cut_short_file_is_ignored(tmp_path_factory: pytest.TempPathFactory, cut: int, flips: list) -> None:
+    root = tmp_path_factory.mktemp("damaged")
+    _filled(root, 150)
+    path = _saved_file(root)
+    data = bytearray(path.read_bytes())
+    for at, bits in flips:  # the header and the start of the arrays
+        if at < len(data):
+            data[at] ^= bits
+    path.write_bytes(bytes(data[: min(cut, len(data))] if cut < len(data) else data))
+    store = _store(root, None)
+    got = _answers(store)  # never raises
+    store.close()
+    path.unlink()
+    store = _store(root, None)
+    if not flips or cut < len(data):
+        assert _answers(store) == got
+    store.close()
+
+
+def test_a_read_only_store_maps_the_file_and_never_writes_one(tmp_path: Path) -> None:
+    store = _store(tmp_path, None)
+    store.as_operator(GROUP).remember_many(_texts(300), "group")
+    store.close()
+    viewer = _store(tmp_path, 10, read_only=True)
+    _answers(viewer)
+    viewer.close()
+    assert not _saved_file(tmp_path).exists()
+    _filled(tmp_path / "w", 300)
+    viewer = _store(tmp_path / "w", 10, read_only=True)
+    _answers(viewer)
+    assert _index(viewer).saved.rows == 300
+    viewer.close()
+
+
+def test_a_killed_save_leaves_nothing_the_next_save_keeps(tmp_path: Path) -> None:
+    store = _store(tmp_path, None)
+    store.as_operator(GROUP).remember_many(_texts(200), "group")
+    store.close()
+    dead = 2**22 + 12345  # no such process
+    left = tmp_path / f".group_g.db.index.{dead}.0123456789abcdef.tmp"
+    left.write_bytes(b"half a file")
+    Path(f"{left}-lock").write_bytes(b"")
+    os.utime(f"{left}-lock", (time.time() - 3600, time.time() - 3600))
+    _filled(tmp_path, 0)
+    assert not left.exists() and not Path(f"{left}-lock").exists()
+    assert _saved_file(tmp_path).exists()
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return (rows / np.linalg.norm(rows, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _drafts(texts: list[str]) -> list[Draft]:
+    now = time.time()
+    return [Draft(new_fact_id("group"), t, "system", now, content_hash=content_hash(t)) for t in texts]
+
+
+def test_writes_into_a_mapped_index_decide_as_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Cells propose the near-duplicate candidates of a big scope (here: every scope); mapped from the file,
+    # they make the same merges as cells built from the rows.
+    monkeypatch.setattr(index_module, "CELLS_FROM", 1)
+    rng = np.random.default_rng(4)
+    model, d = ModelInfo("test-saved", 64), 64
+    stored = _unit(rng.standard_normal((1200, d)))
+    texts = [f"service {i} runs in region {i % 7}" for i in range(1200)]
+    picks = rng.choice(1200, 60, replace=False)
+    batch = _unit(stored[picks] + 0.02 * rng.standard_normal((60, d)))  # restatements, cosine ~0.98
+    batch_texts = [texts[i] for i in picks]
+
+    def decisions(root: Path, save: bool) -> list[tuple[str, int | None]]:
+        backend = SQLiteBackend(root, save_index_from=100)
+        filled = backend.write(SCOPE, _drafts(texts), stored, model, 2.0, 2.0)
+        backend.write(SCOPE, _drafts(["warm up"]), _unit(rng.standard_normal((1, d))), model, 0.95, 0.8)
+        backend.close()  # saved, with the cells the write built
+        if not save:
+            (root / "group_g.db.index").unlink()
+        backend = SQLiteBackend(root, save_index_from=None)
+        position = {r.id: i for i, r in enumerate(filled)}
+        receipts = backend.write(SCOPE, _drafts(batch_texts), batch, model, 0.95, 0.8)
+        if save:
+            assert backend._indexes[SCOPE].saved.cells >= 1200
+        backend.close()
+        return [(r.status, position.get(r.duplicate_of or "")) for r in receipts]
+
+    mapped, read = decisions(tmp_path / "m", True), decisions(tmp_path / "r", False)
+    assert [s for s, _ in mapped].count("reinforced") == 60
+    assert mapped == read
+
+
+_ID = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=12)
+
+
+@given(st.lists(_ID, max_size=30), st.lists(_ID, max_size=10))
+def test_packed_ids_read_back_as_written(base: list[str], more: list[str]) -> None:
+    blob, ends = _pack(base)
+    ids = Ids(blob, ends)
+    ids.extend(more)
+    everything = base + more
+    assert len(ids) == len(everything) and list(ids) == everything
+    assert [ids[i] for i in range(-len(everything), len(everything))] == everything * 2
+    assert ids[1:3] == everything[1:3]
+    blob2, ends2 = ids.packed(len(everything))
+    assert list(Ids(blob2, ends2)) == everything
+    frozen = ids.snapshot(len(base))
+    ids.extend(["later"])
+    assert list(frozen) == base
+
+
+def _pack(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    some = Ids()
+    some.extend(ids)
+    return some.packed(len(ids))
+
+
+# ------------------------------------------------------------------ PostgreSQL with an index_dir
+def _pg_store(
+    dsn: str, schema: str, folder: Path, save_from: int | None = 100, **options: Any
+) -> SharedMemoryStore:
+    from autogen_shared_memory.backends.postgres import PostgresBackend
+
+    backend = PostgresBackend(dsn, schema=schema, index_dir=folder, save_index_from=save_from, max_size=2)
+    return SharedMemoryStore(backend, embedder=HashEmbedder(), **options)
+
+
+def _pg_index(store: SharedMemoryStore) -> index_module.VectorIndex:
+    return store.backend._caches[SCOPE]  # type: ignore[attr-defined,no-any-return]
+
+
+def test_postgres_saves_the_index_in_its_folder_and_a_new_process_maps_it(pg_dsn: str, tmp_path: Path) -> None:
+    schema = f"saved_{uuid.uuid4().hex[:12]}"
+    store = _pg_store(pg_dsn, schema, tmp_path / "idx")
+    store.as_operator(GROUP).remember_many(_texts(400), "group")
+    _answers(store)
+    store.close()
+    assert len(list((tmp_path / "idx").glob("*.index"))) == 1
+    other = _pg_store(pg_dsn, schema, tmp_path / "elsewhere", None)  # another machine: no saved index
+    op = other.as_operator(GROUP)
+    gone = op.search("amber falcon", "group", top_k=1)[0].id
+    op.forget(gone)
+    added = op.remember("copper lamp zebra unique words here", "group").id
+    again = op.remember(_texts(1)[0], "group")  # the same text: found through the content-hash keys
+    assert again.status == "reinforced"
+    read = _answers(other)
+    other.close()
+    mapped = _pg_store(pg_dsn, schema, tmp_path / "idx", None)
+    assert _answers(mapped) == read
+    index = _pg_index(mapped)
+    assert index.saved.rows == 400
+    hits = [h.id for h in mapped.as_operator(GROUP).search("amber falcon copper lamp zebra", "group", top_k=50)]
+    assert added in hits and gone not in hits
+    mapped.close()
+    # exact duplicates are found through the mapped content-hash keys (near duplicates switched off)
+    mapped = _pg_store(pg_dsn, schema, tmp_path / "idx", None, dedup=DedupSettings(near_duplicate=2.0, similar=2.0))
+    assert mapped.as_operator(GROUP).remember(_texts(2)[1], "group").status == "reinforced"
+    assert _pg_index(mapped).saved.rows == 400
+    mapped.close()
+
+
+def test_postgres_ignores_a_saved_index_of_another_schema(pg_dsn: str, tmp_path: Path) -> None:
+    a, b = f"saved_{uuid.uuid4().hex[:12]}", f"saved_{uuid.uuid4().hex[:12]}"
+    store = _pg_store(pg_dsn, a, tmp_path)
+    store.as_operator(GROUP).remember_many(_texts(300), "group")
+    _answers(store)
+    store.close()
+    other = _pg_store(pg_dsn, b, tmp_path / "b", None)
+    other.as_operator(GROUP).remember_many(_texts(350, start=5000), "group")
+    want = _answers(other)
+    name = other.backend._saved_index_name(SCOPE)  # type: ignore[attr-defined]
+    other.close()
+    (tmp_path / "b" / name).write_bytes(next(tmp_path.glob("*.index")).read_bytes())  # a's index under b's name
+    other = _pg_store(pg_dsn, b, tmp_path / "b", None)
+    assert _answers(other) == want
+    assert _pg_index(other).saved == Coverage()
+    other.close()
