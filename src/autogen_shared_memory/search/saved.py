@@ -26,6 +26,7 @@ import json
 import mmap
 import os
 import struct
+import zlib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -39,9 +40,9 @@ from .int8 import Codes
 from .postings import Vocab
 
 MAGIC = b"ASMINDEX"
-FORMAT = 2
+FORMAT = 3
 _ALIGN = 64
-_HEAD = struct.Struct("<8sQ")  # magic, length of the JSON header that follows
+_HEAD = struct.Struct("<8sQI")  # magic, length and CRC-32 of the JSON header that follows
 
 
 def coverage(index: VectorIndex) -> Coverage:
@@ -148,7 +149,7 @@ def write(saved: Capture, out: BinaryIO) -> None:
         offset += -(-size // _ALIGN) * _ALIGN
     header = json.dumps({**saved.header, "arrays": layout}).encode()
     start = -(-(_HEAD.size + len(header)) // _ALIGN) * _ALIGN
-    out.write(_HEAD.pack(MAGIC, len(header)) + header)
+    out.write(_HEAD.pack(MAGIC, len(header), zlib.crc32(header)) + header)
     for name, array in arrays.items():
         out.seek(start + layout[name]["offset"])
         out.write(np.ascontiguousarray(array).tobytes())
@@ -182,8 +183,10 @@ def read(path: Path) -> Mapped | None:
     except (OSError, ValueError):
         return None
     try:
-        magic, length = _HEAD.unpack_from(mm, 0)
+        magic, length, crc = _HEAD.unpack_from(mm, 0)
         if magic != MAGIC or _HEAD.size + length > size:
+            return None
+        if zlib.crc32(mm[_HEAD.size : _HEAD.size + length]) != crc:  # a damaged header (its counts, offsets)
             return None
         header = json.loads(bytes(mm[_HEAD.size : _HEAD.size + length]))
         if header.get("format") != FORMAT:
