@@ -284,14 +284,17 @@ def plot(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         ("single_rate", "single write (facts/s)"),
         ("search_group_p50_ms", "search p50, one scope (ms)"),
         ("first_search_s", "first search of a new process (s)"),
-        ("search_worker_rss_mb", "searching worker RSS (MB)"),
+        ("search_worker_rss_mb", "searching worker RSS, dashed: private (MB)"),
         ("disk_bytes_per_fact", "disk per fact (bytes)"),
     ]
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for ax, (key, label) in zip(axes.flat, panels, strict=True):
         for backend in sorted({r["backend"] for r in rows}):
             mine = [r for r in rows if r["backend"] == backend]
-            ax.plot([r["size"] for r in mine], [r[key] for r in mine], marker="o", label=backend)
+            line = ax.plot([r["size"] for r in mine], [r[key] for r in mine], marker="o", label=backend)
+            if key == "search_worker_rss_mb":  # the rest is mapped file pages, shared by every process
+                private = [r.get("search_worker_private_mb", float("nan")) for r in mine]
+                ax.plot([r["size"] for r in mine], private, linestyle="--", color=line[0].get_color())
         ax.set_xscale("log")
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("facts in the scope")
