@@ -147,7 +147,7 @@ def write(saved: Capture, out: BinaryIO) -> None:
         size = int(np.prod(shape, dtype=np.int64)) * array.dtype.itemsize
         layout[name] = {"offset": offset, "dtype": array.dtype.str, "shape": shape, "filled": len(array)}
         offset += -(-size // _ALIGN) * _ALIGN
-    header = json.dumps({**saved.header, "arrays": layout}).encode()
+    header = json.dumps({**saved.header, "arrays": layout, "data_bytes": offset}).encode()
     start = -(-(_HEAD.size + len(header)) // _ALIGN) * _ALIGN
     out.write(_HEAD.pack(MAGIC, len(header), zlib.crc32(header)) + header)
     for name, array in arrays.items():
@@ -192,6 +192,8 @@ def read(path: Path) -> Mapped | None:
         if header.get("format") != FORMAT:
             return None
         start = -(-(_HEAD.size + length) // _ALIGN) * _ALIGN
+        if size != start + int(header["data_bytes"]):  # cut short (or grown): not the file that was written
+            return None
         arrays, filled = {}, {}
         for name, spec in header["arrays"].items():
             dtype = np.dtype(spec["dtype"])
