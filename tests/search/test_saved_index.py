@@ -318,3 +318,20 @@ def test_postgres_ignores_a_saved_index_of_another_schema(pg_dsn: str, tmp_path:
     assert _answers(other) == want
     assert _pg_index(other).saved == Coverage()
     other.close()
+
+
+def test_a_header_changed_behind_its_checksum_is_ignored(
+    pristine: tuple[Path, list[list[tuple[str, float]]]], tmp_path: Path
+) -> None:
+    # A header that still parses, with counts that still fit the file (fewer rows: the last-id check would
+    # pass on the shorter index, and 10 facts would silently drop out of search): only its CRC-32 tells.
+    source, want = pristine
+    for name in ("group_g.db", "ids.db"):
+        (tmp_path / name).write_bytes((source / name).read_bytes())
+    data = _saved_file(source).read_bytes()
+    assert data.count(b'"rows": 150') == 1
+    _saved_file(tmp_path).write_bytes(data.replace(b'"rows": 150', b'"rows": 140'))
+    store = _store(tmp_path, None)
+    assert _answers(store) == want
+    assert _index(store).saved == Coverage()
+    store.close()
