@@ -1,14 +1,13 @@
 """Framework adapters, found by registration: the façade imports none of them.
 
 An adapter is a module that defines ``Adapter``, a class following
-:class:`~autogen_shared_memory.integration.attacher.FrameworkAdapter`::
+:class:`~autogen_shared_memory.integration.attacher.FrameworkAdapter` (``Adapter(engine)``: one per store):
 
-    class Adapter:                            # Adapter(engine): one per store
-        @staticmethod
-        def claims(target) -> bool: ...       # is this team / agent / list of agents of my framework?
-        def agents(self, target) -> list: ...
-        def bind(self, agent, binding): ...   # -> the record of what it did (agent_name, group_id, agent_id, mode)
-        def unbind(self, agent, record): ...
+* ``claims(target)`` (static): whether a team, an agent or a list of agents belongs to its framework;
+* ``agents(target)``: the target's agents;
+* ``bind(agent, binding)``: bind one agent, returning the record of what it did (agent_name, group_id,
+  agent_id, mode);
+* ``unbind(agent, record)``: take that back;
 
 and one generic :class:`~autogen_shared_memory.integration.attacher.Attacher` does the rest for every
 framework (unique names, the group and identities, "bound elsewhere" checks, all or nothing, the undo

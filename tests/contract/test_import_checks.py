@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.settings import WritePolicy
+from autogen_shared_memory.testing.conformance import _export_is_consistent
 from autogen_shared_memory.transfer import ImportFormatError, ImportModelError, _parse, export_lines
 
 StoreFactory = Any
@@ -488,21 +489,6 @@ def test_an_import_never_creates_a_scope_for_the_operator_id(make_store: StoreFa
 
 
 # --------------------------------------------------------------------------- a snapshot per scope
-def export_is_consistent(lines: list[str]) -> tuple[int, int]:
-    """The audit rows of facts the export lacks, and the facts whose status disagrees with their trail."""
-    facts: dict[str, str] = {}
-    last: dict[str, str] = {}
-    for line in lines[1:-1]:
-        item = json.loads(line)
-        if item["table"] == "facts":
-            facts[item["row"]["id"]] = item["row"]["status"]
-        elif item["table"] == "audit":
-            last[item["row"]["fact_id"]] = item["row"]["event"]
-    orphans = sum(1 for fid in last if fid not in facts)
-    disagree = sum(1 for fid, status in facts.items() if (status == "forgotten") != (last.get(fid) == "forgotten"))
-    return orphans, disagree
-
-
 def _write_while_exported(place: tuple[str, ...], stop: str) -> None:
     from test_feed import open_place
 
@@ -532,7 +518,7 @@ def test_an_export_taken_while_another_process_writes_is_consistent(make_store: 
         while len(store.changes()) < start + 10 and time.monotonic() < deadline:  # the writer is writing
             time.sleep(0.05)
         for _ in range(3):
-            assert export_is_consistent(list(export_lines(store))) == (0, 0)
+            assert _export_is_consistent(list(export_lines(store))) == (0, 0)
         assert len(store.changes()) > start + 20  # it wrote during the exports
     finally:
         stop.touch()

@@ -20,6 +20,7 @@ from autogen_core import SingleThreadedAgentRuntime
 from autogen_shared_memory import MemoryAccessDenied, SharedMemoryStore
 from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.testing.conformance import _populate
 from autogen_shared_memory.transfer import ImportFormatError
 from autogen_shared_memory.views.agents import TaskNotFoundError, UnknownAgentError
 from autogen_shared_memory.views.caselog import CheckpointError
@@ -383,24 +384,6 @@ def test_purge_records_per_kind_and_case_log_only_when_asked(
     alice.case_log.append("the guard is back after a purge")
     with pytest.raises(Exception, match="append-only"):
         raw_sql(store, "crew", "DELETE FROM {case_log}")
-
-
-def _populate(store: SharedMemoryStore) -> dict[str, Any]:
-    alice = store.for_agent("alice", "crew")
-    keep = store.as_agent("alice", "crew").remember("Deploys happen on Thursdays", "group", tags=["ops"])
-    old = store.operator.remember("Freeze starts Monday", "global")
-    store.operator.remember("Freeze starts Wednesday", "global", supersedes=[old.id])
-    gone = alice.store_insight("pref", "likes tea")
-    store.as_agent("alice").forget(gone.id, "wrong")
-    alice.log_conversation("assistant", "hello from alice")
-    alice.log_tool_call("search", {"q": "x"}, "ok", True, 1.5)
-    alice.case_log.append("case opened")
-    alice.update_user_profile("lang", "en")
-    alice.register(capabilities=["ops"])
-    alice.create_task("write docs")
-    store.state.store_agent_state("alice", "u1", "k", {"v": 1})
-    store.operator.set_private("alice")
-    return {"keep": keep.id, "old": old.id, "gone": gone.id}
 
 
 def test_export_one_agent(store: SharedMemoryStore, tmp_path: Path) -> None:

@@ -335,3 +335,13 @@ def test_a_header_changed_behind_its_checksum_is_ignored(
     assert _answers(store) == want
     assert _index(store).saved == Coverage()
     store.close()
+
+
+def test_postgres_refuses_an_index_dir_that_cannot_be_a_folder(pg_dsn: str, tmp_path: Path) -> None:
+    from autogen_shared_memory.backends.postgres import PostgresBackend
+
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ValueError, match="index_dir .* cannot be used as a folder"):
+        PostgresBackend(pg_dsn, schema="unused_x", index_dir=tmp_path / "a-file" / "idx")
+    with pytest.raises(ValueError, match="does not apply to search='server'"):
+        PostgresBackend(pg_dsn, schema="unused_x", index_dir=tmp_path / "idx", search="server")

@@ -322,7 +322,10 @@ class PostgresBackend(Backend):
         if self.index_dir is not None and self.search == "server":
             raise ValueError("index_dir keeps the in-process index: it does not apply to search='server'")
         if self.index_dir is not None:
-            self.index_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.index_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ValueError(f"index_dir {str(self.index_dir)!r} cannot be used as a folder: {exc}") from exc
         self._saved = SavedIndexes(save_index_from if self.index_dir is not None else None)
         self._existing: set[ScopeRef] = set()  # scopes known to exist (a row in asm_scopes is never deleted)
         self._added_since_check = 0  # facts this process added since it last looked at the statistics
