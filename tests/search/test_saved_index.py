@@ -165,6 +165,53 @@ def test_a_file_with_a_damaged_header_or_cut_short_is_ignored(
     store.close()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(rows=[0, 149, 150, 3], changed=None)  # mapped rows and appended ones in one gather
+@example(rows=[5, 5, 7], changed=5)  # a mapped row changed in this process: read from memory from then on
+@given(rows=st.lists(st.integers(0, 179), max_size=40), changed=st.none() | st.integers(0, 179))
+def test_gathers_from_a_mapped_index_read_its_rows_as_they_are(
+    pristine: tuple[Path, list[list[tuple[str, float]]]],
+    tmp_path_factory: pytest.TempPathFactory,
+    rows: list[int],
+    changed: int | None,
+) -> None:
+    # Scattered rows of a mapped index are read from its file, not through the mapping: they must be the rows
+    # the index holds, appended and changed ones included.
+    source, _ = pristine
+    root = tmp_path_factory.mktemp("gather")
+    for name in ("group_g.db", "ids.db", "group_g.db.index"):
+        (root / name).write_bytes((source / name).read_bytes())
+    store = _store(root, None)
+    store.as_operator(GROUP).remember_many(_texts(30, start=500), "group")  # rows 150..179, in memory
+    index = _index(store)
+    assert index.codes.file is not None and index.codes.file.rows == 150
+    if changed is not None:
+        index._set_vectors(changed, _unit(np.random.default_rng(changed).standard_normal((1, index.dim))))
+    codes, picked = index.codes.rows(index.n), np.asarray(rows, dtype=np.int64)
+    for name in ("coarse", "fine"):
+        assert np.array_equal(codes.gather(name, picked), getattr(codes, name)[picked])
+    q = _unit(np.random.default_rng(1).standard_normal(index.dim))
+    assert np.array_equal(codes.cosines(picked, q)[0], codes.take(picked).cosines(np.arange(len(rows)), q)[0])
+    store.close()
+
+
+def test_a_mapped_files_descriptor_is_closed_with_the_last_index_holding_it(
+    pristine: tuple[Path, list[list[tuple[str, float]]]],
+) -> None:
+    from autogen_shared_memory.search import saved
+
+    mapped = saved.read(_saved_file(pristine[0]))
+    assert mapped is not None
+    fd = mapped.file.fd
+    os.fstat(fd)
+    del mapped
+    import gc
+
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
 def test_a_read_only_store_maps_the_file_and_never_writes_one(tmp_path: Path) -> None:
     store = _store(tmp_path, None)
     store.as_operator(GROUP).remember_many(_texts(300), "group")

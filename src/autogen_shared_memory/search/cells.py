@@ -88,7 +88,8 @@ def _halves(x: npt.NDArray[np.float32]) -> npt.NDArray[np.bool_]:
 def _directions(codes: Codes, rows: npt.NDArray[np.int64] | slice) -> npt.NDArray[np.float32]:
     """The rows' directions from their coarse codes (the scale is a positive factor per row: it changes no
     nearest centre)."""
-    return _unit(codes.coarse[rows].astype(np.float32))
+    coarse = codes.coarse[rows] if isinstance(rows, slice) else codes.gather("coarse", rows)
+    return _unit(coarse.astype(np.float32))
 
 
 class Cells:
@@ -160,7 +161,7 @@ class Cells:
         sums = []
         for part in self._split(x, limit):
             self.members.append(rows[part])
-            self.signs.append(signs(codes.coarse[rows[part]]))
+            self.signs.append(signs(codes.gather("coarse", rows[part])))
             sums.append(x[part].sum(axis=0))
         return sums
 

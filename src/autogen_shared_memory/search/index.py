@@ -8,7 +8,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -19,6 +19,7 @@ from ..embedding import Vectors
 from .cells import CELLS_FROM, Cells, grown
 from .engine import side_by_side
 from .int8 import (
+    CODE_ARRAYS,
     ROUNDING,
     Codes,
     coarse_bounds,
@@ -166,14 +167,16 @@ class VectorIndex:
             arr[: self.n] = old[: self.n]
             return arr
 
-        self.codes = Codes(*(grown(getattr(self.codes, f.name)) for f in fields(Codes)))
+        self.codes = Codes.of(grown(getattr(self.codes, name)) for name in CODE_ARRAYS)  # in memory: no file
         for name in ("seq", "active", "expires"):
             setattr(self, name, grown(getattr(self, name)))
 
     def _set_vectors(self, lo: int, vectors: npt.NDArray[np.float32], codes: Codes | None = None) -> None:
         codes = quantize(vectors) if codes is None else codes
-        for f in fields(Codes):
-            getattr(self.codes, f.name)[lo : lo + len(vectors)] = getattr(codes, f.name)
+        if self.codes.file is not None and lo < self.codes.file.rows:  # a mapped row changes: the file no longer has it
+            self.codes.file = None
+        for name in CODE_ARRAYS:
+            getattr(self.codes, name)[lo : lo + len(vectors)] = getattr(codes, name)
 
     def append(
         self,
@@ -198,8 +201,8 @@ class VectorIndex:
         batch's inserts, a first load), as per row numpy's call overhead is most of the cost."""
         self._grow(self.n + len(fact_ids), int(codes.coarse.shape[1]))
         lo, hi = self.n, self.n + len(fact_ids)
-        for f in fields(Codes):
-            getattr(self.codes, f.name)[lo:hi] = getattr(codes, f.name)
+        for name in CODE_ARRAYS:
+            getattr(self.codes, name)[lo:hi] = getattr(codes, name)
         self.seq[lo:hi] = seqs
         self.active[lo:hi] = active
         self.expires[lo:hi] = [np.inf if e is None else e for e in expires]

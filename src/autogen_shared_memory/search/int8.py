@@ -11,10 +11,11 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,46 @@ def scan_pool() -> ThreadPoolExecutor:
     return _SCAN_POOL[1]
 
 
+class RowFile:
+    """Where a mapped index's code rows also lie in its file (:mod:`~.saved`): the first ``rows`` rows of each
+    int8 code array, ``width`` bytes a row from its offset.
+
+    A gather of scattered rows reads them from the file (one ``pread`` each) instead of through the mapping:
+    on kernels that keep files in large folios (ext4 on Linux 6.18 here), one touched byte maps a whole folio,
+    and a few hundred scattered rows mapped most of a 1M-fact scope's codes into every process that looked
+    at them. The rows are the same either way: rows below ``rows`` never change within an index generation,
+    and the descriptor keeps the mapped file, not whatever file is renamed over it later.
+    """
+
+    __slots__ = ("__weakref__", "fd", "offsets", "rows", "width")
+
+    def __init__(self, fd: int, offsets: dict[str, int], rows: int, width: int) -> None:
+        self.fd, self.offsets, self.rows, self.width = fd, offsets, rows, width
+        weakref.finalize(self, os.close, fd)
+
+    def gather(self, name: str, array: npt.NDArray[np.int8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
+        """``array[rows]`` with the rows in the file read from it."""
+        rows = np.asarray(rows, dtype=np.int64)
+        in_file = rows < self.rows
+        if len(rows) > self.rows // GATHER_SHARE or not in_file.any():  # most of the scope: the mapping
+            return array[rows]
+        base, width, fd = self.offsets[name], self.width, self.fd
+        out = np.frombuffer(
+            b"".join(os.pread(fd, width, base + r * width) for r in rows[in_file].tolist()), dtype=np.int8
+        ).reshape(-1, width)
+        if in_file.all():
+            return out
+        whole = np.empty((len(rows), width), dtype=np.int8)
+        whole[in_file] = out
+        whole[~in_file] = array[rows[~in_file]]
+        return whole
+
+
+GATHER_SHARE = 16  # a gather of more than 1/16 of the file's rows reads the mapping (it is most pages anyway)
+
+CODE_ARRAYS = ("coarse", "scale", "coarse_slack", "fine", "fine_scale", "slack", "norm")
+
+
 @dataclass
 class Codes:
     """Vectors as two levels of int8 codes: ``x = scale * coarse + fine_scale * fine + residual``.
@@ -41,7 +82,8 @@ class Codes:
     A scan reads only the coarse codes (a quarter of the float32 bytes); with the fine codes a row is rebuilt
     to within ``slack = |residual|`` (3e-5 to 4e-5 for MiniLM vectors). Each level keeps the exact norm of
     what it leaves out (``coarse_slack = |x - scale * coarse|``, ``slack``) and ``norm = |x|``, so every
-    product computed on the codes comes with a bound on its error, not an estimate of it.
+    product computed on the codes comes with a bound on its error, not an estimate of it. ``file``: where the
+    first rows of mapped codes lie in their file (:meth:`gather` reads scattered rows there).
     """
 
     coarse: npt.NDArray[np.int8]
@@ -51,23 +93,39 @@ class Codes:
     fine_scale: npt.NDArray[np.float32]
     slack: npt.NDArray[np.float32]
     norm: npt.NDArray[np.float32]
+    file: RowFile | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, arrays: Iterable[npt.NDArray[Any]], file: RowFile | None = None) -> Codes:
+        """Codes of the arrays in :data:`CODE_ARRAYS` order."""
+        named: dict[str, Any] = dict(zip(CODE_ARRAYS, arrays, strict=True))
+        return cls(**named, file=file)
 
     def __len__(self) -> int:
         return len(self.coarse)
 
     def rows(self, n: int) -> Codes:
         """The first ``n`` rows: they stay put while other threads append (or replace the arrays)."""
-        return Codes(*(getattr(self, f.name)[:n] for f in fields(Codes)))
+        return Codes.of((getattr(self, name)[:n] for name in CODE_ARRAYS), self.file)
 
     def take(self, rows: npt.NDArray[np.int64]) -> Codes:
         """These rows (a copy)."""
-        return Codes(*(getattr(self, f.name)[rows] for f in fields(Codes)))
+        return Codes.of(self.gather(name, rows) for name in CODE_ARRAYS)
+
+    def gather(self, name: str, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+        """``rows`` of the array ``name``, the int8 codes of mapped rows read from their file (:class:`RowFile`)."""
+        array = getattr(self, name)
+        if self.file is None or array.dtype != np.int8:
+            return np.asarray(array[rows])
+        return self.file.gather(name, array, rows)
 
     def rebuild(self, rows: npt.NDArray[np.int64] | slice) -> npt.NDArray[np.float32]:
         """float32 vectors of ``rows``, each within its ``slack`` of the original."""
-        coarse = self.coarse[rows].astype(np.float32)
+        if isinstance(rows, slice):
+            coarse, fine = self.coarse[rows].astype(np.float32), self.fine[rows].astype(np.float32)
+        else:
+            coarse, fine = self.gather("coarse", rows).astype(np.float32), self.gather("fine", rows).astype(np.float32)
         coarse *= self.scale[rows, None]
-        fine = self.fine[rows].astype(np.float32)
         fine *= self.fine_scale[rows, None]
         coarse += fine
         return coarse
@@ -78,8 +136,8 @@ class Codes:
         """``q . x`` of the rebuilt ``rows`` and a bound on each one's error. The sums run in float64 (no
         float32 accumulation error to bound), the few float32 roundings of the codes are in the margin."""
         q64 = q.astype(np.float64)
-        products = np.einsum("ij,j->i", self.coarse[rows], q64) * self.scale[rows]  # no BLAS threads
-        products += np.einsum("ij,j->i", self.fine[rows], q64) * self.fine_scale[rows]
+        products = np.einsum("ij,j->i", self.gather("coarse", rows), q64) * self.scale[rows]  # no BLAS threads
+        products += np.einsum("ij,j->i", self.gather("fine", rows), q64) * self.fine_scale[rows]
         q_norm = float(np.sqrt(q64 @ q64))
         error = q_norm * (self.slack[rows] + ROUNDING * self.norm[rows].astype(np.float64)) + 1e-30
         return products.astype(np.float32), error.astype(np.float32)
@@ -255,7 +313,7 @@ def coarse_bounds(
     q8, q_scale = q.coarse[j : j + 1], float(q.scale[j])
     reach = q_scale * float(np.sqrt(np.einsum("ij,ij->", q8, q8, dtype=np.float64)))
     spill = float(q.coarse_slack[j]) + ROUNDING * float(q.norm[j])
-    estimate = int8_dots(q8[0], codes.coarse[rows]) * (codes.scale[rows] * np.float32(q_scale))
+    estimate = int8_dots(q8[0], codes.gather("coarse", rows)) * (codes.scale[rows] * np.float32(q_scale))
     error = reach * codes.coarse_slack[rows] + spill * codes.norm[rows] + np.float32(1e-30)
     return estimate, error.astype(np.float32)
 

@@ -27,7 +27,7 @@ import mmap
 import os
 import struct
 import zlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from .cells import Cells
 from .index import Coverage, Ids, VectorIndex
-from .int8 import Codes
+from .int8 import CODE_ARRAYS, Codes, RowFile
 from .postings import Vocab
 
 MAGIC = b"ASMINDEX"
@@ -79,8 +79,8 @@ def capture(index: VectorIndex, epoch: int) -> Capture | None:
         "active": index.active[:n].copy(),
         "expires": index.expires[:n].copy(),
     }
-    for f in fields(Codes):
-        arrays[f"codes.{f.name}"] = getattr(index.codes, f.name)[:n]
+    for name in CODE_ARRAYS:
+        arrays[f"codes.{name}"] = getattr(index.codes, name)[:n]
     grows = dict.fromkeys(arrays, room)
     postings = index.postings
     if postings.n and postings._tail:
@@ -158,11 +158,13 @@ def write(saved: Capture, out: BinaryIO) -> None:
 
 @dataclass
 class Mapped:
-    """A saved index mapped into memory: its header and arrays (copy-on-write views of the file)."""
+    """A saved index mapped into memory: its header and arrays (copy-on-write views of the file), and the
+    file's code rows for gathers (:class:`~.int8.RowFile`, which owns a descriptor of the file)."""
 
     header: dict[str, Any]
     arrays: dict[str, npt.NDArray[Any]]
     filled: dict[str, int]
+    file: RowFile
 
 
 def read(path: Path) -> Mapped | None:
@@ -175,13 +177,19 @@ def read(path: Path) -> Mapped | None:
         The mapped index, its arrays at their full room (``filled`` rows of each hold data).
     """
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size < _HEAD.size:
-                return None
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+        fd = os.open(path, os.O_RDONLY)
     except (OSError, ValueError):
         return None
+    try:
+        size = os.fstat(fd).st_size
+        if size < _HEAD.size:
+            os.close(fd)
+            return None
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError):
+        os.close(fd)
+        return None
+    file = RowFile(fd, {}, 0, 0)  # closes the descriptor when nothing holds it any more
     try:
         magic, length, crc = _HEAD.unpack_from(mm, 0)
         if magic != MAGIC or _HEAD.size + length > size:
@@ -204,9 +212,11 @@ def read(path: Path) -> Mapped | None:
                 spec["shape"]
             )
             filled[name] = int(spec["filled"])
+            file.offsets[name] = start + int(spec["offset"])
+        file.rows, file.width = int(header["rows"]), int(header["dim"])
     except (ValueError, KeyError, TypeError, struct.error):
         return None
-    return Mapped(header, arrays, filled)
+    return Mapped(header, arrays, filled, file)
 
 
 def install(mapped: Mapped, index: VectorIndex) -> Coverage:
@@ -215,7 +225,9 @@ def install(mapped: Mapped, index: VectorIndex) -> Coverage:
     a, h = mapped.arrays, mapped.header
     n = int(h["rows"])
     index.dim = int(h["dim"])
-    index.codes = Codes(*(a[f"codes.{f.name}"] for f in fields(Codes)))
+    file = mapped.file
+    file.offsets = {name: file.offsets[f"codes.{name}"] for name in ("coarse", "fine")}
+    index.codes = Codes.of((a[f"codes.{name}"] for name in CODE_ARRAYS), file)
     index.seq, index.active, index.expires = a["seq"], a["active"], a["expires"]
     index.ids = Ids(a["ids.blob"], a["ids.ends"])
     index.n = n
