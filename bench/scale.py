@@ -218,6 +218,7 @@ def measure_backend(where: dict[str, str], sizes: Sequence[int], args: argparse.
         n += (args.rounds + 1) * BATCH + args.singles
         for scope in ("group", "all"):
             op.search(query(0), scope)
+            store.backend._saved.close()  # a save of the grown index (postings indexed by this search)
             times = []
             for i in range(1, args.queries + 1):
                 t = time.perf_counter()

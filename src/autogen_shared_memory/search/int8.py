@@ -56,7 +56,7 @@ class RowFile:
         """``array[rows]`` with the rows in the file read from it."""
         rows = np.asarray(rows, dtype=np.int64)
         in_file = rows < self.rows
-        if len(rows) > self.rows // GATHER_SHARE or not in_file.any():  # most of the scope: the mapping
+        if len(rows) > self.rows // GATHER_SHARE or not in_file.any() or not _PREAD:  # the mapping
             return array[rows]
         base, width, fd = self.offsets[name], self.width, self.fd
         out = np.frombuffer(
@@ -71,6 +71,7 @@ class RowFile:
 
 
 GATHER_SHARE = 16  # a gather of more than 1/16 of the file's rows reads the mapping (it is most pages anyway)
+_PREAD = hasattr(os, "pread")  # not on Windows: gathers read the mapping there
 
 CODE_ARRAYS = ("coarse", "scale", "coarse_slack", "fine", "fine_scale", "slack", "norm")
 
