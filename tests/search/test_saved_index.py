@@ -166,14 +166,15 @@ def test_a_file_with_a_damaged_header_or_cut_short_is_ignored(
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@example(rows=[0, 149, 150, 3], changed=None)  # mapped rows and appended ones in one gather
-@example(rows=[5, 5, 7], changed=5)  # a mapped row changed in this process: read from memory from then on
-@given(rows=st.lists(st.integers(0, 179), max_size=40), changed=st.none() | st.integers(0, 179))
+@example(rows=[0, 149, 150, 3], changed=None, scanned=False)  # mapped rows and appended ones in one gather
+@example(rows=[5, 5, 7], changed=5, scanned=False)  # a mapped row changed here: read from memory from then on
+@given(rows=st.lists(st.integers(0, 179), max_size=40), changed=st.none() | st.integers(0, 179), scanned=st.booleans())
 def test_gathers_from_a_mapped_index_read_its_rows_as_they_are(
     pristine: tuple[Path, list[list[tuple[str, float]]]],
     tmp_path_factory: pytest.TempPathFactory,
     rows: list[int],
     changed: int | None,
+    scanned: bool,
 ) -> None:
     # Scattered rows of a mapped index are read from its file, not through the mapping: they must be the rows
     # the index holds, appended and changed ones included.
@@ -185,6 +186,7 @@ def test_gathers_from_a_mapped_index_read_its_rows_as_they_are(
     store.as_operator(GROUP).remember_many(_texts(30, start=500), "group")  # rows 150..179, in memory
     index = _index(store)
     assert index.codes.file is not None and index.codes.file.rows == 150
+    index.codes.file.scanned = scanned  # a search scanned the coarse codes: they are read through the mapping
     if changed is not None:
         index._set_vectors(changed, _unit(np.random.default_rng(changed).standard_normal((1, index.dim))))
     codes, picked = index.codes.rows(index.n), np.asarray(rows, dtype=np.int64)

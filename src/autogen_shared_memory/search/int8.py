@@ -46,10 +46,11 @@ class RowFile:
     and the descriptor keeps the mapped file, not whatever file is renamed over it later.
     """
 
-    __slots__ = ("__weakref__", "fd", "offsets", "rows", "width")
+    __slots__ = ("__weakref__", "fd", "offsets", "rows", "scanned", "width")
 
     def __init__(self, fd: int, offsets: dict[str, int], rows: int, width: int) -> None:
         self.fd, self.offsets, self.rows, self.width = fd, offsets, rows, width
+        self.scanned = False  # a search scanned the coarse codes: they are mapped already, gathers read them there
         weakref.finalize(self, os.close, fd)
 
     def gather(self, name: str, array: npt.NDArray[np.int8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
@@ -116,7 +117,7 @@ class Codes:
     def gather(self, name: str, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
         """``rows`` of the array ``name``, the int8 codes of mapped rows read from their file (:class:`RowFile`)."""
         array = getattr(self, name)
-        if self.file is None or array.dtype != np.int8:
+        if self.file is None or array.dtype != np.int8 or (name == "coarse" and self.file.scanned):
             return np.asarray(array[rows])
         return self.file.gather(name, array, rows)
 
@@ -254,6 +255,9 @@ def int8_bounds(
         bounds = [n * i // pieces for i in range(pieces + 1)]
         blocks += [functools.partial(block, j, lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo]
     side_by_side(blocks, workers, scan_pool() if len(blocks) > 1 else None)
+    for part in parts:
+        if part.file is not None:
+            part.file.scanned = True
     return [
         Bounds(
             dot[0],
