@@ -51,7 +51,7 @@ class TestInMemory(BackendConformance):
 
 # ------------------------------------------------------------------------------------- as a third party
 # The third party's backend: the in-memory one with its storage named by a path (as a backend of files or of a
-# server would be), and three variants of it that each break one rule of the contract.
+# server would be), and four variants of it that each break one rule of the contract.
 THIRD_PARTY_BACKEND = """
 from autogen_shared_memory.testing import InMemoryBackend, MemoryDatabase
 
@@ -92,12 +92,19 @@ class AlwaysOldestFirst(MyBackend):
     def rows(self, scope, table, where=None, **options):
         options.pop("oldest_first", None)
         return super().rows(scope, table, where, **options)
+
+
+class IgnoresAfterSeq(MyBackend):
+    def rows(self, scope, table, where=None, **options):
+        options.pop("after_seq", None)
+        return super().rows(scope, table, where, **options)
 """
 # Each broken variant, and the test of the suite that must catch it.
 BROKEN = {
     "DropsAForget": "test_history_of_a_purged_fact_is_its_trail_for_whoever_could_read_it",
     "NewestFirst": "test_select_ids_lists_the_matching_facts_oldest_first_up_to_the_limit",
     "AlwaysOldestFirst": "test_rows_keep_seq_order_and_on_conflict_as_documented",
+    "IgnoresAfterSeq": "test_changes_pages_through_with_limit",  # fails: its callers refuse it, none pages forever
 }
 BROKEN_TESTS = (
     "import my_backend\nimport pytest\n\nfrom autogen_shared_memory.testing import BackendConformance\n"

@@ -45,7 +45,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .backends.base import Backend
+from .backends.base import Backend, page_after
 from .core.types import Change, Position, ScopeRef
 
 logger = logging.getLogger("autogen_shared_memory")
@@ -373,7 +373,7 @@ class Subscription:
                 self._deliver(change)
             if len(rows) < BATCH:
                 return
-            rows = self.backend.rows(scope, "audit", after_seq=after, limit=BATCH)
+            rows = page_after(self.backend, self.backend.rows(scope, "audit", after_seq=after, limit=BATCH), after)
 
     def _deliver(self, change: Change) -> None:
         try:

@@ -574,7 +574,7 @@ class Backend(ABC):
         re-embedding."""
         last = after_seq
         while True:
-            batch = self.rows(scope, "facts", after_seq=last, limit=batch_size)
+            batch = page_after(self, self.rows(scope, "facts", after_seq=last, limit=batch_size), last)
             if not batch:
                 return
             last = batch[-1]["seq"]
@@ -713,6 +713,8 @@ class Backend(ABC):
                 last = 0
                 while True:
                     batch = rows(table, limit=None if table == "meta" else 1000, after_seq=last)
+                    if table != "meta":
+                        page_after(self, batch, last)
                     for row in batch:
                         yield table, {c: v for c, v in row.items() if c != "seq"}
                     if table == "meta" or len(batch) < 1000:
@@ -1038,6 +1040,29 @@ def claim_model(tx: ScopeTx, scope: ScopeRef, model: ModelInfo) -> None:
 
 
 REEMBED_ROUNDS = 20  # rounds a re-embed makes after the facts written meanwhile before it gives up
+
+
+def page_after(backend: object, rows: list[dict[str, Any]], after: int) -> list[dict[str, Any]]:
+    """``rows``, one page of a backend's ``rows(..., after_seq=after)``, checked: a backend that returned a
+    row at or before ``after`` would have its caller page forever, so it is refused instead.
+
+    Args:
+        backend: the backend that returned the page (named in the error).
+        rows: the page, in ``seq`` order.
+        after: the ``after_seq`` it was asked for.
+
+    Returns:
+        ``rows``.
+
+    Raises:
+        SharedMemoryError: a row of the page is not after ``after`` (the backend breaks its contract).
+    """
+    if rows and int(rows[0]["seq"]) <= after:
+        raise SharedMemoryError(
+            f"{type(backend).__name__}.rows(after_seq={after}) returned a row with seq {rows[0]['seq']}: "
+            "the Backend contract is rows after it only"
+        )
+    return rows
 
 
 def written_since(

@@ -406,6 +406,7 @@ class BackendConformance:
         while batch := store.changes(since=position, limit=3):
             assert len(batch) <= 3
             paged.extend(_key(c) for c in batch)
+            assert len(paged) <= len(everything), "changes repeat: does rows() honour after_seq?"  # never loop
             position = batch[-1].position
         assert sorted(paged) == sorted(everything) and len(paged) == len(set(paged))
         with pytest.raises(ValueError):
