@@ -54,7 +54,19 @@ class RowFile:
         weakref.finalize(self, os.close, fd)
 
     def gather(self, name: str, array: npt.NDArray[np.int8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
-        """``array[rows]`` with the rows in the file read from it."""
+        """``array[rows]`` with the rows in the file read from it.
+
+        Args:
+            name: which code array (``"coarse"`` or ``"fine"``).
+            array: that array as this process holds it (rows past ``self.rows`` are read there).
+            rows: row positions, in any order, repeats allowed.
+
+        Returns:
+            The rows, a new ``(len(rows), width)`` array.
+
+        Raises:
+            OSError: the file could not be read.
+        """
         rows = np.asarray(rows, dtype=np.int64)
         in_file = rows < self.rows
         if len(rows) > self.rows // GATHER_SHARE or not in_file.any() or not _PREAD:  # the mapping
@@ -99,7 +111,15 @@ class Codes:
 
     @classmethod
     def of(cls, arrays: Iterable[npt.NDArray[Any]], file: RowFile | None = None) -> Codes:
-        """Codes of the arrays in :data:`CODE_ARRAYS` order."""
+        """Codes of the arrays in :data:`CODE_ARRAYS` order.
+
+        Args:
+            arrays: the seven arrays, in :data:`CODE_ARRAYS` order.
+            file: where their first rows lie in a saved index's file, if they are mapped from one.
+
+        Returns:
+            The codes.
+        """
         named: dict[str, Any] = dict(zip(CODE_ARRAYS, arrays, strict=True))
         return cls(**named, file=file)
 
@@ -115,7 +135,15 @@ class Codes:
         return Codes.of(self.gather(name, rows) for name in CODE_ARRAYS)
 
     def gather(self, name: str, rows: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
-        """``rows`` of the array ``name``, the int8 codes of mapped rows read from their file (:class:`RowFile`)."""
+        """``rows`` of the array ``name``, the int8 codes of mapped rows read from their file (:class:`RowFile`).
+
+        Args:
+            name: one of :data:`CODE_ARRAYS`.
+            rows: row positions.
+
+        Returns:
+            A new array of those rows.
+        """
         array = getattr(self, name)
         if self.file is None or array.dtype != np.int8 or (name == "coarse" and self.file.scanned):
             return np.asarray(array[rows])
