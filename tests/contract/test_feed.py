@@ -8,9 +8,8 @@ import json
 import multiprocessing as mp
 import threading
 import time
-import uuid
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,41 +18,13 @@ import pytest
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.core.types import Change, Position, PositionError, ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.testing.conformance import _key as key
+from autogen_shared_memory.testing.conformance import _settle as settle
+from autogen_shared_memory.testing.conformance import _wait_for as wait_for
+from autogen_shared_memory.testing.conformance import _write_sentinels as write_sentinels
 
 StoreFactory = Callable[..., SharedMemoryStore]
 GLOBAL, CREW, ALICE = ScopeRef("global"), ScopeRef("group", "crew"), ScopeRef("agent", "alice")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
-def write_sentinels(store: SharedMemoryStore, scopes: Iterable[ScopeRef]) -> set[str]:
-    """One new fact in each of ``scopes``; returns their ids."""
-    ids = set()
-    for scope in scopes:
-        writer = store.as_agent(scope.owner) if scope.kind == "agent" else store.as_operator(scope.owner or None)
-        ids.add(writer.remember(f"sentinel {uuid.uuid4().hex}", scope.kind).id)  # type: ignore[arg-type]
-    return ids
-
-
-def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeRef]) -> set[str]:
-    """Write a sentinel fact in each of ``scopes`` and wait until the feed delivered every one: it has then
-    read each of those scopes again after everything before, so a change it would deliver twice, or one it
-    should not deliver at all, is in ``seen`` by now. A fixed sleep instead proves nothing on a loaded
-    machine, where the feed may not look again before the sleep ends. Returns the sentinels' ids."""
-    ids = write_sentinels(store, scopes)
-    assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
-    return ids
-
-
-def key(change: Change) -> tuple[ScopeRef, int]:
-    return (change.scope, change.seq)
 
 
 def test_subscribe_from_a_position_catches_up_then_follows(make_store: StoreFactory) -> None:

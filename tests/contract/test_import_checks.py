@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from autogen_shared_memory import SharedMemoryStore
 from autogen_shared_memory.settings import WritePolicy
 from autogen_shared_memory.testing.conformance import _export_is_consistent
+from autogen_shared_memory.testing.conformance import _populated as populated
 from autogen_shared_memory.transfer import ImportFormatError, ImportModelError, _parse, export_lines
 
 StoreFactory = Any
@@ -28,21 +29,6 @@ StoreFactory = Any
 def rows_of(store: SharedMemoryStore) -> list[str]:
     """Every row of the store as export lines (sorted), without the header and end lines."""
     return sorted(list(export_lines(store))[1:-1])
-
-
-def populated(make_store: StoreFactory, tmp_path: Path) -> tuple[SharedMemoryStore, list[str]]:
-    src: SharedMemoryStore = make_store()
-    src.operator.add_member("crew", "alice")
-    alice = src.for_agent("alice", "crew")
-    src.as_agent("alice", "crew").remember("Deploys happen on Thursdays", "group", tags=["ops"])
-    gone = src.operator.remember("Freeze starts Monday", "global")
-    src.operator.forget(gone.id, "moved")
-    alice.log_conversation("assistant", "hello from alice", {"turn": 1})
-    alice.log_tool_call("search", {"q": "x"}, "ok", True, 1.5)
-    alice.create_task("write docs")
-    path = tmp_path / "export.jsonl"
-    src.export(path)
-    return src, path.read_text(encoding="utf-8").splitlines()
 
 
 def test_another_dimension_is_refused_before_anything_is_written(make_store: StoreFactory, tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import time
 import uuid
-from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -17,6 +16,8 @@ from autogen_shared_memory.backends.postgres import PostgresBackend
 from autogen_shared_memory.backends.postgres.notify import LISTENER_NAME, channel
 from autogen_shared_memory.core.types import Change
 from autogen_shared_memory.testing import HashEmbedder
+from autogen_shared_memory.testing.conformance import _settle as settle
+from autogen_shared_memory.testing.conformance import _wait_for as wait_for
 
 pytestmark = pytest.mark.usefixtures("pg_dsn")
 
@@ -27,27 +28,6 @@ def schema() -> str:
 
 def open_store(dsn: str, name: str) -> SharedMemoryStore:
     return SharedMemoryStore(PostgresBackend(dsn, schema=name, max_size=3), embedder=HashEmbedder())
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
-def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeRef]) -> set[str]:
-    """Write a sentinel fact in each of ``scopes`` and wait until the feed delivered every one: it has then
-    read each of those scopes again after everything before, so a change it would deliver twice is in
-    ``seen`` by now (a fixed sleep proves nothing on a loaded machine). Returns the sentinels' ids."""
-    ids = set()
-    for scope in scopes:
-        writer = store.as_agent(scope.owner) if scope.kind == "agent" else store.as_operator(scope.owner or None)
-        ids.add(writer.remember(f"sentinel {uuid.uuid4().hex}", scope.kind).id)  # type: ignore[arg-type]
-    assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
-    return ids
 
 
 def reconnects_failed(caplog: pytest.LogCaptureFixture) -> int:

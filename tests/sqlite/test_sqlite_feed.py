@@ -12,9 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 import zlib
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +21,8 @@ from autogen_shared_memory.backends.sqlite import scope_file_name
 from autogen_shared_memory.backends.sqlite.watch import RACY_SECONDS, _newest
 from autogen_shared_memory.core.types import Change, ScopeRef
 from autogen_shared_memory.testing import HashEmbedder
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
-
-
-def settle(store: SharedMemoryStore, seen: list[Change], scopes: Iterable[ScopeRef]) -> set[str]:
-    """Write a sentinel fact in each of ``scopes`` and wait until the feed delivered every one: it has then
-    read each of those scopes again after everything before, so a change it would deliver twice is in
-    ``seen`` by now (a fixed sleep proves nothing on a loaded machine). Returns the sentinels' ids."""
-    ids = set()
-    for scope in scopes:
-        writer = store.as_agent(scope.owner) if scope.kind == "agent" else store.as_operator(scope.owner or None)
-        ids.add(writer.remember(f"sentinel {uuid.uuid4().hex}", scope.kind).id)  # type: ignore[arg-type]
-    assert wait_for(lambda: ids <= {c.fact_id for c in seen}), "the feed stopped delivering"
-    return ids
+from autogen_shared_memory.testing.conformance import _settle as settle
+from autogen_shared_memory.testing.conformance import _wait_for as wait_for
 
 
 def _writer(root: str, out: Any, go_on: Any, may_close: Any) -> None:

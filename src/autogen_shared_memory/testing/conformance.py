@@ -225,7 +225,7 @@ def _some_history(store: SharedMemoryStore) -> None:
     store.operator.reembed()
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+def _wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
