@@ -146,6 +146,9 @@ def test_every_row_is_in_one_cell_and_cells_stay_small() -> None:
         assert np.array_equal(placed, np.arange(n))
         assert max(len(m) for m in cells.members) <= 2 * cell_size(n)
         assert len(cells.centres) == len(cells.members)
+        directions = _unit(codes.coarse[:n].astype(np.float32))  # a centre is its rows' mean direction
+        sums = np.stack([directions[m].sum(axis=0) for m in cells.members])
+        assert np.allclose(cells.sums, sums, atol=1e-3)
     # a row's own cell is nearly always among its vector's nearest cells (a row placed while the cells
     # were made may sit in a cell whose centre is not quite among them)
     probe = cells.probe(quantize(rows[:2000]), 0.95)
@@ -166,3 +169,35 @@ def test_the_sign_limit_keeps_pairs_at_the_floor() -> None:
         assert (noise <= limit).mean() < 0.01  # unrelated rows are left out
         bits = quantize(a).coarse[:, :SIGN_BITS] > 0
         assert np.array_equal(noise, (bits[1:] != bits[0]).sum(axis=1))
+
+
+def _placed(cells: Cells) -> list[list[int]]:
+    return sorted(sorted(m.tolist()) for m in cells.members)
+
+
+def test_a_batch_is_placed_where_its_probe_found_it_nearest() -> None:
+    # A probe keeps each vector's nearest centre for the rows the batch then stores; the placement is the one
+    # a fresh product would give, and a probe made before the centres moved is not used.
+    rng = np.random.default_rng(6)
+    rows = _unit(rng.standard_normal((9000, D)) + 2 * rng.standard_normal((1, D)))
+    codes = quantize(rows)
+    probed, plain = Cells(0), Cells(0)
+    for cells in (probed, plain):
+        cells.extend(codes, 6000)
+    batch = codes.take(np.arange(6000, 6256))
+    probed.probe(batch, 0.8)
+    assert (probed._nearest_known(batch.coarse) >= 0).all()
+    for n in (6256, 6512):  # the batch just probed, then rows no probe saw
+        probed.extend(codes, n)
+        plain.extend(codes, n)
+        assert _placed(probed) == _placed(plain)
+    stale = codes.take(np.arange(8744, 9000))
+    probed.probe(stale, 0.8)  # then the centres move and split before those rows come
+    before = len(probed.members)
+    for cells in (probed, plain):
+        cells.extend(codes, 8744)
+    assert len(probed.members) > before
+    assert (probed._nearest_known(stale.coarse) < 0).all()
+    probed.extend(codes, 9000)
+    plain.extend(codes, 9000)
+    assert _placed(probed) == _placed(plain)

@@ -105,6 +105,9 @@ class Cells:
         self.sums = np.zeros((0, 0), dtype=np.float32)  # of each cell's row directions: its centre's direction
         self.n = 0
         self.lock = threading.Lock()
+        # the nearest centre of each vector of the last probe, by its coarse codes: the rows a batch stores
+        # are placed with the product its probe made (valid while the centres stay as they were then)
+        self._known: dict[bytes, int] = {}
 
     def extend(self, codes: Codes, n: int) -> None:
         """Place rows ``self.n .. n - 1`` of ``codes``: all at once on the first call (first-level cells by
@@ -128,16 +131,21 @@ class Cells:
             for lo in range(self.n, n, _CHUNK):
                 hi = min(n, lo + _CHUNK)
                 x = _directions(codes, slice(lo, hi))
-                best = np.argmax(x @ self.centres.T, axis=1)
-                np.add.at(self.sums, best, x)
+                best = self._nearest_known(codes.coarse[lo:hi])
+                unknown = best < 0
+                if unknown.any():
+                    best[unknown] = np.argmax(x[unknown] @ self.centres.T, axis=1)
                 order = np.argsort(best, kind="stable")
                 cuts = np.searchsorted(best[order], np.arange(len(self.members) + 1))
+                joined = np.flatnonzero(np.diff(cuts))
+                self.sums[joined] += np.add.reduceat(x[order], cuts[joined], axis=0)
                 added = signs(codes.coarse[lo:hi])
-                for cell in np.flatnonzero(np.diff(cuts)).tolist():
+                for cell in joined.tolist():
                     new = order[cuts[cell] : cuts[cell + 1]]
                     self.members[cell] = np.concatenate([self.members[cell], lo + new])
                     self.signs[cell] = np.concatenate([self.signs[cell], added[:, new]], axis=1)
                     touched.add(cell)
+            self._known = {}
             more: list[npt.NDArray[np.float32]] = []
             for cell in sorted(touched):
                 if len(self.members[cell]) > limit:  # split: the first part keeps the cell's place
@@ -153,6 +161,12 @@ class Cells:
                 changed = np.fromiter(touched, dtype=np.int64)
                 self.centres[changed] = _unit(self.sums[changed])
             self.n = n
+
+    def _nearest_known(self, coarse: npt.NDArray[np.int8]) -> npt.NDArray[np.int64]:
+        """The nearest centre of each row of ``coarse`` that the last probe found (its vector's codes were
+        the same), -1 for the others."""
+        known = self._known
+        return np.fromiter((known.get(row.tobytes(), -1) for row in coarse), dtype=np.int64, count=len(coarse))
 
     def _place(self, codes: Codes, rows: npt.NDArray[np.int64], limit: int) -> list[npt.NDArray[np.float32]]:
         """Append ``rows`` as cells of at most ``limit`` rows (halving by 2-means) to ``members`` and
@@ -210,10 +224,13 @@ class Cells:
             return [np.zeros(0, dtype=np.int64)] * b
         if len(members) <= PROBES:
             nearest = np.broadcast_to(np.arange(len(members)), (b, len(members)))
+            self._known = {}
         else:
             with one_blas_thread() if b > 16 else contextlib.nullcontext():  # a few rows: no BLAS threads anyway
                 scores = _unit(vectors.coarse.astype(np.float32)) @ centres.T
-            nearest = np.argpartition(-scores, PROBES - 1, axis=1)[:, :PROBES]
+            nearest = np.argpartition(scores, -PROBES, axis=1)[:, -PROBES:]
+            best = np.argmax(scores, axis=1).tolist()
+            self._known = {row.tobytes(): cell for row, cell in zip(vectors.coarse, best, strict=True)}
         q, limit, out = signs(vectors.coarse), sign_limit(min(SIGN_BITS, centres.shape[1]), floor), []
         none = np.zeros(0, dtype=np.int64)
         for j, cells in enumerate(nearest):
