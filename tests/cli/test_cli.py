@@ -123,7 +123,10 @@ def ids(root: Path) -> dict[str, str]:
 
 
 def invoke(args: list[str], code: int = 0, env: dict[str, str] | None = None) -> Result:
-    result = CliRunner().invoke(app, args, env=env)
+    """The CLI's answer to ``args``, its output not a terminal and without ``$COLUMNS`` unless ``env`` sets it
+    (pytest-xdist's workers inherit ``COLUMNS=80``, which would wrap the tables these tests read)."""
+    environment: dict[str, str | None] = {"COLUMNS": None, **(env or {})}
+    result = CliRunner().invoke(app, args, env=environment)
     if result.exit_code != code or (result.exception is not None and not isinstance(result.exception, SystemExit)):
         raise AssertionError(
             f"{args} exited {result.exit_code} (expected {code})\nstdout: {result.stdout}\nstderr: {result.stderr}",
