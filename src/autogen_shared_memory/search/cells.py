@@ -166,6 +166,8 @@ class Cells:
         """The nearest centre of each row of ``coarse`` that the last probe found (its vector's codes were
         the same), -1 for the others."""
         known = self._known
+        if not known:  # no probe since the last placement (a first load, another process's rows)
+            return np.full(len(coarse), -1, dtype=np.int64)
         return np.fromiter((known.get(row.tobytes(), -1) for row in coarse), dtype=np.int64, count=len(coarse))
 
     def _place(self, codes: Codes, rows: npt.NDArray[np.int64], limit: int) -> list[npt.NDArray[np.float32]]:
