@@ -16,10 +16,12 @@ said otherwise:
   growth, on a background thread); the texts and their vectors are made before each clock starts;
 * single write rate: ``remember`` calls into the big scope;
 * search p50/p95: ``search`` in the big scope (``"group"``) and across the operator's scopes (``"all"``: the
-  big group scope and a global scope of 1,000 facts), top 5, over ``--queries`` queries;
+  big group scope and a global scope of 1,000 facts), top 5, over ``--queries`` queries, once the scope's
+  4-bit first pass (scopes of 262,144 facts or more) is built: ``build_ann`` after the first search, its
+  time reported; and the top-10 overlap of the vector search with the exact one (30 queries);
 * a new process: its first search (opening the store and loading what it needs, measured from before the
-  store is opened; the measuring process's saved search index is there), then its RSS after ``--queries``
-  searches (a searching worker);
+  store is opened; the measuring process's saved search index is there), then, once the first pass that
+  search started is built, its RSS after ``--queries`` searches (a searching worker);
 * a new process that only writes (4 batches of 256): its RSS (a writing worker);
 * disk per fact: the backend's own size of the big scope (the SQLite file; the PostgreSQL tables' share),
   and the saved search index's.
@@ -129,6 +131,8 @@ def pct(values: Sequence[float], q: float) -> float:
 # ------------------------------------------------------------------------------------------- workers
 def worker(kind: str, where: dict[str, str], queries: int, start: int) -> dict[str, Any]:
     """Run in a new process: a searching worker (its first search, then ``queries`` more) or a writing one."""
+    from autogen_shared_memory.core.types import ScopeRef
+
     t0 = time.perf_counter()
     store = open_store(where)
     op = store.as_operator(GROUP)
@@ -136,6 +140,9 @@ def worker(kind: str, where: dict[str, str], queries: int, start: int) -> dict[s
     if kind == "search":
         op.search(query(0), "group")
         out["first_search_s"] = time.perf_counter() - t0
+        t = time.perf_counter()
+        store.backend.build_ann(ScopeRef("group", GROUP))  # the 4-bit first pass this search started, if any
+        out["first_pass_s"] = time.perf_counter() - t
         for i in range(1, queries + 1):
             op.search(query(i), "all" if i % 2 else "group")
     else:
@@ -173,6 +180,24 @@ def fill(store: Any, texts: list[str]) -> None:
     drafts = [Draft(new_fact_id("group"), t, "system", now, content_hash=content_hash(t)) for t in texts]
     model = ModelInfo(RandomEmbedder.model_id, RandomEmbedder.dimension)
     store.backend.write(ScopeRef("group", GROUP), drafts, RandomEmbedder().embed(texts), model, 2.0, 2.0)
+
+
+def overlap(backend: Any, scope: Any, queries: int) -> float:
+    """The mean share of the exact vector search's top 10 that the backend's default search also returns
+    (its semantic leg alone, ``vector_index`` switched for the comparison)."""
+    from autogen_shared_memory.core.types import Filters
+
+    def top(kind: str) -> list[set[str]]:
+        backend.vector_index = kind
+        vectors = RandomEmbedder.make([query(i) for i in range(1, queries + 1)])
+        return [{fid for _, fid, _ in backend.semantic([scope], v, 10, Filters())} for v in vectors]
+
+    default = backend.vector_index
+    try:
+        exact, approx = top("exact"), top(default)
+    finally:
+        backend.vector_index = default
+    return statistics.mean(len(a & e) / max(len(e), 1) for a, e in zip(approx, exact, strict=True))
 
 
 def rates(fn: Callable[[list[str]], None], rounds: int, texts: Callable[[], list[str]]) -> float:
@@ -234,6 +259,12 @@ def measure_backend(where: dict[str, str], sizes: Sequence[int], args: argparse.
 
         row["single_rate"] = rates(single, args.singles, texts("s", 1))
         n += (args.rounds + 1) * BATCH + args.singles
+        group = ScopeRef("group", GROUP)
+        op.search(query(0), "group")
+        t = time.perf_counter()
+        store.backend.build_ann(group)  # the 4-bit first pass (1M facts), which the first search starts
+        row["first_pass_s"] = time.perf_counter() - t
+        row["overlap_at_10"] = overlap(store.backend, group, min(30, args.queries))
         for scope in ("group", "all"):
             op.search(query(0), scope)
             store.backend._saved.close()  # a save of the grown index (postings indexed by this search)
@@ -246,6 +277,7 @@ def measure_backend(where: dict[str, str], sizes: Sequence[int], args: argparse.
         store.backend._saved.close()  # waits for a save of the search index under way
         searcher = in_new_process("search", where, args.queries, 0)
         row["first_search_s"] = searcher["first_search_s"]
+        row["worker_first_pass_s"] = searcher["first_pass_s"]
         row["search_worker_rss_mb"] = searcher["rss_mb"]
         row["search_worker_private_mb"] = searcher["private_mb"]
         writer = in_new_process("write", where, 0, serial)
@@ -277,6 +309,8 @@ COLUMNS = [
     ("search_group_p95_ms", "p95", "{:.1f}"),
     ("search_all_p50_ms", "search p50 ms (all)", "{:.1f}"),
     ("search_all_p95_ms", "p95", "{:.1f}"),
+    ("overlap_at_10", "top-10 overlap with exact", "{:.3f}"),
+    ("first_pass_s", "4-bit pass built in s", "{:.1f}"),
     ("first_search_s", "first search of a new process s", "{:.2f}"),
     ("search_worker_rss_mb", "searching worker RSS MB", "{:,.0f}"),
     ("search_worker_private_mb", "of it private MB", "{:,.0f}"),

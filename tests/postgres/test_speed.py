@@ -163,6 +163,26 @@ def test_hnsw_vector_index_answers_like_the_exact_scan(pg_dsn: str) -> None:
     store.close()
 
 
+def test_the_4bit_first_pass_answers_like_the_exact_scan(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from autogen_shared_memory.search import index as index_module
+
+    monkeypatch.setattr(index_module, "PACKED_FROM", 300)  # 262,144 facts by default
+    name = schema()
+    store = open_store(pg_dsn, name, dedup=DedupSettings(near_duplicate=1.01))
+    texts = [f"service {i} is owned by team {i % 7} and deployed in region {i % 5} since {i % 11}" for i in range(500)]
+    store.as_operator("crew").remember_many(texts, "group")
+    exact = PostgresBackend(pg_dsn, schema=name, vector_index="exact")
+    assert store.backend.vector_index == "int4" and store.backend.build_ann(G)  # type: ignore[attr-defined]
+    assert not exact.build_ann(G)
+    for text in texts[:40:2]:
+        vector = store.embedder.embed([text])[0]
+        want = [round(h[2], 5) for h in exact.semantic([G], vector, 10, Filters())]
+        assert [round(h[2], 5) for h in store.backend.semantic([G], vector, 10, Filters())] == want
+    assert store.backend._cache(G).packed is not None  # type: ignore[attr-defined]
+    exact.close()
+    store.close()
+
+
 def layout(conn: psycopg.Connection[Any], name: str) -> dict[str, list[Any]]:
     """What a schema holds besides rows: the columns of every table, its indexes, triggers and functions."""
     queries = {

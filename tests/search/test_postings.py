@@ -107,3 +107,27 @@ def test_top_is_the_full_sort_cut_to_the_limit(levels: list[int], limit: int, se
     keep = allowed[positions]
     reference = sorted(zip(positions[keep].tolist(), scores[keep].tolist(), strict=True), key=lambda p: (-p[1], p[0]))
     assert top(positions, scores, allowed, limit) == reference[:limit]
+
+
+@given(st.integers(1, 400), st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), st.integers(0, 2**32 - 1))
+def test_sparse_and_dense_sums_are_the_same_to_the_last_bit(n: int, query: list[str], seed: int) -> None:
+    """Few postings for the scope's size are summed over their distinct positions, many over every position:
+    the same positions and the same float sums either way (weights added in the same order)."""
+    from autogen_shared_memory.search import postings
+
+    index = Postings()
+    index.add(corpus(n, seed))
+    stems = list(dict.fromkeys(stem(w) for t in query for w in tokens(t)))
+    found = {s: index.lookup(s) for s in stems}
+    weights = {s: idf(index.n, len(found[s][0])) + 0.1 for s in stems}
+    lengths = index.lengths[: index.n]
+    answers = []
+    for sparse in (0, 10**9):  # every call sparse, then every call dense
+        old, postings.SPARSE = postings.SPARSE, sparse
+        try:
+            answers.append(bm25(found, weights, lengths, index.avgdl))
+        finally:
+            postings.SPARSE = old
+    (p1, s1), (p2, s2) = answers
+    assert p1.dtype == p2.dtype == np.int64 and s1.dtype == s2.dtype == np.float64
+    assert np.array_equal(p1, p2) and np.array_equal(s1, s2)

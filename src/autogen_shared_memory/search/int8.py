@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import mmap
 import os
 import threading
 import weakref
@@ -46,12 +47,32 @@ class RowFile:
     and the descriptor keeps the mapped file, not whatever file is renamed over it later.
     """
 
-    __slots__ = ("__weakref__", "fd", "offsets", "rows", "scanned", "width")
+    __slots__ = ("__weakref__", "fd", "map", "offsets", "rows", "scanned", "width")
 
-    def __init__(self, fd: int, offsets: dict[str, int], rows: int, width: int) -> None:
-        self.fd, self.offsets, self.rows, self.width = fd, offsets, rows, width
+    def __init__(
+        self, fd: int, offsets: dict[str, int], rows: int, width: int, mapping: mmap.mmap | None = None
+    ) -> None:
+        self.fd, self.offsets, self.rows, self.width, self.map = fd, offsets, rows, width, mapping
         self.scanned = False  # a search scanned the coarse codes: they are mapped already, gathers read them there
         weakref.finalize(self, os.close, fd)
+
+    def release(self, name: str) -> None:
+        """Drop the pages of the file's rows of code array ``name`` from this process (the 4-bit first pass
+        scans instead of them): they are read back from the file if anything touches them again.
+
+        Only whole pages within the file's rows are dropped, and only while this file still describes the
+        codes (a row changed in place detaches it: :meth:`VectorIndex._set_vectors`): the mapping is
+        copy-on-write, and a dropped page that had been written would lose what was written.
+        """
+        if self.map is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        start = -(-self.offsets[name] // page) * page
+        end = (self.offsets[name] + self.rows * self.width) // page * page
+        if end > start:
+            self.map.madvise(mmap.MADV_DONTNEED, start, end - start)
+        if name == "coarse":
+            self.scanned = False  # gathers read the file again
 
     def gather(self, name: str, array: npt.NDArray[np.int8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int8]:
         """``array[rows]`` with the rows in the file read from it.
@@ -129,6 +150,10 @@ class Codes:
     def rows(self, n: int) -> Codes:
         """The first ``n`` rows: they stay put while other threads append (or replace the arrays)."""
         return Codes.of((getattr(self, name)[:n] for name in CODE_ARRAYS), self.file)
+
+    def since(self, lo: int) -> Codes:
+        """Rows ``lo`` onwards (views; their positions start at 0, so they are gathered through the arrays)."""
+        return Codes.of(getattr(self, name)[lo:] for name in CODE_ARRAYS)
 
     def take(self, rows: npt.NDArray[np.int64]) -> Codes:
         """These rows (a copy)."""

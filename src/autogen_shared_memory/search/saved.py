@@ -189,7 +189,7 @@ def read(path: Path) -> Mapped | None:
     except (OSError, ValueError):
         os.close(fd)
         return None
-    file = RowFile(fd, {}, 0, 0)  # closes the descriptor when nothing holds it any more
+    file = RowFile(fd, {}, 0, 0, mm)  # closes the descriptor when nothing holds it any more
     try:
         magic, length, crc = _HEAD.unpack_from(mm, 0)
         if magic != MAGIC or _HEAD.size + length > size:

@@ -235,9 +235,12 @@ class PostgresBackend(Backend):
         max_common_term_ratio, max_lexical_postings: the lexical leg's budget, as on SQLite: query terms are
             ranked rarest first while their posting lists hold at most ``max_lexical_postings`` rows (terms
             in more than ``max_common_term_ratio`` of a scope's facts are dropped; the rarest term is kept).
-        vector_index, ann_min_facts, ann_ef: ``"exact"`` scans each scope's in-memory int8 codes;
-            ``"hnsw"`` answers scopes of ``ann_min_facts`` facts (default 20,000) or more from an HNSW graph
-            (hnswlib, ``ann_ef`` default 128), built in the background on their first search, as on SQLite.
+        vector_index, ann_min_facts, ann_ef: ``"int4"`` (the default) scans each scope's in-memory int8
+            codes, a scope of 262,144 facts or more first by 4-bit codes that choose the rows re-scored
+            (built in the background on its first search; docs/concepts.md); ``"exact"`` always scans the
+            int8 codes; ``"hnsw"`` answers scopes of ``ann_min_facts`` facts (default 20,000) or more from an
+            HNSW graph (hnswlib, ``ann_ef`` default 128), built in the background on their first search, as
+            on SQLite.
         search: ``"process"`` keeps each searched scope's vectors and postings in this process (exact,
             FTS5's BM25); ``"server"`` searches with SQL (:mod:`.server_search`: pgvector HNSW for scopes of
             ``ann_min_facts`` facts (default 1,000) or more, ``ann_ef`` its ``hnsw.ef_search`` (default 256);
@@ -262,7 +265,7 @@ class PostgresBackend(Backend):
         lock_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
         max_lexical_postings: int = 5_000,
-        vector_index: VectorIndexKind = "exact",
+        vector_index: VectorIndexKind = "int4",
         ann_min_facts: int | None = None,
         ann_ef: int | None = None,
         search: SearchMode = "process",
@@ -294,7 +297,7 @@ class PostgresBackend(Backend):
         if not 0 < max_common_term_ratio <= 1:
             raise ValueError(f"max_common_term_ratio must be in (0, 1], got {max_common_term_ratio!r}")
         self.search = check_mode(search)
-        if self.search == "server" and vector_index != "exact":
+        if self.search == "server" and vector_index == "hnsw":
             raise ValueError("vector_index chooses the in-process index: it does not apply to search='server'")
         if self.search == "server" and ann_ef > 1000:  # pgvector's largest hnsw.ef_search
             raise ValueError(f"ann_ef must be at most 1000 with search='server', got {ann_ef!r}")
@@ -907,8 +910,9 @@ class PostgresBackend(Backend):
         return out
 
     def build_ann(self, scope: ScopeRef) -> bool:
-        """Build the scope's HNSW graph now, in this thread (searches go on meanwhile, exactly). Returns False
-        when there is nothing to build (``vector_index='exact'``, fewer than ``ann_min_facts`` facts, or
+        """Build the scope's approximate index now, in this thread (searches go on meanwhile, exactly): its
+        HNSW graph (``vector_index='hnsw'``) or its 4-bit first pass (``'int4'``, scopes of 262,144 facts or
+        more). Returns False when there is nothing to build (``vector_index='exact'``, a scope too small, or
         ``search='server'``: the server's HNSW index is built when the schema is opened)."""
         if self.search == "server":
             return False
@@ -918,7 +922,7 @@ class PostgresBackend(Backend):
             with cache.lock:  # after the connection: the order of every path (see _run)
                 self._refresh(conn, scope, cache)
 
-        if self.vector_index == "hnsw":
+        if self.vector_index != "exact":
             self._read(refresh)
         return cache.build_graph(self.vector_index, self.ann_min_facts, self.ann_ef, lambda: None)
 
@@ -1251,8 +1255,7 @@ class _PgTx:
         if self._refreshed and row is not None:  # keep this transaction's later lookups right
             pos = self.cache.position(int(row[0]))
             if pos is not None:
-                self.cache.active[pos] = row[1] == "active"
-                self.cache.expires[pos] = np.inf if row[2] is None else row[2]
+                self.cache.set_status(pos, row[1], row[2])
 
     def purgeable(self) -> list[Fact]:
         return self._facts("status <> 'active' OR expires_at IS NOT NULL", ())

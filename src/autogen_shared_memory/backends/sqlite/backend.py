@@ -241,8 +241,7 @@ class _Tx:
         self.dirty = True
         pos = index.position(int(row[0])) if row is not None else None
         if pos is not None:  # keep this transaction's later lookups right
-            index.active[pos] = row[1] == "active"
-            index.expires[pos] = np.inf if row[2] is None else row[2]
+            index.set_status(pos, row[1], row[2])
 
     def purgeable(self) -> list[Fact]:
         return self._facts("status != 'active' OR expires_at IS NOT NULL", ())
@@ -421,7 +420,27 @@ def _where(where: Mapping[str, Any] | None, prefix: str = "") -> tuple[str, list
 
 
 class SQLiteBackend(Backend):
-    """Facts in SQLite files under ``root``; safe for many threads and processes at once."""
+    """Facts in SQLite files under ``root``; safe for many threads and processes at once.
+
+    Args:
+        root: the folder of the scope files (created on the first write).
+        busy_timeout: seconds a statement waits for another connection's write lock.
+        max_common_term_ratio, max_lexical_postings: the lexical leg's budget: query terms are ranked rarest
+            first while their posting lists hold at most ``max_lexical_postings`` rows (terms in more than
+            ``max_common_term_ratio`` of a scope's facts are dropped; the rarest term is kept).
+        vector_index, ann_min_facts, ann_ef: ``"int4"`` (the default) scans each scope's in-memory int8
+            codes, a scope of 262,144 facts or more first by 4-bit codes that choose the rows re-scored
+            (built in the background on its first search; docs/concepts.md); ``"exact"`` always scans the
+            int8 codes; ``"hnsw"`` answers scopes of ``ann_min_facts`` facts or more from an HNSW graph
+            (hnswlib, ``ann_ef`` its search width).
+        read_only: open every file read-only and refuse every write.
+        save_index_from: a scope of this many facts or more has its search index saved beside its file;
+            None: never saved.
+
+    Raises:
+        ValueError: an option out of range.
+        ImportError: ``vector_index="hnsw"`` without hnswlib.
+    """
 
     # Connections (two file handles each, with the WAL) kept open per thread, closed when the thread ends: a
     # deployment with hundreds of group files, or a lookup of an invented id that visits every file, must not
@@ -435,7 +454,7 @@ class SQLiteBackend(Backend):
         busy_timeout: float = 30.0,
         max_common_term_ratio: float = 0.1,
         max_lexical_postings: int = 5_000,
-        vector_index: VectorIndexKind = "exact",
+        vector_index: VectorIndexKind = "int4",
         ann_min_facts: int = 20_000,
         ann_ef: int = 128,
         read_only: bool = False,
@@ -955,9 +974,10 @@ class SQLiteBackend(Backend):
         return out
 
     def build_ann(self, scope: ScopeRef) -> bool:
-        """Build the scope's HNSW graph now, in this thread (e.g. at start-up, before the first search);
-        searches go on meanwhile (exactly). Returns False when there is nothing to build
-        (``vector_index='exact'``, or fewer than ``ann_min_facts`` facts)."""
+        """Build the scope's approximate index now, in this thread (e.g. at start-up, before the first search;
+        searches go on meanwhile, exactly): its HNSW graph (``vector_index='hnsw'``) or its 4-bit first pass
+        (``'int4'``, scopes of 262,144 facts or more). Returns False when there is nothing to build
+        (``vector_index='exact'``, or a scope too small)."""
         conn = self._conn(scope, create=False)
         if conn is None:
             return False
