@@ -37,7 +37,7 @@ from .int8 import (
     shortlist,
 )
 from .packed import MIN_FACTS as PACKED_FROM
-from .packed import Packed
+from .packed import Abandoned, Packed
 from .postings import Postings, ScopeTerms
 
 VectorIndexKind = Literal["int4", "exact", "hnsw"]
@@ -369,6 +369,8 @@ class VectorIndex:
                 made: Packed | None = None
                 try:
                     made = Packed(codes, n)
+                except Abandoned:  # the process is exiting
+                    pass
                 except Exception:  # searches stay exact; the cause is logged once per index generation
                     _log.warning("the 4-bit first pass could not be built: searches scan exactly", exc_info=True)
                     with self.lock:
@@ -381,7 +383,9 @@ class VectorIndex:
                             if made is not None and self.changes == changes:
                                 self._install_first_pass(made)
 
-            threading.Thread(target=build, name="asm-packed-build", daemon=True).start()
+            # Not a daemon: an exit waits for it (at most the session's creation, see Abandoned) instead of
+            # tearing ONNX Runtime down under it.
+            threading.Thread(target=build, name="asm-packed-build", daemon=False).start()
         return have
 
     def graph(self, kind: VectorIndexKind, min_facts: int, ef: int) -> Ann | None:
@@ -783,9 +787,11 @@ def rank_across(
     heads = [0 if v.packed is None else v.packed.n for v in to_scan]  # rows the first pass covers
     parts = [v.codes if head == 0 else v.codes.since(head) for v, head in zip(to_scan, heads, strict=True)]
     masks = [v.mask[head:] for v, head in zip(to_scan, heads, strict=True)]
-    scans = int8_bounds(parts, q, masks, limit) if to_scan else []
-    for view, head, mask, bounds in zip(to_scan, heads, masks, scans, strict=True):
-        view.found = shortlist(bounds, q, mask, limit)
+    some = [j for j, part in enumerate(parts) if len(part)]  # a first pass may leave no row to scan
+    bounds = int8_bounds([parts[j] for j in some], q, [masks[j] for j in some], limit) if some else []
+    scans = dict(zip(some, bounds, strict=True))
+    for j, (view, head, mask) in enumerate(zip(to_scan, heads, masks, strict=True)):
+        view.found = shortlist(scans[j], q, mask, limit) if j in scans else np.zeros(0, dtype=np.int64)
         if view.packed is not None:
             first = view.packed.candidates(q, view.mask[:head], limit)
             view.found = np.concatenate([first, view.found + head])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+import threading
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,15 @@ MAX_CANDIDATES = 4096  # at most this many rows re-scored (the best estimates), 
 CHUNK = 65536  # rows quantized at a time (bounded temporary memory)
 
 
+class Abandoned(RuntimeError):
+    """A build given up because the interpreter is shutting down (ONNX Runtime must not be inside a session's
+    creation when its process-wide state is torn down: the process would abort)."""
+
+
+def _shutting_down() -> bool:
+    return not threading.main_thread().is_alive()
+
+
 class Packed:
     """4-bit codes of rows ``0 .. n-1`` of a scope's :class:`~.int8.Codes` and the ONNX Runtime session that
     scans them. Thread-safe: ``candidates`` may run in several threads at once.
@@ -46,6 +56,9 @@ class Packed:
     Raises:
         ImportError: onnxruntime or onnx is not installed.
         OSError: the temporary file could not be written.
+        Abandoned: the interpreter began shutting down during the build (checked between chunks of rows
+            and before the session is made; a build thread is not a daemon, so the exit waits for the
+            session under way).
     """
 
     def __init__(self, codes: Codes, n: int) -> None:
@@ -64,6 +77,8 @@ class Packed:
         scales = np.frombuffer(self._map, dtype=np.float32, count=n * blocks, offset=size_b)
         errors = []
         for lo in range(0, n, CHUNK):
+            if _shutting_down():
+                raise Abandoned("the interpreter is shutting down")
             hi = min(n, lo + CHUNK)
             if self.width == dim:
                 coarse = np.asarray(codes.coarse[lo:hi]).reshape(hi - lo, blocks, BLOCK)
@@ -126,6 +141,8 @@ class Packed:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle threads leave the cores
         self._values = [ort.OrtValue.ortvalue_from_numpy(packed), ort.OrtValue.ortvalue_from_numpy(scales)]
         options.add_external_initializers(["codes", "scales"], self._values)
+        if _shutting_down():
+            raise Abandoned("the interpreter is shutting down")
         self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         if hasattr(mmap, "MADV_DONTNEED"):  # the session holds its packed copy: the file's pages leave our RSS
             self._map.madvise(mmap.MADV_DONTNEED)
@@ -162,7 +179,7 @@ class Packed:
         margin = MARGIN * self.noise * float(np.linalg.norm(q)) + 1e-6
         # A strided sample's k-th best is at most the whole's: rows at or above it hold the k best rows of all,
         # and usually a few hundred more; only when too many of those are not live does a full pass decide.
-        sample = estimate[::8]
+        sample = estimate[::32]
         floor = float(np.partition(sample, len(sample) - k)[len(sample) - k]) if len(sample) > k else -np.inf
         floor -= margin
         rows = np.flatnonzero(estimate >= floor)
