@@ -28,6 +28,9 @@ PRIVATE = {
     # the CLI's usage error: raised only by CLI commands and always caught by the CLI's own handler, which
     # prints it as one line and exits 1; no library call raises it
     "autogen_shared_memory.cli.app._CliError",
+    # raised inside the 4-bit first pass's build thread when the interpreter shuts down, and always caught
+    # there (the build is given up; no search or caller sees it)
+    "autogen_shared_memory.search.packed._Abandoned",
 }
 
 

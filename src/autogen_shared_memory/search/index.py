@@ -37,7 +37,7 @@ from .int8 import (
     shortlist,
 )
 from .packed import MIN_FACTS as PACKED_FROM
-from .packed import Abandoned, Packed
+from .packed import Packed, _Abandoned
 from .postings import Postings, ScopeTerms
 
 VectorIndexKind = Literal["int4", "exact", "hnsw"]
@@ -369,7 +369,7 @@ class VectorIndex:
                 made: Packed | None = None
                 try:
                     made = Packed(codes, n)
-                except Abandoned:  # the process is exiting
+                except _Abandoned:  # the process is exiting
                     pass
                 except Exception:  # searches stay exact; the cause is logged once per index generation
                     _log.warning("the 4-bit first pass could not be built: searches scan exactly", exc_info=True)
@@ -383,7 +383,7 @@ class VectorIndex:
                             if made is not None and self.changes == changes:
                                 self._install_first_pass(made)
 
-            # Not a daemon: an exit waits for it (at most the session's creation, see Abandoned) instead of
+            # Not a daemon: an exit waits for it (at most the session's creation, see packed._Abandoned) instead of
             # tearing ONNX Runtime down under it.
             threading.Thread(target=build, name="asm-packed-build", daemon=False).start()
         return have

@@ -36,7 +36,7 @@ MAX_CANDIDATES = 4096  # at most this many rows re-scored (the best estimates), 
 CHUNK = 65536  # rows quantized at a time (bounded temporary memory)
 
 
-class Abandoned(RuntimeError):
+class _Abandoned(RuntimeError):
     """A build given up because the interpreter is shutting down (ONNX Runtime must not be inside a session's
     creation when its process-wide state is torn down: the process would abort)."""
 
@@ -56,7 +56,7 @@ class Packed:
     Raises:
         ImportError: onnxruntime or onnx is not installed.
         OSError: the temporary file could not be written.
-        Abandoned: the interpreter began shutting down during the build (checked between chunks of rows
+        _Abandoned: the interpreter began shutting down during the build (checked between chunks of rows
             and before the session is made; a build thread is not a daemon, so the exit waits for the
             session under way).
     """
@@ -75,10 +75,11 @@ class Packed:
         self._map = mmap.mmap(self._file.fileno(), size_b + size_s)
         packed = np.frombuffer(self._map, dtype=np.uint8, count=size_b).reshape(n, blocks, BLOCK // 2)
         scales = np.frombuffer(self._map, dtype=np.float32, count=n * blocks, offset=size_b)
-        errors = []
+        spread = np.zeros(blocks, dtype=np.float64)  # per block: the sum of its steps' squares
+        holding = np.zeros(blocks, dtype=np.int64)  # per block: how many rows have a coordinate there
         for lo in range(0, n, CHUNK):
             if _shutting_down():
-                raise Abandoned("the interpreter is shutting down")
+                raise _Abandoned("the interpreter is shutting down")
             hi = min(n, lo + CHUNK)
             if self.width == dim:
                 coarse = np.asarray(codes.coarse[lo:hi]).reshape(hi - lo, blocks, BLOCK)
@@ -86,22 +87,25 @@ class Packed:
                 coarse = np.zeros((hi - lo, self.width), dtype=np.int8)
                 coarse[:, :dim] = codes.coarse[lo:hi]
                 coarse = coarse.reshape(hi - lo, blocks, BLOCK)
-            step = _peaks(coarse).astype(np.float32) / LEVELS  # in coarse units, per row and block
-            step[step == 0] = 1.0
+            step_peaks = _peaks(coarse)
+            step = step_peaks.astype(np.float32) / LEVELS  # in coarse units, per row and block
+            step[step == 0] = 1.0  # an all-zero block: its codes are all exact zeros whatever the step
             four = np.multiply(coarse, 1 / step[..., None], dtype=np.float32)
             np.rint(four, out=four)
             four += 8
             nibbles = four.astype(np.uint8).view(np.uint16)  # two codes a word, the first in the low byte
             packed[lo:hi] = ((nibbles & 0xFF) | ((nibbles >> 4) & 0xF0)).astype(np.uint8)
-            row_scale = np.asarray(codes.scale[lo:hi], dtype=np.float32)
-            scales[lo * blocks : hi * blocks] = (step * row_scale[:, None]).reshape(-1)
-            sample = slice(None, None, 97)  # the 4-bit codes' error, measured on every 97th row
-            err = (coarse[sample] - (four[sample] - 8) * step[sample][..., None]).reshape(-1, self.width)
-            err *= row_scale[sample, None]
-            errors.append(np.einsum("ij,ij->i", err, err))
-        # A query's product with a row's error is about |q| |e| / sqrt(dim) when the error has no direction of
-        # its own (rounding): ``noise`` is that deviation for a unit query, from the sampled rows' errors.
-        self.noise = float(np.sqrt(np.concatenate(errors).mean() / dim)) if n else 0.0
+            steps = step * np.asarray(codes.scale[lo:hi], dtype=np.float32)[:, None]  # in vector units
+            scales[lo * blocks : hi * blocks] = steps.reshape(-1)
+            held = step_peaks > 0
+            spread += np.where(held, steps * steps, 0.0).sum(axis=0)
+            holding += held.sum(axis=0)
+        # Rounding to a step leaves each coordinate off by up to half of it, about step^2 / 12 in variance:
+        # a query's product with a row's error deviates by about sqrt(sum over blocks of |q_b|^2 * step_b^2
+        # / 12), with step_b the mean step of the rows that hold something in block b (a row's empty
+        # blocks are exact). It is the deviation of rows whose coordinates lie where the query's do, so
+        # sparse vectors (a few large coordinates) get margins as wide as their errors.
+        self.variance = spread / np.maximum(holding, 1) / 12
 
         def external(name: str, dtype: int, shape: list[int]) -> Any:
             tensor = TensorProto(name=name, data_type=dtype, dims=shape, data_location=TensorProto.EXTERNAL)
@@ -142,13 +146,13 @@ class Packed:
         self._values = [ort.OrtValue.ortvalue_from_numpy(packed), ort.OrtValue.ortvalue_from_numpy(scales)]
         options.add_external_initializers(["codes", "scales"], self._values)
         if _shutting_down():
-            raise Abandoned("the interpreter is shutting down")
+            raise _Abandoned("the interpreter is shutting down")
         self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         if hasattr(mmap, "MADV_DONTNEED"):  # the session holds its packed copy: the file's pages leave our RSS
             self._map.madvise(mmap.MADV_DONTNEED)
 
     def products(self, q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """Estimates of ``q . x`` for rows ``0 .. n-1`` (each off by about ``noise * |q|``).
+        """Estimates of ``q . x`` for rows ``0 .. n-1`` (each off by about :meth:`deviation`).
 
         Args:
             q: the query vector, ``(dim,)``.
@@ -159,6 +163,20 @@ class Packed:
         padded = np.zeros((1, self.width), dtype=np.float32)
         padded[0, : self.dim] = q
         return np.asarray(self._session.run(None, {"q": padded})[0][0])
+
+    def deviation(self, q: npt.NDArray[np.float32]) -> float:
+        """How far an estimate of ``q . x`` typically is from the product of ``x``'s int8 codes.
+
+        Args:
+            q: the query vector.
+
+        Returns:
+            The deviation (a cosine difference for unit vectors).
+        """
+        padded = np.zeros(self.width, dtype=np.float64)
+        padded[: self.dim] = q
+        per_block = np.square(padded).reshape(-1, BLOCK).sum(axis=1)
+        return float(np.sqrt(per_block @ self.variance))
 
     def candidates(self, q: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], k: int) -> npt.NDArray[np.int64]:
         """The live rows (``live``: one flag per row ``0 .. n-1``) whose estimate is within ``MARGIN`` error
@@ -176,7 +194,7 @@ class Packed:
         if k <= 0:
             return np.zeros(0, dtype=np.int64)
         estimate = self.products(q)
-        margin = MARGIN * self.noise * float(np.linalg.norm(q)) + 1e-6
+        margin = MARGIN * self.deviation(q) + 1e-6
         # A strided sample's k-th best is at most the whole's: rows at or above it hold the k best rows of all,
         # and usually a few hundred more; only when too many of those are not live does a full pass decide.
         sample = estimate[::32]
