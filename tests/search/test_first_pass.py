@@ -326,3 +326,50 @@ def test_releasing_mapped_codes_keeps_every_row(tmp_path: Path) -> None:
     assert np.array_equal(index.codes.coarse[: index.n], before)
     assert not index.codes.file.scanned
     mapped.close()
+
+
+def test_searches_during_writes_and_rebuilds_find_every_live_fact_and_no_forgotten_one(tmp_path: Path) -> None:
+    """A writer adds facts (the pass is built again and again as the scope grows) and forgets some while two
+    threads search for facts known to be written: each is found first at cosine 1, no forgotten one comes back."""
+    store = open_store(tmp_path)
+    store.operator.remember_many([f"fact {i}" for i in range(300)], "global")
+    written: list[tuple[str, str]] = []
+    gone: set[str] = set()
+    lock = threading.Lock()
+    errors: list[object] = []
+    stop = time.monotonic() + 4
+
+    def writer() -> None:
+        k = 0
+        while time.monotonic() < stop:
+            texts = [f"batch {k} fact {i}" for i in range(40)]
+            receipts = store.operator.remember_many(texts, "global")
+            if k % 3 == 0:
+                store.operator.forget(receipts[0].id)
+            with lock:
+                if k % 3 == 0:
+                    gone.add(receipts[0].id)
+                written.extend((r.id, t) for r, t in zip(receipts, texts, strict=True) if r.id not in gone)
+            k += 1
+
+    def searcher(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        while time.monotonic() < stop:
+            with lock:
+                if not written:
+                    continue
+                fact_id, text = written[int(rng.integers(len(written)))]
+                dead = set(gone)
+            hits = semantic(store, text, 10)
+            if not hits or hits[0][0] != fact_id or abs(hits[0][1] - 1) > 1e-4:
+                errors.append(("missing", fact_id, hits[:2]))
+            if {fid for fid, _ in hits} & dead:
+                errors.append(("forgotten", hits))
+
+    threads = [threading.Thread(target=writer), *(threading.Thread(target=searcher, args=(s,)) for s in (1, 2))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert the_index(store).packed is not None and the_index(store).packed.n > 300  # type: ignore[union-attr]
