@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +41,7 @@ from .packed import Packed, _Abandoned
 from .postings import Postings, ScopeTerms
 
 VectorIndexKind = Literal["int4", "exact", "hnsw"]
-VECTOR_INDEX_KINDS = ("int4", "exact", "hnsw")
+VECTOR_INDEX_KINDS = get_args(VectorIndexKind)
 _log = logging.getLogger(__name__)
 
 # float32 cosines of a query with the facts of these seqs, from the stored vectors (-inf: gone meanwhile)
