@@ -305,6 +305,36 @@ def test_the_live_mask_is_kept_until_a_status_expiry_or_row_changes_it() -> None
     assert index.live_mask(now + 25, True).tolist() == [True] * 5
 
 
+_EXPIRY = st.one_of(st.none(), st.integers(0, 40).map(float))
+_STEP = st.one_of(
+    st.tuples(st.just("add"), st.lists(st.tuples(st.booleans(), _EXPIRY), min_size=1, max_size=4)),
+    st.tuples(st.just("status"), st.integers(0, 10**6), st.sampled_from(["active", "forgotten"]), _EXPIRY),
+    st.tuples(st.just("mask"), st.integers(0, 40)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_STEP, max_size=40))
+@example([("add", [(True, None)]), ("mask", 5), ("add", [(True, 10.0)]), ("mask", 20)])  # added row expired
+@example([("add", [(True, None)]), ("mask", 5), ("add", [(True, 10.0)]), ("mask", 20), ("mask", 7)])  # back
+@example([("add", [(True, None), (True, 30.0)]), ("mask", 5), ("status", 0, "active", 10.0), ("mask", 20)])
+def test_the_kept_live_mask_is_always_the_fresh_one(steps: list[tuple]) -> None:
+    # Rows added, statuses and expiries changed, masks asked at times that go forward and back: every mask
+    # equals the one computed from scratch (active and expiring after ``now``).
+    index = VectorIndex()
+    vector = UnitEmbedder().embed(["x"])
+    for step in steps:
+        if step[0] == "add":
+            for active, expires in step[1]:
+                index.extend([index.n + 1], [f"f{index.n}"], quantize(vector), [active], [expires])
+        elif step[0] == "status" and index.n:
+            index.set_status(step[1] % index.n, step[2], step[3])
+        elif step[0] == "mask":
+            now = float(step[1]) + 0.5
+            fresh = index.active[: index.n] & (index.expires[: index.n] > now)
+            assert index.live_mask(now, False).tolist() == fresh.tolist()
+
+
 def test_releasing_mapped_codes_keeps_every_row(tmp_path: Path) -> None:
     from autogen_shared_memory.testing import HashEmbedder
 
