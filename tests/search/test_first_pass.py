@@ -4,8 +4,10 @@ and the kept live mask and the release of mapped codes it relies on."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -215,6 +217,27 @@ def test_a_failed_build_leaves_searches_exact_and_is_not_retried(
             assert semantic(store, f"query {i}") == semantic(exact, f"query {i}")
     assert tries == [600] and the_index(store).packed is None
     assert "could not be built" in caplog.text
+
+
+def test_the_pass_reserves_its_file_so_a_full_disk_is_an_error_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A page written through a mapping of a sparse file on a full file system kills the process (SIGBUS): the
+    # whole file's storage is asked for before any row is written, and no space is an OSError (a failed
+    # build, which leaves searches exact: see the test above).
+    if not hasattr(os, "posix_fallocate"):
+        pytest.skip("no posix_fallocate here")
+    asked: list[tuple[int, int]] = []
+
+    def full(fd: int, offset: int, length: int) -> None:
+        asked.append((offset, length))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    vectors = UnitEmbedder().embed([f"text {i}" for i in range(300)])
+    with pytest.raises(OSError) as raised:
+        Packed(quantize(vectors), 300)
+    assert raised.value.errno == errno.ENOSPC
+    blocks = -(-vectors.shape[1] // packed_module.BLOCK)
+    assert asked == [(0, 300 * blocks * (packed_module.BLOCK // 2 + 4))]  # the 4-bit codes and their scales
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -41,6 +41,16 @@ class _Abandoned(RuntimeError):
     creation when its process-wide state is torn down: the process would abort)."""
 
 
+def _reserve(fd: int, size: int) -> None:
+    """Give the file ``size`` bytes of storage now: a page written through a mapping of a sparse file on a full
+    file system (a small tmpfs ``/tmp``) kills the process with SIGBUS, where this raises OSError (the build
+    fails and searches stay exact)."""
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, 0, size)
+    else:  # no posix_fallocate (macOS): a sparse file
+        os.ftruncate(fd, size)
+
+
 def _shutting_down() -> bool:
     return not threading.main_thread().is_alive()
 
@@ -55,7 +65,7 @@ class Packed:
 
     Raises:
         ImportError: onnxruntime or onnx is not installed.
-        OSError: the temporary file could not be written.
+        OSError: the temporary file could not be made or given its storage (a full temporary folder).
         _Abandoned: the interpreter began shutting down during the build (checked between chunks of rows
             and before the session is made; a build thread is not a daemon, so the exit waits for the
             session under way).
@@ -71,7 +81,7 @@ class Packed:
         blocks = self.width // BLOCK
         size_b, size_s = n * blocks * (BLOCK // 2), n * blocks * 4
         self._file = tempfile.TemporaryFile(prefix="asm-packed-")  # noqa: SIM115 - lives with the session
-        self._file.truncate(size_b + size_s)
+        _reserve(self._file.fileno(), size_b + size_s)
         self._map = mmap.mmap(self._file.fileno(), size_b + size_s)
         packed = np.frombuffer(self._map, dtype=np.uint8, count=size_b).reshape(n, blocks, BLOCK // 2)
         scales = np.frombuffer(self._map, dtype=np.float32, count=n * blocks, offset=size_b)
