@@ -719,6 +719,21 @@ class BackendConformance:
             ("reembedded", "migrator"),
         ]
 
+    def test_a_store_that_searched_a_scope_another_store_reembedded_is_refused(self, make_store: StoreFactory) -> None:
+        """A store's search and write of a scope that another store (another process) re-embedded since its last
+        search are refused, though the two models' vectors have the same size."""
+        first = make_store(embedder=HashEmbedder(64, "model-a"))
+        first.operator.remember("the deploy key rotates monthly", "global")
+        assert first.operator.search("deploy key", "global")
+        second = make_store(same_as=first, embedder=HashEmbedder(64, "model-b"))
+        assert second.operator.reembed() == 1
+        for _ in range(2):
+            with pytest.raises(EmbeddingModelMismatchError, match="model-b"):
+                first.operator.search("deploy key", "global")
+        with pytest.raises(EmbeddingModelMismatchError, match="model-b"):
+            first.operator.remember("another fact", "global")
+        assert second.operator.search("deploy key", "global")
+
     def test_a_reembed_stopped_part_way_changes_nothing_and_runs_again(self, make_store: StoreFactory) -> None:
         """Its vectors and the model switch are one write: stopped after some batches (here, an error between
         them), the scope still holds the old model's vectors only, both old and new stores get clear answers, and
