@@ -15,6 +15,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -400,6 +401,51 @@ def test_full_disk_names_the_file_and_writes_nothing(
     store.as_agent("lead").remember(big, "global")
     assert _counts(store)["global"] == 2
     assert _contents(store, "word7") == [big]
+
+
+@pytest.fixture
+def full_tmpdir(tmp_path: Path) -> Iterator[Path]:
+    """A temporary folder with no room to speak of: a 1 MB tmpfs (root only)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to mount a tmpfs")
+    target = tmp_path / "tiny-tmp"
+    target.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(target)], capture_output=True).returncode:
+        pytest.skip("mount -t tmpfs is not permitted here")
+    yield target
+    subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+_REFRESH_WITHOUT_TMPDIR = """
+import sys
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.sqlite import SQLiteBackend
+from autogen_shared_memory.testing import HashEmbedder
+
+def store():
+    return SharedMemoryStore(SQLiteBackend(sys.argv[1], save_index_from=None), embedder=HashEmbedder(384))
+
+reader, writer = store(), store()
+writer.operator.remember("the first note", "global")
+assert reader.operator.search("first note", "global")
+writer.operator.remember_many([f"note {i} about the harbour crane" for i in range(6000)], "global")
+print(len(reader.operator.search("note 4711 harbour", "global")))
+"""
+
+
+def test_a_search_after_many_writes_needs_no_room_in_tmpdir(tmp_path: Path, full_tmpdir: Path) -> None:
+    # The reader's index catches up with 6,000 facts (9 MB of vectors) written by another store: SQLite would
+    # sort them in a temporary file, and a full TMPDIR made the search fail (blaming the scope's file).
+    env = {**os.environ, "TMPDIR": str(full_tmpdir), "SQLITE_TMPDIR": str(full_tmpdir)}
+    done = subprocess.run(
+        [sys.executable, "-c", _REFRESH_WITHOUT_TMPDIR, str(tmp_path / "mem")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["5"]
 
 
 def test_lock_timeouts_stay_lock_errors(tmp_path: Path, stores: Callable[..., SharedMemoryStore]) -> None:

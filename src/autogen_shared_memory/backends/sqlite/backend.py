@@ -724,12 +724,12 @@ class SQLiteBackend(Backend):
         # (A re-embed or purge bumps the epoch instead, which reloads everything.)
         if index.n == 0:  # first load: one scan in rowid (= seq) order, no index lookups, no sort
             rows = conn.execute("SELECT seq, id, status, expires_at, embedding FROM facts ORDER BY seq").fetchall()
-        else:
+        else:  # through the rev index, sorted here: SQLite would sort the vectors in a file in TMPDIR
             rows = conn.execute(
-                "SELECT seq, id, status, expires_at, CASE WHEN seq > ? THEN embedding END "
-                "FROM facts WHERE rev > ? ORDER BY +seq",  # '+': use the rev index, then sort the few rows
+                "SELECT seq, id, status, expires_at, CASE WHEN seq > ? THEN embedding END FROM facts WHERE rev > ?",
                 (last_seq, index.rev),
             ).fetchall()
+            rows.sort(key=lambda row: row[0])
         index.apply(rows)
         index.rev = rev
 

@@ -36,8 +36,9 @@ STORAGE_CODES = {
     ),
     "SQLITE_FULL": (
         "database or disk is full",
-        "cannot grow: the disk is full (or the file reached its size limit)",
-        "free space on the disk that holds it, then retry; nothing of the failed write was stored",
+        "cannot grow: the disk is full (or the file reached its size limit, or SQLite's temporary folder is full)",
+        "free space on the disk that holds it (and in TMPDIR, where SQLite keeps temporary files), then retry; "
+        "nothing of a failed write was stored",
     ),
     "SQLITE_CANTOPEN": (
         "unable to open database file",
