@@ -780,19 +780,28 @@ class FactStore:
         if not query.strip() or not refs:
             return []
         refs = [r for r in refs if self.backend.exists(r)]  # nothing to embed the query for otherwise
-        for ref in refs:
-            self.backend.check_model(ref, self.model)
         if not refs:
             return []
-        ranked = engine.search(self.backend, refs, query, self.embedder.embed, settings, top_k, filters)
-        facts: dict[tuple[ScopeRef, str], Fact] = {}
-        for ref in {r.key[0] for r in ranked}:
-            for fact in self.backend.get(ref, [r.key[1] for r in ranked if r.key[0] == ref]):
-                facts[(ref, fact.id)] = fact
+
+        def check() -> None:  # beside the embedding and the scan (a round trip each on PostgreSQL)
+            for ref in refs:
+                self.backend.check_model(ref, self.model)
+
+        ranked = engine.search(
+            self.backend,
+            refs,
+            query,
+            self.embedder.embed,
+            settings,
+            top_k,
+            filters,
+            check=check,
+            fetch=self.backend.get,
+        )
         return [
-            Hit(facts[r.key], r.score, r.lexical_rank, r.semantic_rank, r.cosine, r.context_of)
+            Hit(r.fact, r.score, r.lexical_rank, r.semantic_rank, r.cosine, r.context_of)
             for r in ranked
-            if r.key in facts
+            if r.fact is not None
         ]
 
     def _search_scopes(

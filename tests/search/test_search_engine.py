@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from autogen_shared_memory.core.types import Filters, ScopeRef
+from autogen_shared_memory.core.types import Fact, Filters, ScopeRef
 from autogen_shared_memory.search import engine
 from autogen_shared_memory.search.fusion import neighbour_context, rrf
 from autogen_shared_memory.settings import RecallSettings
@@ -96,3 +97,119 @@ def test_neighbour_context_lends_credit_and_pulls_in_the_next_turn() -> None:
     assert lender == {(GROUP, "before"): "q", (GROUP, "after"): "q"}
     kept, _ = neighbour_context(base, (0.3, 0.1), Scripted([], [], {"q": ("before", "after")}).neighbours, False)
     assert kept == base  # a narrowed search never pulls in facts its filters did not select
+
+
+class Fetched:
+    """``fetch`` over a dict of facts, recording each call's ids."""
+
+    def __init__(self, ids: Sequence[str]) -> None:
+        self.stored = {i: make_fact(i) for i in ids}
+        self.calls: list[list[str]] = []
+
+    def __call__(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
+        self.calls.append(list(fact_ids))
+        return [self.stored[i] for i in fact_ids if i in self.stored]
+
+
+def make_fact(fact_id: str) -> Fact:
+    return Fact(
+        fact_id,
+        GROUP,
+        f"text of {fact_id}",
+        "system",
+        0.0,
+        1.0,
+        (),
+        None,
+        {},
+        None,
+        None,
+        (),
+        None,
+        "active",
+        None,
+        None,
+        None,
+        0,
+        "",
+        1,
+        0.0,
+    )
+
+
+def test_fetch_reads_the_likely_results_beside_the_neighbours_and_the_pulled_in_ones_after() -> None:
+    backend = Scripted(
+        lexical=[(GROUP, "a", 9.0), (GROUP, "b", 5.0), (GROUP, "c", 4.0)],
+        semantic=[],
+        neighbours={"a": (None, "after")},
+    )
+    fetch = Fetched(["a", "b", "after"])  # "c" is gone since the legs ran
+    ranked = engine.search(
+        backend, [GROUP], "deploy", embed, settings(context_weights=(0.9, 0.0)), 4, Filters(), fetch=fetch
+    )
+    assert [r.key[1] for r in ranked] == ["a", "after", "b"]  # c's fact is gone: left out
+    assert [r.fact.id if r.fact else None for r in ranked] == ["a", "after", "b"]
+    assert fetch.calls == [["a", "b", "c"], ["after"]]  # the best before context, then only what was missing
+
+
+def test_without_fetch_results_carry_no_fact_and_nothing_is_left_out() -> None:
+    backend = Scripted(lexical=[(GROUP, "a", 9.0)], semantic=[])
+    ranked = engine.search(backend, [GROUP], "deploy", embed, settings(context_weights=(0.5, 0.5)), 3, Filters())
+    assert [(r.key[1], r.fact) for r in ranked] == [("a", None)]
+
+
+class Refused(Exception):
+    pass
+
+
+def test_the_check_runs_once_beside_the_legs_and_its_refusal_is_the_search_s() -> None:
+    runs: list[str] = []
+
+    def check() -> None:
+        runs.append("check")
+
+    backend = Scripted(lexical=[(GROUP, "a", 9.0)], semantic=[])
+    assert [
+        r.key[1] for r in engine.search(backend, [GROUP], "deploy", embed, settings(), 3, Filters(), check=check)
+    ] == ["a"]
+    assert runs == ["check"]
+
+    def refuse() -> None:
+        runs.append("refuse")
+        raise Refused("another model: run reembed")
+
+    with pytest.raises(Refused):
+        engine.search(backend, [GROUP], "deploy", embed, settings(), 3, Filters(), check=refuse)
+
+
+class SemanticFails(Scripted):
+    def semantic(
+        self, scopes: Sequence[ScopeRef], vector: npt.NDArray[np.float32], limit: int, filters: Filters
+    ) -> list[tuple[ScopeRef, str, float]]:
+        raise ValueError("vectors of another size")
+
+
+def test_a_leg_that_fails_before_the_check_ran_still_gets_the_check_s_refusal() -> None:
+    """With every helper thread busy, the lexical leg (and the check before it) never starts before the semantic
+    leg fails: the check then runs on the caller, and its refusal is what the search raises."""
+    release = threading.Event()
+    busy = [engine.helper_pool().submit(release.wait) for _ in range(4)]
+    runs: list[str] = []
+
+    def refuse() -> None:
+        runs.append("refuse")
+        raise Refused("another model: run reembed")
+
+    def accept() -> None:
+        runs.append("accept")
+
+    try:
+        with pytest.raises(Refused):
+            engine.search(SemanticFails([], []), [GROUP], "deploy", embed, settings(), 3, Filters(), check=refuse)
+        with pytest.raises(ValueError, match="another size"):  # the check passed: the leg's own error
+            engine.search(SemanticFails([], []), [GROUP], "deploy", embed, settings(), 3, Filters(), check=accept)
+    finally:
+        release.set()
+        for future in busy:
+            future.result()
+    assert runs == ["refuse", "accept"]

@@ -11,12 +11,12 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from ..core.types import Filters, ScopeRef
+from ..core.types import Fact, Filters, ScopeRef
 from ..settings import RecallSettings
 from .fusion import neighbour_context, rrf
 from .text import query_terms
@@ -47,6 +47,7 @@ class Ranked:
     semantic_rank: int | None
     cosine: float | None
     context_of: str | None  # the fact whose score it borrowed (neighbour context)
+    fact: Fact | None = None  # the fact itself, when the search was given ``fetch``
 
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None
@@ -101,13 +102,42 @@ def search(
     settings: RecallSettings,
     top_k: int,
     filters: Filters,
+    *,
+    check: Callable[[], None] | None = None,
+    fetch: Callable[[ScopeRef, Sequence[str]], Sequence[Fact]] | None = None,
 ) -> list[Ranked]:
     """The ``top_k`` facts of ``refs`` for ``query``, best first, ranked as ``settings`` say (each leg takes
-    ``max(settings.search_depth, top_k)`` candidates)."""
+    ``max(settings.search_depth, top_k)`` candidates).
+
+    Args:
+        backend: the two legs and the neighbour lookup.
+        refs: the scopes to search, in the order their facts are keyed.
+        query: the query text.
+        embed: embeds the query.
+        settings: the ranking.
+        top_k: at most this many results.
+        filters: what the legs let through.
+        check: run before the lexical leg, on its thread: beside the query's embedding and the vector scan
+            (the scopes' model check, whose round trips to a server then cost no time of their own).
+        fetch: ``fetch(ref, ids)``: the facts of those ids that still exist in ``ref``. Given, each result
+            carries its fact and a result whose fact is gone is left out; the facts of the ``top_k`` best
+            before neighbour context are fetched beside its lookups, the others after.
+
+    Returns:
+        The results, best first.
+
+    Raises:
+        Whatever ``check``, ``embed``, ``fetch`` or the legs raise.
+    """
     terms = query_terms(query)
     depth = max(settings.search_depth, top_k)
 
+    checked: list[bool] = []
+
     def lexical_leg() -> list[tuple[ScopeRef, str, float]]:
+        if check is not None:
+            checked.append(True)
+            check()
         return backend.lexical(refs, terms, depth, filters)
 
     def semantic_leg() -> list[tuple[ScopeRef, str, float]]:
@@ -125,7 +155,15 @@ def search(
     # the helper: 100k facts, one scope, own work 0.85x. A torch embedder keeps the user's thread setting
     # (``torch.set_num_threads`` is process-wide): 100k facts, one scope, 15.1 ms side by side or one leg
     # after the other, 16.0 ms with torch on one thread.
-    semantic, lexical = side_by_side([semantic_leg, lexical_leg])
+    try:
+        semantic, lexical = side_by_side([semantic_leg, lexical_leg])
+    except Exception:
+        # A leg that failed before the check ran (such as the semantic leg on a scope of vectors of another
+        # size): the check's refusal says why, and what to do, better. When both raise, the check's wins too
+        # (side_by_side raises the helper's exception last).
+        if check is not None and not checked:
+            check()
+        raise
     # Per leg, one list across scopes, ranked by score, never by per-scope rank (interleaving would put a
     # small scope's weak keyword match level with a big scope's best): the backend ranks the hits of all
     # scopes together (lexical: comparable BM25; semantic: cosine, one model). Inside, a fact is keyed by its
@@ -139,24 +177,58 @@ def search(
     base = {key: score * weight[key[0]] for key, score in fused.items()}
     context_of: dict[tuple[int, str], str] = {}
     final = base
-    if settings.context_weights and any(settings.context_weights):  # (0, 0): off, no neighbour query
-        # Only the best 2 * top_k (at least 20) candidates lend: looking a fact's neighbours up costs two index
-        # seeks (~12 us each on SQLite, 1.2 ms for 100 candidates), and a fact lent to only by candidates
-        # ranked below top_k gets less than the top_k-th score when prev + next <= 1 (the default 0.7): it
-        # could not enter the results anyway. Lenders between top_k and 2 * top_k still lift candidates.
-        final, context_of = neighbour_context(
-            base,
-            settings.context_weights,
-            lambda i, ids: backend.neighbours(refs[i], ids),
-            pull_in=not filters.narrows,
-            lenders=max(2 * top_k, 20),
-        )
-    scored = sorted(final.items(), key=lambda t: (-t[1], -cosine.get(t[0], -1.0)))[:top_k]
+    fetched: dict[tuple[int, str], Fact] = {}
+    asked: set[tuple[int, str]] = set()
+
+    def fetch_facts(keys: Sequence[tuple[int, str]]) -> None:
+        assert fetch is not None
+        asked.update(keys)
+        by_scope: dict[int, list[str]] = {}
+        for i, fid in keys:
+            by_scope.setdefault(i, []).append(fid)
+        for i, ids in by_scope.items():
+            fetched.update(((i, fact.id), fact) for fact in fetch(refs[i], ids))
+
+    def order(scores: dict[tuple[int, str], float]) -> list[tuple[tuple[int, str], float]]:
+        return sorted(scores.items(), key=lambda t: (-t[1], -cosine.get(t[0], -1.0)))
+
+    weights = settings.context_weights
+    if weights and any(weights):  # (0, 0): off, no neighbour query
+
+        def context() -> Any:
+            # Only the best 2 * top_k (at least 20) candidates lend: looking a fact's neighbours up costs two
+            # index seeks (~12 us each on SQLite, 1.2 ms for 100 candidates), and a fact lent to only by
+            # candidates ranked below top_k gets less than the top_k-th score when prev + next <= 1 (the
+            # default 0.7): it could not enter the results anyway. Lenders between top_k and 2 * top_k still
+            # lift candidates.
+            return neighbour_context(
+                base,
+                weights,
+                lambda i, ids: backend.neighbours(refs[i], ids),
+                pull_in=not filters.narrows,
+                lenders=max(2 * top_k, 20),
+            )
+
+        if fetch is None:
+            final, context_of = context()
+        else:  # the likely results' facts are read while the neighbours are looked up (two round trips in one)
+            likely = [key for key, _ in order(base)[:top_k]]
+            final, context_of = side_by_side([context, lambda: fetch_facts(likely)])[0]
+    scored = order(final)[:top_k]
+    if fetch is not None:
+        fetch_facts([key for key, _ in scored if key not in asked])
     lex_rank = {key: i for i, key in enumerate(lex_list, start=1)}
     sem_rank = {key: i for i, key in enumerate(sem_list, start=1)}
     return [
         Ranked(
-            (refs[key[0]], key[1]), score, lex_rank.get(key), sem_rank.get(key), cosine.get(key), context_of.get(key)
+            (refs[key[0]], key[1]),
+            score,
+            lex_rank.get(key),
+            sem_rank.get(key),
+            cosine.get(key),
+            context_of.get(key),
+            fetched.get(key),
         )
         for key, score in scored
+        if fetch is None or key in fetched
     ]
