@@ -87,6 +87,31 @@ def test_a_second_process_sees_every_kind_of_write_through_its_refreshed_copy(pg
     b.close()
 
 
+def test_a_search_of_several_scopes_sees_each_scope_s_writes_after_reading_their_states_at_once(
+    pg_dsn: str,
+) -> None:
+    """A search of several scopes reads their revisions in one round trip; a copy at that revision is used as
+    it is, any other is refreshed: another process's writes to any of the scopes are seen by both legs."""
+    name = schema()
+    a, b = open_store(pg_dsn, name), open_store(pg_dsn, name)
+    both = [G, ScopeRef("global")]
+    crew = a.as_operator("crew")
+    kept = crew.remember("the deploy window is friday evening", "group")
+    crew_ops = b.as_operator("crew")
+    assert [h.fact.id for h in crew_ops.search("deploy window friday", "all")][:1] == [kept.id]  # b loads both
+    for _ in range(2):  # the second time, b's copies are at the states it reads: no refresh of their own
+        vector = b.embedder.embed(["the staging database runs on port 5433"])[0]
+        assert [fid for _, fid, _ in b.backend.semantic(both, vector, 5, Filters())] == [kept.id]
+    added = a.operator.remember("the staging database runs on port 5433", "global")
+    crew.forget(kept.id)
+    vector = b.embedder.embed(["the staging database runs on port 5433"])[0]
+    assert [fid for _, fid, _ in b.backend.semantic(both, vector, 5, Filters())] == [added.id]
+    assert [fid for _, fid, _ in b.backend.lexical(both, ["staging", "deploy"], 5, Filters())] == [added.id]
+    assert [h.fact.id for h in crew_ops.search("staging database deploy window", "all")] == [added.id]
+    a.close()
+    b.close()
+
+
 def test_a_batch_sees_its_own_earlier_drafts_and_stored_duplicates(pg_dsn: str) -> None:
     store = open_store(pg_dsn, schema())
     texts = [f"fact number {i} about the payments service" for i in range(300)]

@@ -425,9 +425,32 @@ class PostgresBackend(Backend):
         key = "\x00".join([*where, self.schema, scope.kind, scope.owner])
         return f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.index"
 
-    def _refresh(self, conn: psycopg.Connection[Any], scope: ScopeRef, cache: _ScopeCache) -> None:
+    @staticmethod
+    def _states(conn: psycopg.Connection[Any], scopes: Sequence[ScopeRef]) -> dict[ScopeRef, tuple[int, int]]:
+        """The ``(rev, epoch)`` of several scopes, read in one round trip (``(0, 0)``: a scope with no row)."""
+        rows = conn.execute(
+            "SELECT s.scope_kind, s.owner, s.rev, s.epoch FROM asm_scopes s "
+            "JOIN unnest(%s::text[], %s::text[]) AS asked(kind, owner) "
+            "ON s.scope_kind = asked.kind AND s.owner = asked.owner",
+            ([r.kind for r in scopes], [r.owner for r in scopes]),
+        ).fetchall()
+        found = {(str(r[0]), str(r[1])): (int(r[2]), int(r[3])) for r in rows}
+        return {ref: found.get((ref.kind, ref.owner), (0, 0)) for ref in scopes}
+
+    def _refresh(
+        self,
+        conn: psycopg.Connection[Any],
+        scope: ScopeRef,
+        cache: _ScopeCache,
+        seen: tuple[int, int] | None = None,
+    ) -> None:
         """Bring this process's copy of the scope's vectors and hashes up to date (caller holds
-        ``cache.lock``): the rows stamped with a revision it has not seen, or everything after an epoch change."""
+        ``cache.lock``): the rows stamped with a revision it has not seen, or everything after an epoch change.
+        ``seen``: the scope's ``(rev, epoch)`` as :meth:`_states` read it for a search of several scopes, a
+        moment before: a copy that is at that state is what the search reads, with no round trip of its own
+        (as if the search had started then); any other copy is refreshed as usual."""
+        if seen is not None and seen == (cache.rev, cache.epoch):
+            return
         row = conn.execute(
             "SELECT rev, epoch FROM asm_scopes WHERE scope_kind = %s AND owner = %s", (scope.kind, scope.owner)
         ).fetchone()
@@ -766,7 +789,9 @@ class PostgresBackend(Backend):
         everything = filters.include_inactive or filters.as_of is not None  # no status rule from memory
 
         def run(conn: psycopg.Connection[Any]) -> list[tuple[ScopeRef, str, float]]:
-            found = [f for f in (self._terms(conn, s, stems, now, everything) for s in scopes) if f is not None]
+            seen = self._states(conn, scopes) if len(scopes) > 1 else {}
+            terms = [self._terms(conn, s, stems, now, everything, seen.get(s)) for s in scopes]
+            found = [f for f in terms if f is not None]
 
             def allowed(f: ScopeTerms, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
                 return self._allowed(conn, f.scope, f.seqs, positions, filters, now)
@@ -784,10 +809,16 @@ class PostgresBackend(Backend):
         return result
 
     def _terms(
-        self, conn: psycopg.Connection[Any], scope: ScopeRef, stems: Sequence[str], now: float, everything: bool
+        self,
+        conn: psycopg.Connection[Any],
+        scope: ScopeRef,
+        stems: Sequence[str],
+        now: float,
+        everything: bool,
+        seen: tuple[int, int] | None,
     ) -> ScopeTerms | None:
         """One scope's refreshed postings of ``stems`` (the text of facts this process has not indexed yet is
-        read here, once)."""
+        read here, once); ``seen`` as for :meth:`_refresh`."""
 
         def texts(seqs: npt.NDArray[np.int64]) -> dict[int, str]:
             rows = conn.execute(
@@ -798,7 +829,7 @@ class PostgresBackend(Backend):
 
         cache = self._cache(scope)
         with cache.lock:
-            self._refresh(conn, scope, cache)
+            self._refresh(conn, scope, cache, seen)
             found = cache.terms(scope, stems, now, everything, texts)
         self._saved.save_later(cache)
         return found
@@ -837,7 +868,9 @@ class PostgresBackend(Backend):
         now = time.time()
 
         def run(conn: psycopg.Connection[Any]) -> list[tuple[ScopeRef, str, float]]:
-            views = [v for v in (self._semantic_view(conn, s, q, limit, filters, now) for s in scopes) if v]
+            seen = self._states(conn, scopes) if len(scopes) > 1 else {}
+            asked = [self._semantic_view(conn, s, q, limit, filters, now, seen.get(s)) for s in scopes]
+            views = [v for v in asked if v]
             return rank_across(views, q, limit, lambda view, seqs: self._exact(conn, view.scope, seqs, q))
 
         result: list[tuple[ScopeRef, str, float]] = self._read(run)
@@ -864,11 +897,13 @@ class PostgresBackend(Backend):
         limit: int,
         filters: Filters,
         now: float,
+        seen: tuple[int, int] | None,
     ) -> ScopeView | None:
-        """One scope's refreshed vectors and live mask, with the HNSW graph's candidates when it has one."""
+        """One scope's refreshed vectors and live mask, with the HNSW graph's candidates when it has one
+        (``seen`` as for :meth:`_refresh`)."""
         cache = self._cache(scope)
         with cache.lock:
-            self._refresh(conn, scope, cache)
+            self._refresh(conn, scope, cache, seen)
             view = cache.view(scope, q, limit, filters, now, (self.vector_index, self.ann_min_facts, self.ann_ef))
         self._saved.save_later(cache)
         if view is None:
