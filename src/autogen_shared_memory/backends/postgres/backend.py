@@ -682,19 +682,23 @@ class PostgresBackend(Backend):
         threading.Thread(target=self._maintain, name="asm-analyze", daemon=True).start()
 
     def _maintain(self) -> None:
+        """The check of :meth:`_maybe_analyze` on a pooled connection; the VACUUM, when due, on a connection of
+        its own (it can take seconds, and a pooled connection would be held from searches and writes)."""
         try:
-            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-                row = conn.execute(
+            row = self._read(
+                lambda conn: conn.execute(
                     "SELECT (SELECT reltuples FROM pg_class WHERE oid = %s::regclass), "
                     f"(SELECT coalesce(sum(n_facts), 0) FROM {self.schema}.asm_scopes)",
                     (f"{self.schema}.asm_facts",),
                 ).fetchone()
-                assert row is not None
-                estimate, total = float(row[0]), int(row[1])
-                if total >= 1000 and total > 1.2 * max(estimate, 0.0):
+            )
+            assert row is not None
+            estimate, total = float(row[0]), int(row[1])
+            if total >= 1000 and total > 1.2 * max(estimate, 0.0):
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
                     conn.execute(f"VACUUM (ANALYZE, SKIP_LOCKED) {self.schema}.asm_facts")
         except Exception as exc:  # maintenance is an optimisation: log once, never fail a write
-            if not self._maintenance_failed:
+            if not self._maintenance_failed and not self._closed:  # (a backend closed meanwhile: nothing to say)
                 logger.warning("could not VACUUM ANALYZE the facts table (autovacuum will): %s", exc)
             self._maintenance_failed = True
         finally:
