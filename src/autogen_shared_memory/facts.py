@@ -796,7 +796,7 @@ class FactStore:
             top_k,
             filters,
             check=check,
-            fetch=self.backend.get,
+            fetch=self.backend.get_across,
         )
         return [
             Hit(r.fact, r.score, r.lexical_rank, r.semantic_rank, r.cosine, r.context_of)

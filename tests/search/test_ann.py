@@ -154,7 +154,9 @@ def test_each_scope_graph_is_asked_and_rows_added_after_the_view_are_left_out(tm
     assert late.status == "created"
     backend._refresh(backend._conn(refs[1], create=False), backend._index(refs[1]))
     backend._index(refs[1]).graph("hnsw", 100, 128)  # the graph now holds the late row
-    ranked = rank_across([v for v in views if v], q, 10, lambda view, seqs: backend._exact(view.source, seqs, q))
+    ranked = rank_across(
+        [v for v in views if v], q, 10, lambda asked: [backend._exact(v.source, seqs, q) for v, seqs in asked]
+    )
     assert late.id not in [fid for _, fid, _ in ranked]
     assert {ref for ref, _, _ in ranked} == set(refs)  # both graphs answered
     assert late.id in semantic_ids_of(store, refs, q)  # a new view sees it

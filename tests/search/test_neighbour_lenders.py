@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -16,9 +16,12 @@ SESSION = {"a": (None, "a2"), "b": (None, "b2"), "c": (None, "c2")}  # each cand
 def test_only_the_best_candidates_lend_and_their_neighbours_are_all_that_is_looked_up() -> None:
     asked: list[str] = []
 
-    def neighbours(scope: ScopeRef, ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        asked.extend(ids)
-        return {i: SESSION[i] for i in ids}
+    def neighbours(
+        wanted: Mapping[ScopeRef, Sequence[str]],
+    ) -> dict[ScopeRef, dict[str, tuple[str | None, str | None]]]:
+        for ids in wanted.values():
+            asked.extend(ids)
+        return {scope: {i: SESSION[i] for i in ids} for scope, ids in wanted.items()}
 
     base = {(GROUP, "c"): 0.1, (GROUP, "a"): 0.3, (GROUP, "b"): 0.2}
     final, lender = neighbour_context(base, (0.5, 0.2), neighbours, pull_in=True, lenders=2)
@@ -31,5 +34,5 @@ def test_only_the_best_candidates_lend_and_their_neighbours_are_all_that_is_look
 
 def test_a_zero_weight_pulls_in_nothing() -> None:
     base = {(GROUP, "a"): 0.3}
-    final, lender = neighbour_context(base, (0.5, 0.0), lambda s, ids: {"a": ("before", "a2")}, pull_in=True)
+    final, lender = neighbour_context(base, (0.5, 0.0), lambda wanted: {GROUP: {"a": ("before", "a2")}}, pull_in=True)
     assert final == pytest.approx({(GROUP, "a"): 0.3, (GROUP, "a2"): 0.15}) and lender == {(GROUP, "a2"): "a"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -40,8 +40,10 @@ class Scripted:
     ) -> list[tuple[ScopeRef, str, float]]:
         return self.sem[:limit]
 
-    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        return {f: self.next_to.get(f, (None, None)) for f in fact_ids}
+    def neighbours_across(
+        self, wanted: Mapping[ScopeRef, Sequence[str]]
+    ) -> dict[ScopeRef, dict[str, tuple[str | None, str | None]]]:
+        return {scope: {f: self.next_to.get(f, (None, None)) for f in ids} for scope, ids in wanted.items()}
 
 
 def settings(**overrides: object) -> RecallSettings:
@@ -92,10 +94,12 @@ def test_ties_are_broken_by_cosine() -> None:
 
 def test_neighbour_context_lends_credit_and_pulls_in_the_next_turn() -> None:
     base = {(GROUP, "q"): 1.0}
-    final, lender = neighbour_context(base, (0.3, 0.1), Scripted([], [], {"q": ("before", "after")}).neighbours, True)
+    final, lender = neighbour_context(
+        base, (0.3, 0.1), Scripted([], [], {"q": ("before", "after")}).neighbours_across, True
+    )
     assert final == pytest.approx({(GROUP, "q"): 1.0, (GROUP, "before"): 0.1, (GROUP, "after"): 0.3})
     assert lender == {(GROUP, "before"): "q", (GROUP, "after"): "q"}
-    kept, _ = neighbour_context(base, (0.3, 0.1), Scripted([], [], {"q": ("before", "after")}).neighbours, False)
+    kept, _ = neighbour_context(base, (0.3, 0.1), Scripted([], [], {"q": ("before", "after")}).neighbours_across, False)
     assert kept == base  # a narrowed search never pulls in facts its filters did not select
 
 
@@ -106,9 +110,9 @@ class Fetched:
         self.stored = {i: make_fact(i) for i in ids}
         self.calls: list[list[str]] = []
 
-    def __call__(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
-        self.calls.append(list(fact_ids))
-        return [self.stored[i] for i in fact_ids if i in self.stored]
+    def __call__(self, wanted: Mapping[ScopeRef, Sequence[str]]) -> dict[ScopeRef, list[Fact]]:
+        self.calls.extend(list(ids) for ids in wanted.values())
+        return {scope: [self.stored[i] for i in ids if i in self.stored] for scope, ids in wanted.items()}
 
 
 def make_fact(fact_id: str) -> Fact:

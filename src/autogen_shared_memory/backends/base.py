@@ -530,6 +530,30 @@ class Backend(ABC):
                 return found[0]
         return None
 
+    def get_across(self, wanted: Mapping[ScopeRef, Sequence[str]]) -> dict[ScopeRef, list[Fact]]:
+        """:meth:`get` of several scopes at once (a search of ``scope="all"`` reads its results' facts so).
+
+        Args:
+            wanted: the ids to read, by scope.
+
+        Returns:
+            Each scope's facts, as :meth:`get` returns them.
+        """
+        return {scope: self.get(scope, ids) for scope, ids in wanted.items()}
+
+    def neighbours_across(
+        self, wanted: Mapping[ScopeRef, Sequence[str]]
+    ) -> dict[ScopeRef, dict[str, tuple[str | None, str | None]]]:
+        """:meth:`neighbours` of several scopes at once (a search's neighbour context asks so).
+
+        Args:
+            wanted: the ids to look up, by scope.
+
+        Returns:
+            Each scope's answer, as :meth:`neighbours` gives it.
+        """
+        return {scope: self.neighbours(scope, ids) for scope, ids in wanted.items()}
+
     def exists(self, scope: ScopeRef) -> bool:
         """Whether the scope has been created (called on every search: backends make it cheap)."""
         return scope in self.scopes(scope.kind)

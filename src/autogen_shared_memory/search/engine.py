@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -36,7 +36,9 @@ class Legs(Protocol):
         self, scopes: Sequence[ScopeRef], vector: npt.NDArray[np.float32], limit: int, filters: Filters
     ) -> list[tuple[ScopeRef, str, float]]: ...
 
-    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]: ...
+    def neighbours_across(
+        self, wanted: Mapping[ScopeRef, Sequence[str]]
+    ) -> dict[ScopeRef, dict[str, tuple[str | None, str | None]]]: ...
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def search(
     filters: Filters,
     *,
     check: Callable[[], None] | None = None,
-    fetch: Callable[[ScopeRef, Sequence[str]], Sequence[Fact]] | None = None,
+    fetch: Callable[[Mapping[ScopeRef, Sequence[str]]], Mapping[ScopeRef, Sequence[Fact]]] | None = None,
 ) -> list[Ranked]:
     """The ``top_k`` facts of ``refs`` for ``query``, best first, ranked as ``settings`` say (each leg takes
     ``max(settings.search_depth, top_k)`` candidates).
@@ -119,9 +121,10 @@ def search(
         filters: what the legs let through.
         check: run before the lexical leg, on its thread: beside the query's embedding and the vector scan
             (the scopes' model check, whose round trips to a server then cost no time of their own).
-        fetch: ``fetch(ref, ids)``: the facts of those ids that still exist in ``ref``. Given, each result
-            carries its fact and a result whose fact is gone is left out; the facts of the ``top_k`` best
-            before neighbour context are fetched beside its lookups, the others after.
+        fetch: ``fetch({ref: ids})``: ``{ref: facts}``, the facts of those ids that still exist in each
+            scope (:meth:`~autogen_shared_memory.backends.base.Backend.get_across`). Given, each result carries
+            its fact and a result whose fact is gone is left out; the facts of the ``top_k`` best before
+            neighbour context are fetched beside its lookups, the others after.
 
     Returns:
         The results, best first.
@@ -180,14 +183,22 @@ def search(
     fetched: dict[tuple[int, str], Fact] = {}
     asked: set[tuple[int, str]] = set()
 
+    def across(
+        call: Callable[[dict[ScopeRef, list[str]]], Mapping[ScopeRef, Any]], wanted: Mapping[int, Sequence[str]]
+    ) -> dict[int, Any]:
+        """``call`` (a backend's read of several scopes at once) with the engine's scope slots."""
+        answers = call({refs[i]: list(ids) for i, ids in wanted.items()})
+        return {i: answers.get(refs[i], {}) for i in wanted}
+
     def fetch_facts(keys: Sequence[tuple[int, str]]) -> None:
         assert fetch is not None
         asked.update(keys)
         by_scope: dict[int, list[str]] = {}
         for i, fid in keys:
             by_scope.setdefault(i, []).append(fid)
-        for i, ids in by_scope.items():
-            fetched.update(((i, fact.id), fact) for fact in fetch(refs[i], ids))
+        if by_scope:
+            for i, facts in across(fetch, by_scope).items():
+                fetched.update(((i, fact.id), fact) for fact in facts)
 
     def order(scores: dict[tuple[int, str], float]) -> list[tuple[tuple[int, str], float]]:
         return sorted(scores.items(), key=lambda t: (-t[1], -cosine.get(t[0], -1.0)))
@@ -204,7 +215,7 @@ def search(
             return neighbour_context(
                 base,
                 weights,
-                lambda i, ids: backend.neighbours(refs[i], ids),
+                lambda wanted: across(backend.neighbours_across, wanted),
                 pull_in=not filters.narrows,
                 lenders=max(2 * top_k, 20),
             )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -24,7 +24,7 @@ def rrf(ranked_lists: Sequence[tuple[Sequence[K], float]], k: float = 5.0) -> di
 def neighbour_context(
     base: dict[tuple[S, str], float],
     weights: tuple[float, float],
-    neighbours: Callable[[S, Sequence[str]], dict[str, tuple[str | None, str | None]]],
+    neighbours: Callable[[Mapping[S, Sequence[str]]], Mapping[S, Mapping[str, tuple[str | None, str | None]]]],
     pull_in: bool,
     lenders: int | None = None,
 ) -> tuple[dict[tuple[S, str], float], dict[tuple[S, str], str]]:
@@ -32,7 +32,8 @@ def neighbour_context(
     just before/after ``f`` in the same session: a turn recalled for a question lends credit to the
     turns around it (an answer often sits next to the turn that matches the words). ``pull_in``: facts that
     neither leg found may enter through their neighbours (returned in the second dict with their lender).
-    ``lenders``: only the best this many facts of ``base`` lend (None: all of them)."""
+    ``lenders``: only the best this many facts of ``base`` lend (None: all of them). ``neighbours`` looks up
+    the lenders of every scope at once: ``{scope: ids}`` to ``{scope: {id: (prev, next)}}``."""
     b_prev, b_next = weights
     final = dict(base)
     context_of: dict[tuple[S, str], str] = {}
@@ -40,8 +41,9 @@ def neighbour_context(
     lending = base if lenders is None else heapq.nlargest(lenders, base, key=base.__getitem__)
     for ref, fid in lending:
         by_scope.setdefault(ref, []).append(fid)
-    for ref, ids in by_scope.items():
-        for fid, (prev, nxt) in neighbours(ref, ids).items():
+    found = neighbours(by_scope) if by_scope else {}
+    for ref in by_scope:
+        for fid, (prev, nxt) in found.get(ref, {}).items():
             credit = base[(ref, fid)]
             for other, weight in ((prev, b_next), (nxt, b_prev)):  # prev(f)'s next is f, and so on
                 key = (ref, other) if other is not None else None

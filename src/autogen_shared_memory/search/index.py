@@ -780,15 +780,16 @@ def rank_across(
     views: Sequence[ScopeView],
     q: npt.NDArray[np.float32],
     limit: int,
-    exact: Callable[[ScopeView, npt.NDArray[np.int64]], npt.NDArray[np.float32]],
+    exact: Callable[[Sequence[tuple[ScopeView, npt.NDArray[np.int64]]]], Sequence[npt.NDArray[np.float32]]],
 ) -> list[tuple[ScopeRef, str, float]]:
     """The ``limit`` rows of all ``views`` nearest to ``q``, ranked by float32 cosine, best first.
 
     The scopes' HNSW graphs are asked side by side (a scope whose graph cannot answer is scanned); the coarse
     int8 scans of every other scope run at once and shortlist the rows that can make each scope's top; their
     rebuilt cosines (with a bound per row) pick the rows that can make the overall top ``limit``, and only those
-    whose order is still in doubt (their intervals overlap) are re-scored by ``exact(view, seqs)`` from the
-    stored float32 vectors (``-inf`` for a row gone meanwhile).
+    whose order is still in doubt (their intervals overlap) are re-scored from the stored float32 vectors by
+    one call of ``exact([(view, seqs), ...])`` for every scope that has such rows (one array of cosines per
+    pair, ``-inf`` for a row gone meanwhile: a server answers them all in one round trip).
     """
     asked = [v for v in views if v.graph is not None]  # each scope's graph on its own core (lock)
     answers = side_by_side([v.graph for v in asked if v.graph], os.cpu_count() or 1, scan_pool())
@@ -816,10 +817,11 @@ def rank_across(
     top = contenders(approx, error, limit)
     approx, error, owner, rows = approx[top], error[top], owner[top], rows[top]
     doubtful = overlapping(approx, error)
-    for i, (view, *_) in enumerate(found):
-        redo = np.flatnonzero(doubtful & (owner == i))
-        if len(redo):
-            approx[redo] = exact(view, view.seqs[rows[redo]])
+    redo = [(view, np.flatnonzero(doubtful & (owner == i))) for i, (view, *_) in enumerate(found)]
+    redo = [(view, at) for view, at in redo if len(at)]
+    if redo:
+        for (_, at), scores in zip(redo, exact([(view, view.seqs[rows[at]]) for view, at in redo]), strict=True):
+            approx[at] = scores
     order = np.argsort(-approx, kind="stable")[:limit]
     return [
         (found[owner[i]][0].scope, found[owner[i]][0].ids[int(rows[i])], float(approx[i]))

@@ -272,12 +272,15 @@ def _next_version(row: dict[str, Any]) -> dict[str, Any]:
 
 
 # What a backend may override besides the abstract methods, and why: an id index (find, write, purge, import),
-# a cheaper existence check, and the storage hooks that say what only the backend knows of its storage
-# (change watching, health checks, where a scope is kept). Anything else is derived once in backends/base.py.
+# a cheaper existence check, reads of several scopes in one round trip to a server (get_across,
+# neighbours_across), and the storage hooks that say what only the backend knows of its storage (change
+# watching, health checks, where a scope is kept). Anything else is derived once in backends/base.py.
 OVERRIDABLE = frozenset(
     {
         "find",
         "exists",
+        "get_across",
+        "neighbours_across",
         "write",
         "purge",
         "import_scope",
@@ -949,6 +952,31 @@ class BackendConformance:
         hits = store.operator.search(QUERY, "global", top_k=3)
         assert receipts[0].id in _ids(hits) and receipts[1].id not in _ids(hits)
         assert all(h.context_of is None for h in hits)
+
+    def test_reads_across_scopes_answer_what_each_scope_answers(self, make_store: StoreFactory) -> None:
+        """``get_across`` and ``neighbours_across`` (a search of several scopes reads so) give each scope what
+        ``get`` and ``neighbours`` give it: an id of another scope, or of none, is not found."""
+        store = make_store()
+        group = store.as_operator("crew").remember_many(TURNS, "group", session_id="chat-1")
+        world = store.operator.remember_many(TURNS[:3], "global", session_id="chat-1")
+        backend = store.backend
+        missing = "g_00000000000000000001"
+        wanted = {
+            CREW: [group[2].id, world[1].id, missing, group[0].id],  # an id of the other scope: not crew's
+            GLOBAL: [world[1].id, group[1].id, world[0].id],
+        }
+        got = backend.get_across(wanted)
+        assert set(got) == set(wanted)
+        for scope, ids in wanted.items():
+            assert [f.id for f in got[scope]] == [f.id for f in backend.get(scope, ids)]
+        assert [f.id for f in got[CREW]] == [group[2].id, group[0].id]
+        assert [f.id for f in got[GLOBAL]] == [world[1].id, world[0].id]
+        near = backend.neighbours_across(wanted)
+        assert near == {scope: backend.neighbours(scope, ids) for scope, ids in wanted.items()}
+        assert near[CREW][group[2].id] == (group[1].id, group[3].id)
+        assert near[GLOBAL][world[1].id] == (world[0].id, world[2].id)
+        assert group[1].id not in near[GLOBAL] and world[1].id not in near[CREW]
+        assert backend.get_across({}) == {} and backend.neighbours_across({CREW: []}) == {CREW: {}}
 
     def test_all_scopes_merge_lexical_matches_by_score_not_by_rank(self, make_store: StoreFactory) -> None:
         """A small scope's best keyword match (one weak term) must not outrank a big scope's strong match."""

@@ -350,5 +350,7 @@ class _CaseLegs:
         order = np.argsort(-scores, kind="stable")[:limit]
         return [(self.scope, self.usable[i]["id"], float(scores[i])) for i in order]
 
-    def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        return {}
+    def neighbours_across(
+        self, wanted: Mapping[ScopeRef, Sequence[str]]
+    ) -> dict[ScopeRef, dict[str, tuple[str | None, str | None]]]:
+        return {}  # entries have no sessions (and the case log's search asks for no neighbour context)

@@ -710,17 +710,28 @@ class PostgresBackend(Backend):
         return self._run(fn, write=False)
 
     def get(self, scope: ScopeRef, fact_ids: Sequence[str]) -> list[Fact]:
-        if not fact_ids:
-            return []
+        return self.get_across({scope: fact_ids})[scope]
+
+    def get_across(self, wanted: Mapping[ScopeRef, Sequence[str]]) -> dict[ScopeRef, list[Fact]]:
+        """:meth:`get` of every scope in one round trip."""
+        ids = list(dict.fromkeys(i for fact_ids in wanted.values() for i in fact_ids))
+        if not ids:
+            return {scope: [] for scope in wanted}
         rows = self._read(
             lambda c: c.execute(
-                f"SELECT {_FACT_COLUMNS} FROM asm_facts WHERE scope_kind = %s AND owner = %s AND id = ANY(%s)",
-                (scope.kind, scope.owner, list(fact_ids)),
+                f"SELECT scope_kind, owner, {_FACT_COLUMNS} FROM asm_facts WHERE id = ANY(%s)", (ids,)
             ).fetchall()
         )
         now = time.time()
-        by_id = {r[1]: fact_from_row(scope, r, now) for r in rows}
-        return [by_id[i] for i in fact_ids if i in by_id]
+        found: dict[tuple[str, str, str], Fact] = {}
+        for r in rows:
+            scope = ScopeRef(r[0], r[1])
+            if scope in wanted:
+                found[(r[0], r[1], r[3])] = fact_from_row(scope, r[2:], now)
+        return {
+            scope: [found[k] for k in ((scope.kind, scope.owner, i) for i in fact_ids) if k in found]
+            for scope, fact_ids in wanted.items()
+        }
 
     def find(self, fact_id: str) -> Fact | None:
         kind = kind_of_fact_id(fact_id)
@@ -875,7 +886,7 @@ class PostgresBackend(Backend):
             seen = self._states(conn, scopes) if len(scopes) > 1 else {}
             asked = [self._semantic_view(conn, s, q, limit, filters, now, seen.get(s)) for s in scopes]
             views = [v for v in asked if v]
-            return rank_across(views, q, limit, lambda view, seqs: self._exact(conn, view.scope, seqs, q))
+            return rank_across(views, q, limit, lambda asked: self._exact(conn, [(v.scope, s) for v, s in asked], q))
 
         result: list[tuple[ScopeRef, str, float]] = self._read(run)
         return result
@@ -929,23 +940,32 @@ class PostgresBackend(Backend):
 
     @staticmethod
     def _exact(
-        conn: psycopg.Connection[Any], scope: ScopeRef, seqs: npt.NDArray[np.int64], q: npt.NDArray[np.float32]
-    ) -> npt.NDArray[np.float32]:
-        """float32 cosines of ``q`` with the facts ``seqs`` from their stored vectors (the codes rebuild
-        them only to within 4e-5), as SQLite computes them; a fact no longer stored scores -inf."""
-        out = np.full(len(seqs), -np.inf, dtype=np.float32)
-        if not len(seqs):
+        conn: psycopg.Connection[Any],
+        asked: Sequence[tuple[ScopeRef, npt.NDArray[np.int64]]],
+        q: npt.NDArray[np.float32],
+    ) -> list[npt.NDArray[np.float32]]:
+        """float32 cosines of ``q`` with the facts ``seqs`` of each ``(scope, seqs)`` from their stored vectors
+        (the codes rebuild them only to within 4e-5), as SQLite computes them, in one round trip for every
+        scope (a ``seq`` names one row of the schema); a fact no longer stored scores -inf."""
+        out = [np.full(len(seqs), -np.inf, dtype=np.float32) for _, seqs in asked]
+        where = {
+            (scope.kind, scope.owner, int(seq)): (k, i)
+            for k, (scope, seqs) in enumerate(asked)
+            for i, seq in enumerate(seqs)
+        }
+        if not where:
             return out
-        where = {int(s): i for i, s in enumerate(seqs)}
         with conn.cursor(binary=True) as cur:
             rows = cur.execute(
-                "SELECT seq, embedding FROM asm_facts WHERE scope_kind = %s AND owner = %s AND seq = ANY(%s)",
-                (scope.kind, scope.owner, [int(s) for s in seqs]),
+                "SELECT scope_kind, owner, seq, embedding FROM asm_facts WHERE seq = ANY(%s)",
+                ([key[2] for key in where],),
             ).fetchall()
-        rows = [r for r in rows if len(r[1]) == 4 + 4 * q.shape[0]]
+        rows = [r for r in rows if (r[0], r[1], int(r[2])) in where and len(r[3]) == 4 + 4 * q.shape[0]]
         if rows:
-            vectors = _from_pg([r[1] for r in rows])
-            out[[where[int(r[0])] for r in rows]] = np.einsum("ij,j->i", vectors, q)  # no BLAS threads
+            scores = np.einsum("ij,j->i", _from_pg([r[3] for r in rows]), q)  # no BLAS threads
+            for r, score in zip(rows, scores, strict=True):
+                k, i = where[(r[0], r[1], int(r[2]))]
+                out[k][i] = score
         return out
 
     def build_ann(self, scope: ScopeRef) -> bool:
@@ -966,21 +986,32 @@ class PostgresBackend(Backend):
         return cache.build_graph(self.vector_index, self.ann_min_facts, self.ann_ef, lambda: None)
 
     def neighbours(self, scope: ScopeRef, fact_ids: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
-        if not fact_ids:
-            return {}
+        return self.neighbours_across({scope: fact_ids})[scope]
+
+    def neighbours_across(
+        self, wanted: Mapping[ScopeRef, Sequence[str]]
+    ) -> dict[ScopeRef, dict[str, tuple[str | None, str | None]]]:
+        """:meth:`neighbours` of every scope in one round trip."""
+        out: dict[ScopeRef, dict[str, tuple[str | None, str | None]]] = {scope: {} for scope in wanted}
+        ids = list(dict.fromkeys(i for fact_ids in wanted.values() for i in fact_ids))
+        if not ids:
+            return out
         live = "{a}.status = 'active' AND ({a}.expires_at IS NULL OR {a}.expires_at > %(now)s)"
         same = "{a}.scope_kind = f.scope_kind AND {a}.owner = f.owner AND {a}.session_id = f.session_id"
         sql = (
-            f"SELECT f.id, (SELECT p.id FROM asm_facts p WHERE {same.format(a='p')} AND p.seq < f.seq AND "
-            f"{live.format(a='p')} ORDER BY p.seq DESC LIMIT 1), (SELECT n.id FROM asm_facts n WHERE "
-            f"{same.format(a='n')} AND n.seq > f.seq AND {live.format(a='n')} ORDER BY n.seq LIMIT 1) FROM asm_facts f "
-            "WHERE f.scope_kind = %(kind)s AND f.owner = %(owner)s AND f.id = ANY(%(ids)s) AND f.session_id IS NOT NULL"
+            f"SELECT f.scope_kind, f.owner, f.id, (SELECT p.id FROM asm_facts p WHERE {same.format(a='p')} AND "
+            f"p.seq < f.seq AND {live.format(a='p')} ORDER BY p.seq DESC LIMIT 1), (SELECT n.id FROM asm_facts n "
+            f"WHERE {same.format(a='n')} AND n.seq > f.seq AND {live.format(a='n')} ORDER BY n.seq LIMIT 1) "
+            "FROM asm_facts f WHERE f.id = ANY(%(ids)s) AND f.session_id IS NOT NULL"
             " AND NOT starts_with(f.session_id, %(run)s)"  # a store run's session: no order to lend credit along
         )
-        params = {"now": time.time(), "kind": scope.kind, "owner": scope.owner, "ids": list(fact_ids)}
-        params["run"] = RUN_SESSION_PREFIX
-        rows = self._read(lambda c: c.execute(sql, params).fetchall())
-        return {r[0]: (r[1], r[2]) for r in rows}
+        params = {"now": time.time(), "ids": ids, "run": RUN_SESSION_PREFIX}
+        asked = {(scope.kind, scope.owner): (scope, set(fact_ids)) for scope, fact_ids in wanted.items()}
+        for kind, owner, fid, prev, nxt in self._read(lambda c: c.execute(sql, params).fetchall()):
+            scope, fact_ids = asked.get((kind, owner), (None, ()))
+            if scope is not None and fid in fact_ids:
+                out[scope][fid] = (prev, nxt)
+        return out
 
     def stats(self, scope: ScopeRef) -> ScopeStats:
         def run(conn: psycopg.Connection[Any]) -> ScopeStats:
@@ -1240,7 +1271,7 @@ class _PgTx:
             out[mine] = np.einsum("ij,j->i", matrix, q)
         rest = np.asarray([i for i in range(len(seqs)) if int(seqs[i]) not in self._vector_of], dtype=np.int64)
         if len(rest):
-            out[rest] = self.backend._exact(self.conn, self.scope, seqs[rest], q)
+            out[rest] = self.backend._exact(self.conn, [(self.scope, seqs[rest])], q)[0]
         return out
 
     def settle(self) -> None:

@@ -917,9 +917,12 @@ class SQLiteBackend(Backend):
         now = time.time()
         views = [v for v in (self._semantic_view(s, q, limit, filters, now) for s in scopes) if v is not None]
 
-        def exact(view: ScopeView, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.float32]:
-            ids = [view.ids[int(i)] for i in np.searchsorted(view.seqs, seqs)]  # the view's rows are in seq order
-            return self._exact(view.source, seqs, q, ids)
+        def exact(asked: Sequence[tuple[ScopeView, npt.NDArray[np.int64]]]) -> list[npt.NDArray[np.float32]]:
+            out = []
+            for view, seqs in asked:
+                ids = [view.ids[int(i)] for i in np.searchsorted(view.seqs, seqs)]  # the view's rows: in seq order
+                out.append(self._exact(view.source, seqs, q, ids))
+            return out
 
         return rank_across(views, q, limit, exact)
 
