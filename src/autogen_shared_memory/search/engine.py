@@ -1,7 +1,8 @@
 """One query over several scopes: the lexical and the semantic leg side by side, fused, ranked.
 
 The backend runs each leg's storage work (BM25 over its postings; the vector index); this module decides how
-the two legs overlap and how their rankings become one. It knows the backend only by the three calls it makes.
+the two legs overlap and how their rankings become one. It knows the backend only by the three calls it makes
+(and the caller's ``check`` and ``fetch``, which it runs beside them).
 """
 
 from __future__ import annotations
