@@ -723,10 +723,10 @@ class PostgresBackend(Backend):
             ).fetchall()
         )
         now = time.time()
+        asked = {(scope.kind, scope.owner): scope for scope in wanted}
         found: dict[tuple[str, str, str], Fact] = {}
         for r in rows:
-            scope = ScopeRef(r[0], r[1])
-            if scope in wanted:
+            if (scope := asked.get((r[0], r[1]))) is not None:
                 found[(r[0], r[1], r[3])] = fact_from_row(scope, r[2:], now)
         return {
             scope: [found[k] for k in ((scope.kind, scope.owner, i) for i in fact_ids) if k in found]
