@@ -240,6 +240,47 @@ def test_the_pass_reserves_its_file_so_a_full_disk_is_an_error_not_a_crash(monke
     assert asked == [(0, 300 * blocks * (packed_module.BLOCK // 2 + 4))]  # the 4-bit codes and their scales
 
 
+def the_file_blocks(packed: Packed) -> int:
+    return os.fstat(packed._file.fileno()).st_blocks  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("copies", [True, False])
+def test_a_built_pass_gives_its_file_storage_back_only_when_the_session_keeps_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copies: bool
+) -> None:
+    # The file is in the temporary folder, which may be memory (tmpfs): once the session holds its packed
+    # copy, the file's storage is freed. Where the session would read the file again, it keeps its storage.
+    if not hasattr(packed_module.mmap, "MADV_REMOVE"):
+        pytest.skip("no hole punching here")
+    monkeypatch.setattr(packed_module.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(packed_module, "_keeps_copies", lambda: copies)
+    vectors = UnitEmbedder().embed([f"text {i}" for i in range(3000)])
+    codes = quantize(vectors)
+    kept = Packed(codes, 3000, release=False)
+    released = Packed(codes, 3000)
+    assert the_file_blocks(kept) > 0
+    if copies:
+        assert the_file_blocks(released) == 0
+    else:
+        assert the_file_blocks(released) == the_file_blocks(kept)
+    for q in vectors[:20]:
+        assert np.array_equal(released.products(q), kept.products(q))
+
+
+def test_the_sessions_copy_is_checked_not_assumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # This ONNX Runtime packs the codes into its own layout: zeroing the file changes no answer.
+    monkeypatch.setattr(packed_module, "_copies", [])
+    assert packed_module._keeps_copies() is True
+    # A runtime that scans the supplied file: zeroing it changes the answers, so its files keep their storage.
+    monkeypatch.setattr(packed_module, "_copies", [])
+
+    def from_the_file(self: Packed, q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        return np.full(self.n, float(np.frombuffer(self._map, dtype=np.uint8).sum()), dtype=np.float32)
+
+    monkeypatch.setattr(Packed, "products", from_the_file)
+    assert packed_module._keeps_copies() is False
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     n=st.integers(1, 2000),

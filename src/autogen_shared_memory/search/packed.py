@@ -11,8 +11,11 @@ a result can be missing from the top, never wrong in its cosine.
 
 The codes are made from the int8 coarse codes on a background thread (rows below ``n`` never change within
 an index generation; one that does drops the pass), written to an unlinked temporary file and handed to
-ONNX Runtime as an external initializer, which packs them into its own layout once. The file's pages are
-then released from this process: the packed copy (about 240 bytes a row) is what stays.
+ONNX Runtime as an external initializer, which packs them into its own layout once. The file's storage is
+then given back (a hole punched through the mapping), so a temporary folder in memory (tmpfs) holds it only
+while the pass is built: the packed copy (about 240 bytes a row) is what stays. That relies on the session
+never reading its initializers again, which a small session checks once per process (:func:`_keeps_copies`);
+where it would, only the file's pages leave this process and the file keeps its storage.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .int8 import Codes
+from .int8 import Codes, quantize
 
 BLOCK = 64  # coordinates per scale (MatMulNBits' block_size: 32 was 15% slower at 1M rows, 128 12% slower)
 LEVELS = 7  # codes -7 .. 7 around the zero point 8: a zero coordinate stays exactly zero
@@ -55,6 +58,37 @@ def _shutting_down() -> bool:
     return not threading.main_thread().is_alive()
 
 
+def _release(area: mmap.mmap, *, punch: bool) -> None:
+    """Give back the pages of a file the session no longer needs: with ``punch``, their storage too (reads of a
+    punched hole give zeros, so nothing that still maps it can fault); without it, or where the file system
+    cannot punch holes, only this process's pages (the file keeps its storage)."""
+    if punch and hasattr(mmap, "MADV_REMOVE"):
+        try:
+            area.madvise(mmap.MADV_REMOVE)
+            return
+        except OSError:  # no hole punching on this file system
+            pass
+    if hasattr(mmap, "MADV_DONTNEED"):
+        area.madvise(mmap.MADV_DONTNEED)
+
+
+_copies: list[bool] = []  # the answer of _keeps_copies, once known
+
+
+def _keeps_copies() -> bool:
+    """Whether this process's ONNX Runtime scans a pass from its own packed copy of the codes, never from the
+    file they were supplied in: a pass of 64 random rows answers a query, has its file zeroed, and must answer
+    the same. Only then may a pass's file lose its storage (its hole would read as zeros)."""
+    if not _copies:
+        rng = np.random.default_rng(0)
+        rows = rng.standard_normal((64, BLOCK)).astype(np.float32)
+        probe = Packed(quantize(rows), 64, release=False)
+        before = probe.products(rows[0]).copy()
+        np.frombuffer(probe._map, dtype=np.uint8)[:] = 0
+        _copies.append(bool(np.array_equal(before, probe.products(rows[0]))))
+    return _copies[0]
+
+
 class Packed:
     """4-bit codes of rows ``0 .. n-1`` of a scope's :class:`~.int8.Codes` and the ONNX Runtime session that
     scans them. Thread-safe: ``candidates`` may run in several threads at once.
@@ -62,6 +96,8 @@ class Packed:
     Args:
         codes: the scope's codes (only their coarse codes and row scales are read).
         n: how many rows to pack.
+        release: give the file's pages and, where the session keeps its own copy, its storage back once the
+            session is made (:func:`_keeps_copies` makes one with False).
 
     Raises:
         ImportError: onnxruntime or onnx is not installed.
@@ -71,7 +107,7 @@ class Packed:
             session under way).
     """
 
-    def __init__(self, codes: Codes, n: int) -> None:
+    def __init__(self, codes: Codes, n: int, *, release: bool = True) -> None:
         import onnxruntime as ort  # type: ignore[import-untyped]
         from onnx import TensorProto, helper
 
@@ -158,8 +194,8 @@ class Packed:
         if _shutting_down():
             raise _Abandoned("the interpreter is shutting down")
         self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        if hasattr(mmap, "MADV_DONTNEED"):  # the session holds its packed copy: the file's pages leave our RSS
-            self._map.madvise(mmap.MADV_DONTNEED)
+        if release:
+            _release(self._map, punch=_keeps_copies())
 
     def products(self, q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Estimates of ``q . x`` for rows ``0 .. n-1`` (each off by about :meth:`deviation`).
