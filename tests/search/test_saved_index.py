@@ -396,3 +396,49 @@ def test_postgres_refuses_an_index_dir_that_cannot_be_a_folder(pg_dsn: str, tmp_
         PostgresBackend(pg_dsn, schema="unused_x", index_dir=tmp_path / "a-file" / "idx")
     with pytest.raises(ValueError, match="does not apply to search='server'"):
         PostgresBackend(pg_dsn, schema="unused_x", index_dir=tmp_path / "idx", search="server")
+
+
+def test_an_exact_duplicate_is_found_however_its_hash_key_reached_the_index(tmp_path: Path) -> None:
+    # A write asks the database for a draft's stored duplicates only when the scope's index holds the draft's
+    # hash key. The keys come from a first load, a mapped saved index, a refresh that reads another
+    # process's rows, and this process's own inserts: a key missing from any of them stores a restatement
+    # twice. Near-duplicate merges are off, so only the exact rule can reinforce.
+    def opened(save_from: int | None) -> SharedMemoryStore:
+        backend = SQLiteBackend(tmp_path, save_index_from=save_from)
+        return SharedMemoryStore(backend, embedder=HashEmbedder(), dedup=DedupSettings(near_duplicate=1.01))
+
+    texts = _texts(300)
+    first = opened(100)
+    first.as_operator(GROUP).remember_many(texts, "group")
+    first.close()  # saved
+    mapped = opened(None)
+    assert mapped.as_operator(GROUP).remember(texts[5], "group").status == "reinforced"  # the file's keys
+    assert _index(mapped).saved.rows == 300
+    _saved_file(tmp_path).unlink()
+    loaded = opened(None)
+    assert loaded.as_operator(GROUP).remember(texts[6], "group").status == "reinforced"  # a first load's
+    assert _index(loaded).saved == Coverage()
+    by_other = "a fact another process wrote after this one loaded the scope"
+    assert loaded.as_operator(GROUP).remember(by_other, "group").status == "created"
+    assert mapped.as_operator(GROUP).remember(by_other, "group").status == "reinforced"  # a refresh's
+    own = ["a fact written twice in one batch", "a fact written twice in one batch"]
+    assert [r.status for r in mapped.as_operator(GROUP).remember_many(own, "group")] == ["created", "reinforced"]
+    assert mapped.as_operator(GROUP).remember(own[0], "group").status == "reinforced"  # its own insert's
+    assert mapped.stats()[0].counts["active"] == 302
+    for store in (mapped, loaded):
+        store.close()
+
+
+def test_a_new_fact_asks_the_database_for_no_duplicate(tmp_path: Path) -> None:
+    # A draft whose hash key the index does not hold has no stored duplicate: no query looks for one.
+    store = _store(tmp_path, None)
+    op = store.as_operator(GROUP)
+    op.remember_many(_texts(50), "group")
+    asked: list[str] = []
+    conn = store.backend._conn(SCOPE, create=False)  # type: ignore[attr-defined]
+    conn.set_trace_callback(asked.append)
+    op.remember_many(_texts(20, start=50), "group")
+    op.remember("one more new fact", "group")
+    conn.set_trace_callback(None)
+    assert asked and not [s for s in asked if "content_hash =" in s or "content_hash IN" in s]
+    store.close()

@@ -120,6 +120,34 @@ class Coverage:
         )
 
 
+def hash_key(content_hash: str) -> int:
+    """The first 60 bits of a content hash (SHA-256 hex), 0 for anything else (PostgreSQL's SQL twin is
+    ``backends.postgres.backend._HKEY_SQL``)."""
+    head = content_hash[:15]
+    return int(head, 16) if len(head) == 15 and all(c in "0123456789abcdef" for c in head) else 0
+
+
+@dataclass
+class HashKeys:
+    """The content-hash keys (:func:`hash_key`) of every stored fact of a scope, any status: a draft whose key
+    is absent has no stored duplicate, and needs no query (a present key is checked by the database)."""
+
+    base: npt.NDArray[np.int64]  # sorted
+    extra: set[int]  # added since base was made
+
+    def __contains__(self, key: int) -> bool:
+        if key in self.extra:
+            return True
+        i = int(np.searchsorted(self.base, key))
+        return i < len(self.base) and int(self.base[i]) == key
+
+    @classmethod
+    def of(cls, keys: Iterable[npt.NDArray[np.int64]]) -> HashKeys:
+        """The keys of a first load's chunks."""
+        chunks = list(keys)
+        return cls(np.sort(np.concatenate(chunks)) if chunks else np.zeros(0, dtype=np.int64), set())
+
+
 class VectorIndex:
     """The vectors of one scope as growable two-level int8 codes (:class:`Codes`), refreshed from storage
     by revision: 2 bytes per dimension, half of a float16 copy; and its facts' postings (the lexical leg,
@@ -153,14 +181,19 @@ class VectorIndex:
         self.active = np.zeros(0, dtype=bool)
         self.expires = np.zeros(0, dtype=np.float64)
         self._live: tuple[int, float, float, npt.NDArray[np.bool_]] | None = None  # live_mask's last answer
+        # the content-hash keys of rows 0 .. n - 1 and of this process's inserts (the backend's refresh and
+        # inserts keep them): an exact duplicate's candidates without a query
+        self.hashes = HashKeys(np.zeros(0, dtype=np.int64), set())
 
     def saved_extras(self) -> dict[str, npt.NDArray[Any]]:
-        """What a backend's subclass keeps beside the rows and saves with them (caller holds the lock; the
-        arrays must not change afterwards)."""
-        return {}
+        """What the index keeps beside the rows and saves with them (caller holds the lock; the arrays must
+        not change afterwards): the content-hash keys."""
+        extra = np.fromiter(self.hashes.extra, dtype=np.int64, count=len(self.hashes.extra))
+        return {"hashes": np.union1d(self.hashes.base, extra)}
 
     def install_extras(self, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
         """Take back what :meth:`saved_extras` saved, from a mapped file."""
+        self.hashes = HashKeys(arrays["hashes"], set())
 
     def _grow(self, need: int, dim: int) -> None:
         if self.dim != dim:
@@ -225,7 +258,7 @@ class VectorIndex:
         self.ids.extend(fact_ids)
         self.n = hi
 
-    def _append_many(self, rows: Sequence[tuple[int, str, str, float | None, bytes | None]]) -> None:
+    def _append_many(self, rows: Sequence[tuple[Any, ...]]) -> None:
         dim = len(rows[0][4] or b"") // 4
         if any(len(r[4] or b"") != 4 * dim for r in rows):
             raise EmbeddingModelMismatchError("vectors of different dimensions in one scope")
@@ -242,15 +275,16 @@ class VectorIndex:
         i = int(np.searchsorted(self.seq[: self.n], seq))
         return i if i < self.n and self.seq[i] == seq else None
 
-    def apply(self, rows: Sequence[tuple[int, str, str, float | None, bytes | None]]) -> None:
-        """Apply changed rows ``(seq, id, status, expires_at, embedding-or-None)`` in seq order."""
+    def apply(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Apply changed rows ``(seq, id, status, expires_at, embedding-or-None, ...)`` in seq order (columns
+        past the fifth are not read)."""
         if self.n == 0:  # first load: whole chunks at a time (1M facts: seconds instead of ~20 s row by row)
             rows = [r for r in rows if r[4] is not None]
             for lo in range(0, len(rows), 65536):
                 self._append_many(rows[lo : lo + 65536])
             return
         last = int(self.seq[self.n - 1])
-        for seq, _, status, expires, blob in rows:
+        for seq, _, status, expires, blob, *_ in rows:
             pos = self.position(seq) if seq <= last else None
             if pos is not None:
                 self.set_status(pos, status, expires)

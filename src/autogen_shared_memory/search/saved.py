@@ -40,7 +40,7 @@ from .int8 import CODE_ARRAYS, Codes, RowFile
 from .postings import Vocab
 
 MAGIC = b"ASMINDEX"
-FORMAT = 3
+FORMAT = 4
 _ALIGN = 64
 _HEAD = struct.Struct("<8sQI")  # magic, length and CRC-32 of the JSON header that follows
 

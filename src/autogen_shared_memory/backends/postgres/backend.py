@@ -17,8 +17,9 @@ Why it is built this way (measured: docs/benchmarks-archive.md, "PostgreSQL at S
 * A write transaction buffers its new facts and audit events and sends them with ``COPY`` (sequence
   numbers are reserved in one round trip); the near-duplicate check of a whole batch runs in memory
   (:class:`~..search.index.NearestExisting`, as on SQLite) and re-scores from the stored float32 vectors
-  only the cosines that can decide a merge. Content hashes of the scope's rows are kept in memory too, so
-  only a draft whose hash is already stored asks the database for its duplicates.
+  only the cosines that can decide a merge. A key of each row's content hash is kept in memory too
+  (:class:`~..search.index.HashKeys`, as on SQLite), so only a draft whose hash is already stored asks the
+  database for its duplicates.
 * Lexical search runs in process too: each process keeps a scope's postings beside its vectors
   (:mod:`..search.postings`: FTS5's tokens and BM25, the SQLite backend's postings budget), built from the
   facts' text on the scope's first search and extended by the same revision refresh. ``ts_rank`` over the
@@ -40,7 +41,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -64,11 +64,13 @@ from ...core.types import (
 from ...embedding import Vectors
 from ...search.index import (
     BatchInserts,
+    HashKeys,
     NearestExisting,
     ScopeView,
     VectorIndex,
     VectorIndexKind,
     check_options,
+    hash_key,
     rank_across,
 )
 from ...search.postings import ScopeTerms, query_stems, rank
@@ -154,45 +156,8 @@ def _from_pg(blobs: Sequence[bytes]) -> npt.NDArray[np.float32]:
     return raw[:, 1:].astype(np.float32)
 
 
-def _hkey(content_hash: str) -> int:
-    """The first 60 bits of a content hash (SHA-256 hex), 0 for anything else (the SQL twin is
-    :data:`_HKEY_SQL`)."""
-    head = content_hash[:15]
-    return int(head, 16) if len(head) == 15 and all(c in "0123456789abcdef" for c in head) else 0
-
-
+# search.index.hash_key in SQL: the key of each row, computed by the server
 _HKEY_SQL = "CASE WHEN content_hash ~ '^[0-9a-f]{15}' THEN ('x' || left(content_hash, 15))::bit(60)::bigint ELSE 0 END"
-
-
-@dataclass
-class _Hashes:
-    """The content-hash keys (:func:`_hkey`) of every stored fact of a scope, any status: a draft whose key
-    is absent has no stored duplicate, and needs no query (a present key is checked by the database)."""
-
-    base: npt.NDArray[np.int64]
-    extra: set[int]
-
-    def __contains__(self, key: int) -> bool:
-        if key in self.extra:
-            return True
-        i = int(np.searchsorted(self.base, key))
-        return i < len(self.base) and int(self.base[i]) == key
-
-
-class _ScopeCache(VectorIndex):
-    """One scope's vectors and postings (the :class:`VectorIndex` SQLite uses) and content-hash keys, in
-    this process."""
-
-    def reset(self) -> None:
-        super().reset()
-        self.hashes = _Hashes(np.zeros(0, dtype=np.int64), set())
-
-    def saved_extras(self) -> dict[str, npt.NDArray[Any]]:
-        extra = np.fromiter(self.hashes.extra, dtype=np.int64, count=len(self.hashes.extra))
-        return {"hashes": np.union1d(self.hashes.base, extra)}
-
-    def install_extras(self, arrays: Mapping[str, npt.NDArray[Any]]) -> None:
-        self.hashes = _Hashes(arrays["hashes"], set())
 
 
 def _id_at(conn: psycopg.Connection[Any], scope: ScopeRef, seq: int) -> str | None:
@@ -317,7 +282,7 @@ class PostgresBackend(Backend):
         self.vector_index = vector_index
         self.ann_min_facts = ann_min_facts
         self.ann_ef = ann_ef
-        self._caches: dict[ScopeRef, _ScopeCache] = {}
+        self._caches: dict[ScopeRef, VectorIndex] = {}
         self._caches_lock = threading.Lock()
         # The scopes' in-process indexes saved in ``index_dir`` and mapped by the next process on this machine
         # (backends/saved_index.py); files named by the database, schema and scope, checked against the rows.
@@ -408,11 +373,11 @@ class PostgresBackend(Backend):
             conn.execute(f"SET hnsw.ef_search = {int(self.ann_ef)}")
             conn.execute("SET hnsw.iterative_scan = strict_order")
 
-    def _cache(self, scope: ScopeRef) -> _ScopeCache:
+    def _cache(self, scope: ScopeRef) -> VectorIndex:
         with self._caches_lock:
             cache = self._caches.get(scope)
             if cache is None:
-                cache = self._caches[scope] = _ScopeCache()
+                cache = self._caches[scope] = VectorIndex()
                 if self.index_dir is not None:
                     cache.home = self.index_dir / self._saved_index_name(scope)
             return cache
@@ -441,7 +406,7 @@ class PostgresBackend(Backend):
         self,
         conn: psycopg.Connection[Any],
         scope: ScopeRef,
-        cache: _ScopeCache,
+        cache: VectorIndex,
         seen: tuple[int, int] | None = None,
     ) -> None:
         """Bring this process's copy of the scope's vectors and hashes up to date (caller holds
@@ -477,7 +442,7 @@ class PostgresBackend(Backend):
                 while rows := cur.fetchmany(65536):
                     self._apply(cache, rows, first_load=True)
                     keys.append(np.fromiter((r[4] for r in rows), dtype=np.int64, count=len(rows)))
-            cache.hashes = _Hashes(np.sort(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64), set())
+            cache.hashes = HashKeys.of(keys)
         else:
             last_seq = int(cache.seq[cache.n - 1])
             with conn.cursor(binary=True) as cur:
@@ -491,7 +456,7 @@ class PostgresBackend(Backend):
         cache.rev = rev
 
     @staticmethod
-    def _apply(cache: _ScopeCache, rows: Sequence[Any], first_load: bool = False) -> None:
+    def _apply(cache: VectorIndex, rows: Sequence[Any], first_load: bool = False) -> None:
         """Hand rows ``(seq, id, status, expires_at, hkey, pgvector-or-None)`` to the vector index (a first
         load's chunks are appended whole: row by row, 100k facts took seconds more)."""
         with_vector = [i for i, r in enumerate(rows) if r[5] is not None]
@@ -1186,7 +1151,7 @@ class _PgTx:
     """
 
     def __init__(
-        self, backend: PostgresBackend, conn: psycopg.Connection[Any], scope: ScopeRef, cache: _ScopeCache, rev: int
+        self, backend: PostgresBackend, conn: psycopg.Connection[Any], scope: ScopeRef, cache: VectorIndex, rev: int
     ) -> None:
         self.backend, self.conn, self.scope, self.cache = backend, conn, scope, cache
         self.vectors: Any = np.zeros((0, 0), dtype=np.float32)
@@ -1206,7 +1171,7 @@ class _PgTx:
         self._vector_of: dict[int, npt.NDArray[np.float32]] = {}  # seq -> vector, of the facts inserted here
 
     @property
-    def index(self) -> _ScopeCache:
+    def index(self) -> VectorIndex:
         """The scope's vectors and hashes, up to date (refreshed on first use: record-only and status-only
         transactions never load them)."""
         if not self._refreshed:
@@ -1252,7 +1217,7 @@ class _PgTx:
         return self._facts("id = ANY(%s)", (list(fact_ids),)) if fact_ids else []
 
     def live_by_hash(self, content_hash: str) -> list[Fact]:
-        if _hkey(content_hash) not in self.index.hashes:  # no fact of the scope has this hash
+        if hash_key(content_hash) not in self.index.hashes:  # no fact of the scope has this hash
             return []
         return self._facts(
             "content_hash = %s AND status = 'active' AND (expires_at IS NULL OR expires_at > %s)",
@@ -1308,7 +1273,7 @@ class _PgTx:
         self._new_facts.append((*row, fact_stems(draft.content)) if self.backend._writes_stems else row)
         self._vector_of[seq] = vector
         self.inserts.add(j, seq, draft.id, draft.status == "active", draft.expires_at)
-        index.hashes.extra.add(_hkey(draft.content_hash))
+        index.hashes.extra.add(hash_key(draft.content_hash))
         self.changed += 1
         self.n_delta += 1
 

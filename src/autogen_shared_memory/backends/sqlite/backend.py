@@ -51,11 +51,13 @@ from ...core.types import (
 from ...embedding import Vectors
 from ...search.index import (
     BatchInserts,
+    HashKeys,
     NearestExisting,
     ScopeView,
     VectorIndex,
     VectorIndexKind,
     check_options,
+    hash_key,
     rank_across,
 )
 from ...search.postings import ScopeTerms, query_stems, rank
@@ -172,26 +174,15 @@ class _Tx:
         return self._facts(f"id IN ({','.join('?' * len(fact_ids))})", list(fact_ids))
 
     def live_by_hash(self, content_hash: str) -> list[Fact]:
+        if hash_key(content_hash) not in self.index.hashes:  # no fact of the scope has this hash
+            return []
         return self._facts(
             "content_hash = ? AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)",
             (content_hash, self.now),
         )
 
     def live_hashes(self, content_hashes: Collection[str]) -> set[str]:
-        self.send_facts()
-        found: set[str] = set()
-        hashes = list(content_hashes)
-        for lo in range(0, len(hashes), 500):
-            chunk = hashes[lo : lo + 500]
-            found.update(
-                h
-                for (h,) in self.conn.execute(
-                    f"SELECT content_hash FROM facts WHERE content_hash IN ({','.join('?' * len(chunk))}) "
-                    "AND status = 'active' AND (expires_at IS NULL OR expires_at > ?)",
-                    (*chunk, self.now),
-                )
-            )
-        return found
+        return set(content_hashes)  # live_by_hash asks the scope's index for the hash's key first
 
     def settle(self) -> None:
         """Add this write's inserted facts to the index (:meth:`insert` defers it): before anything reads
@@ -224,6 +215,7 @@ class _Tx:
         vector = np.ascontiguousarray(self.vectors[j], dtype=np.float32).tobytes()
         self.new_facts.append((*draft_values(draft), self.now, self.rev, vector, seq))
         self.inserts.add(j, seq, draft.id, draft.status == "active", draft.expires_at)
+        self._index.hashes.extra.add(hash_key(draft.content_hash))
         self.n_facts += 1
         self.dirty = True
 
@@ -723,13 +715,18 @@ class SQLiteBackend(Backend):
         # New rows carry their vector; known rows only need their status (and a vector when re-embedded).
         # (A re-embed or purge bumps the epoch instead, which reloads everything.)
         if index.n == 0:  # first load: one scan in rowid (= seq) order, no index lookups, no sort
-            rows = conn.execute("SELECT seq, id, status, expires_at, embedding FROM facts ORDER BY seq").fetchall()
+            rows = conn.execute(
+                "SELECT seq, id, status, expires_at, embedding, content_hash FROM facts ORDER BY seq"
+            ).fetchall()
+            index.hashes = HashKeys.of([np.fromiter((hash_key(r[5]) for r in rows), np.int64, len(rows))])
         else:  # through the rev index, sorted here: SQLite would sort the vectors in a file in TMPDIR
             rows = conn.execute(
-                "SELECT seq, id, status, expires_at, CASE WHEN seq > ? THEN embedding END FROM facts WHERE rev > ?",
-                (last_seq, index.rev),
+                "SELECT seq, id, status, expires_at, CASE WHEN seq > ? THEN embedding END, "
+                "CASE WHEN seq > ? THEN content_hash END FROM facts WHERE rev > ?",
+                (last_seq, last_seq, index.rev),
             ).fetchall()
             rows.sort(key=lambda row: row[0])
+            index.hashes.extra.update(hash_key(r[5]) for r in rows if r[5] is not None)
         index.apply(rows)
         index.rev = rev
 
