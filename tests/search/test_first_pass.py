@@ -267,6 +267,33 @@ def test_a_built_pass_gives_its_file_storage_back_only_when_the_session_keeps_a_
         assert np.array_equal(released.products(q), kept.products(q))
 
 
+def test_a_storage_check_that_fails_leaves_the_pass_built_and_its_file_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The check runs before the pass's own file takes the temporary folder's space; when even its small file
+    # finds no room, the pass is built all the same, its file keeps its storage, and the next build asks again.
+    if not hasattr(os, "posix_fallocate"):
+        pytest.skip("no posix_fallocate here")
+    monkeypatch.setattr(packed_module.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(packed_module, "_copies", [])
+    reserve = os.posix_fallocate
+
+    def small_files_find_no_room(fd: int, offset: int, length: int) -> None:
+        if length < 10_000:  # the check's 64 rows, not the pass's 3,000
+            raise OSError(errno.ENOSPC, "No space left on device")
+        reserve(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", small_files_find_no_room)
+    vectors = UnitEmbedder().embed([f"text {i}" for i in range(3000)])
+    built = Packed(quantize(vectors), 3000)
+    assert the_file_blocks(built) > 0 and packed_module._copies == []
+    assert np.array_equal(
+        built.products(vectors[0]), Packed(quantize(vectors), 3000, release=False).products(vectors[0])
+    )
+    monkeypatch.setattr(os, "posix_fallocate", reserve)
+    assert the_file_blocks(Packed(quantize(vectors), 3000)) == 0 and packed_module._copies == [True]
+
+
 def test_the_sessions_copy_is_checked_not_assumed(monkeypatch: pytest.MonkeyPatch) -> None:
     # This ONNX Runtime packs the codes into its own layout: zeroing the file changes no answer.
     monkeypatch.setattr(packed_module, "_copies", [])

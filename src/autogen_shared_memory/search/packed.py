@@ -20,6 +20,7 @@ where it would, only the file's pages leave this process and the file keeps its 
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import tempfile
@@ -30,6 +31,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .int8 import Codes, quantize
+
+_log = logging.getLogger(__name__)
 
 BLOCK = 64  # coordinates per scale (MatMulNBits' block_size: 32 was 15% slower at 1M rows, 128 12% slower)
 LEVELS = 7  # codes -7 .. 7 around the zero point 8: a zero coordinate stays exactly zero
@@ -78,14 +81,22 @@ _copies: list[bool] = []  # the answer of _keeps_copies, once known
 def _keeps_copies() -> bool:
     """Whether this process's ONNX Runtime scans a pass from its own packed copy of the codes, never from the
     file they were supplied in: a pass of 64 random rows answers a query, has its file zeroed, and must answer
-    the same. Only then may a pass's file lose its storage (its hole would read as zeros)."""
+    the same. Only then may a pass's file lose its storage (its hole would read as zeros). A probe that fails
+    (no room for its file) answers no, and is asked again by the next build."""
     if not _copies:
         rng = np.random.default_rng(0)
         rows = rng.standard_normal((64, BLOCK)).astype(np.float32)
-        probe = Packed(quantize(rows), 64, release=False)
-        before = probe.products(rows[0]).copy()
-        np.frombuffer(probe._map, dtype=np.uint8)[:] = 0
-        _copies.append(bool(np.array_equal(before, probe.products(rows[0]))))
+        try:
+            probe = Packed(quantize(rows), 64, release=False)
+            before = probe.products(rows[0]).copy()
+            np.frombuffer(probe._map, dtype=np.uint8)[:] = 0
+            same = bool(np.array_equal(before, probe.products(rows[0])))
+        except _Abandoned:
+            raise
+        except Exception:  # the pass itself may still be built: its file just keeps its storage
+            _log.debug("the first pass's storage check failed", exc_info=True)
+            return False
+        _copies.append(same)
     return _copies[0]
 
 
@@ -111,6 +122,7 @@ class Packed:
         import onnxruntime as ort  # type: ignore[import-untyped]
         from onnx import TensorProto, helper
 
+        punch = release and _keeps_copies()  # asked first: a full temporary folder fails the small probe alone
         dim = int(codes.coarse.shape[1])
         self.n, self.dim = n, dim
         self.width = -(-dim // BLOCK) * BLOCK  # padded with zero coordinates to whole blocks
@@ -195,7 +207,7 @@ class Packed:
             raise _Abandoned("the interpreter is shutting down")
         self._session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         if release:
-            _release(self._map, punch=_keeps_copies())
+            _release(self._map, punch=punch)
 
     def products(self, q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """Estimates of ``q . x`` for rows ``0 .. n-1`` (each off by about :meth:`deviation`).

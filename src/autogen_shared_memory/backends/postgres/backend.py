@@ -442,7 +442,7 @@ class PostgresBackend(Backend):
                 while rows := cur.fetchmany(65536):
                     self._apply(cache, rows, first_load=True)
                     keys.append(np.fromiter((r[4] for r in rows), dtype=np.int64, count=len(rows)))
-            cache.hashes = HashKeys.of(keys)
+            cache.hashes = HashKeys(np.sort(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64))
         else:
             last_seq = int(cache.seq[cache.n - 1])
             with conn.cursor(binary=True) as cur:
@@ -452,7 +452,7 @@ class PostgresBackend(Backend):
                     (last_seq, *key, cache.rev),
                 ).fetchall()
             self._apply(cache, rows)
-            cache.hashes.extra.update(int(r[4]) for r in rows if r[0] > last_seq)
+            cache.hashes.add(int(r[4]) for r in rows if r[0] > last_seq)
         cache.rev = rev
 
     @staticmethod
@@ -1273,7 +1273,7 @@ class _PgTx:
         self._new_facts.append((*row, fact_stems(draft.content)) if self.backend._writes_stems else row)
         self._vector_of[seq] = vector
         self.inserts.add(j, seq, draft.id, draft.status == "active", draft.expires_at)
-        index.hashes.extra.add(hash_key(draft.content_hash))
+        index.hashes.add([hash_key(draft.content_hash)])
         self.changed += 1
         self.n_delta += 1
 

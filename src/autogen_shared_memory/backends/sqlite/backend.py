@@ -58,6 +58,7 @@ from ...search.index import (
     VectorIndexKind,
     check_options,
     hash_key,
+    hash_keys,
     rank_across,
 )
 from ...search.postings import ScopeTerms, query_stems, rank
@@ -215,7 +216,7 @@ class _Tx:
         vector = np.ascontiguousarray(self.vectors[j], dtype=np.float32).tobytes()
         self.new_facts.append((*draft_values(draft), self.now, self.rev, vector, seq))
         self.inserts.add(j, seq, draft.id, draft.status == "active", draft.expires_at)
-        self._index.hashes.extra.add(hash_key(draft.content_hash))
+        self._index.hashes.add([hash_key(draft.content_hash)])
         self.n_facts += 1
         self.dirty = True
 
@@ -718,7 +719,7 @@ class SQLiteBackend(Backend):
             rows = conn.execute(
                 "SELECT seq, id, status, expires_at, embedding, content_hash FROM facts ORDER BY seq"
             ).fetchall()
-            index.hashes = HashKeys.of([np.fromiter((hash_key(r[5]) for r in rows), np.int64, len(rows))])
+            index.hashes = HashKeys(np.sort(hash_keys([r[5] for r in rows])))
         else:  # through the rev index, sorted here: SQLite would sort the vectors in a file in TMPDIR
             rows = conn.execute(
                 "SELECT seq, id, status, expires_at, CASE WHEN seq > ? THEN embedding END, "
@@ -726,7 +727,7 @@ class SQLiteBackend(Backend):
                 (last_seq, last_seq, index.rev),
             ).fetchall()
             rows.sort(key=lambda row: row[0])
-            index.hashes.extra.update(hash_key(r[5]) for r in rows if r[5] is not None)
+            index.hashes.add(hash_key(r[5]) for r in rows if r[5] is not None)
         index.apply(rows)
         index.rev = rev
 
