@@ -29,7 +29,8 @@ Measures:
 * ``write-into``: single ``remember`` calls (``--singles``) and ``remember_many`` batches of 256 (``--batches``)
   into a SQLite group scope of ``--fill`` facts (random unit vectors, ``bench/scale.py``'s; filled through the
   backend with the near-duplicate check off), alternating a single and a batch: what a write into a big scope
-  costs beyond the fill.
+  costs beyond the fill. ``--cold`` times a new store opened after the scope's files were dropped from the
+  page cache (a process that writes into a big scope it has not touched lately).
 * ``pg-search``: PostgreSQL search p50 of an agent, scope ``group`` (``--fill`` facts) and ``all`` (its agent
   scope and global too, 1,000 facts each), ``HashEmbedder``; ``--delay-ms`` puts a proxy holding each chunk
   that long each way between the searching process and the server (a server on another host; the filling
@@ -527,10 +528,10 @@ def measure_pg_write(args: argparse.Namespace, trees: dict[str, Path], quiet: Qu
 # ------------------------------------------------------------------------------------------- write-into
 
 WRITE_INTO_WORKER = r"""
-import json, statistics, sys, tempfile, time
+import json, os, statistics, sys, tempfile, time
 sys.path.insert(0, sys.argv[1])
 import scale
-fill_n, singles, batches = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+fill_n, singles, batches, cold = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 root = tempfile.mkdtemp(prefix="write-into-")
 store = scale.open_store({"kind": "sqlite", "root": root})
 op = store.as_operator(scale.GROUP)
@@ -540,6 +541,15 @@ for lo in range(1, fill_n, 8192):
 warm = [scale.fact(10**8 + i, "w") for i in range(256)]
 op.remember_many(warm, "group")  # loads what a write needs: not timed
 store.backend._saved.close()  # the save of the grown index that this may start: not what is measured
+if cold:  # a new process, the scope's files out of the page cache: what a write reads, it reads from the disk
+    store.close()
+    os.sync()
+    for name in os.listdir(root):
+        fd = os.open(os.path.join(root, name), os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    store = scale.open_store({"kind": "sqlite", "root": root})
+    op = store.as_operator(scale.GROUP)
 one, many = [], []
 for k in range(max(singles, batches)):
     if k < singles:
@@ -562,7 +572,7 @@ print(json.dumps({"single_ms": statistics.median(one) * 1e3, "batch_ms": statist
 
 
 def measure_write_into(args: argparse.Namespace, trees: dict[str, Path], quiet: Quiet, tmp: Path) -> None:
-    params = (str(BENCH), str(args.fill), str(args.singles), str(args.batches))
+    params = (str(BENCH), str(args.fill), str(args.singles), str(args.batches), str(int(args.cold)))
     runs = interleave(
         trees, args.rounds, quiet, lambda _name, src: run_worker(WRITE_INTO_WORKER, src, *params), "write-into"
     )
@@ -572,6 +582,7 @@ def measure_write_into(args: argparse.Namespace, trees: dict[str, Path], quiet: 
         Row("`remember_many` of 256 (facts/s)", lambda r: 256e3 / r["batch_ms"], "{:,.0f}"),
     ]
     title = f"write-into: writes into a SQLite scope of {args.fill:,} facts, medians of {args.rounds} rounds"
+    title += " (a new process, the scope's files out of the page cache)" if args.cold else ""
     report(title, args.baseline, runs, rows)
 
 
@@ -674,6 +685,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     into.add_argument("--fill", type=int, default=100_000, help="facts in the scope before the timed writes")
     into.add_argument("--singles", type=int, default=40, help="timed single remember calls per run")
     into.add_argument("--batches", type=int, default=8, help="timed batches of 256 per run")
+    into.add_argument(
+        "--cold", action="store_true", help="time a new store whose files were dropped from the page cache"
+    )
     pgs = sub.add_parser("pg-search", parents=[common], help="PostgreSQL searches of an agent, one scope and all")
     pgs.add_argument("--fill", type=int, default=10_000, help="facts in the group scope")
     pgs.add_argument("--queries", type=int, default=100, help="timed searches per scope and run")
